@@ -1,0 +1,592 @@
+/*
+ * core.c - the stream core's life cycle, its stream table, handles, reads
+ * and appends.  Namespace operations are in core_ns.c, xattrs and the
+ * virtual files in core_xattr.c, recovery in recovery.c.
+ *
+ * Data directory layout (DESIGN.md section 7):
+ *   DIR/lock      flock(2)ed by the daemon that owns the directory
+ *   DIR/meta.db   the metadata store (meta_sqlite.c)
+ *   DIR/wal/      local WAL segments (wal_local.c)
+ *
+ * The stream table maps a stream id to its in-memory state (stream.h).  It
+ * holds one reference to every stream with a name or an open handle; a
+ * stream whose name went (unlink, rename over it) is forgotten, in memory
+ * and in the store, when its last handle closes (DESIGN.md section 2).
+ *
+ * Page cache (the trap in the 0.1 issue): the kernel would fill its page
+ * cache for a write at the offset *it* guesses, not the one the stream
+ * assigns.  So handles that can write use direct I/O, and never populate
+ * the cache; read-only handles keep the cache, which is safe because
+ * committed bytes never change (I2) -- except the page holding the head,
+ * zero-filled past it.  A read that reaches the head marks the stream
+ * (reader.c), and the commit that moves the head invalidates from that
+ * page on (the pipeline's commit hook, below).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "core_priv.h"
+#include "log.h"
+#include "pipeline.h"
+#include "reader.h"
+#include "wal.h"
+
+struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row)
+{
+	struct nrs_stream *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return NULL;
+	st->id = row->id;
+	st->ino = row->ino;
+	atomic_init(&st->refs, 1);
+	pthread_mutex_init(&st->lock, NULL);
+	st->head = st->ord_head = row->head;
+	st->version = st->ord_version = row->version;
+	st->epoch = st->ord_epoch = row->epoch;
+	st->last_lsn = st->ord_lsn = row->last_lsn;
+	st->start = row->start;
+	st->mtime_ns = row->mtime_ns;
+	st->profile = row->profile;
+	st->unlinked = row->unlinked;
+	st->batch_slot = -1;
+	st->batch_upd = -1;
+	return st;
+}
+
+void nrs_stream_put(struct nrs_stream *st)
+{
+	if (!st || atomic_fetch_sub(&st->refs, 1) != 1)
+		return;
+	nrs_index_free(&st->index);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+struct nrs_stream *nrs_core_stream_get(struct nrs_core *c, uint64_t id)
+{
+	struct nrs_stream *st = NULL;
+
+	pthread_rwlock_rdlock(&c->tlock);
+	if (id < c->nstreams && c->streams[id]) {
+		st = c->streams[id];
+		atomic_fetch_add(&st->refs, 1);
+	}
+	pthread_rwlock_unlock(&c->tlock);
+	return st;
+}
+
+int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st)
+{
+	int err = 0;
+
+	pthread_rwlock_wrlock(&c->tlock);
+	if (st->id >= c->nstreams) {
+		size_t n = c->nstreams ? c->nstreams : 64;
+		struct nrs_stream **v;
+
+		while (n <= st->id)
+			n *= 2;
+		v = realloc(c->streams, n * sizeof(*v));
+		if (!v) {
+			err = -ENOMEM;
+			goto out_unlock;
+		}
+		memset(v + c->nstreams, 0, (n - c->nstreams) * sizeof(*v));
+		c->streams = v;
+		c->nstreams = n;
+	}
+	if (c->streams[st->id])
+		err = -EEXIST;
+	else
+		c->streams[st->id] = st;
+out_unlock:
+	pthread_rwlock_unlock(&c->tlock);
+	return err;
+}
+
+void nrs_core_stream_remove(struct nrs_core *c, uint64_t id)
+{
+	struct nrs_stream *st = NULL;
+
+	pthread_rwlock_wrlock(&c->tlock);
+	if (id < c->nstreams) {
+		st = c->streams[id];
+		c->streams[id] = NULL;
+	}
+	pthread_rwlock_unlock(&c->tlock);
+	nrs_stream_put(st);
+}
+
+/* Forget an unlinked stream: the store's rows, then the table entry. */
+static void forget_stream(struct nrs_core *c, uint64_t ino, uint64_t id)
+{
+	int err = nrs_meta_forget_inode(c->meta, ino);
+
+	if (err)
+		nrs_err("cannot forget unlinked inode %" PRIu64 " (stream %"
+			PRIu64 "): %s; it is retried at the next mount", ino, id,
+			strerror(-err));
+	nrs_core_stream_remove(c, id);
+}
+
+void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a)
+{
+	struct nrs_stream *st;
+	bool now = true;
+
+	pthread_mutex_lock(&c->admin);
+	st = nrs_core_stream_get(c, a->stream_id);
+	if (st) {
+		pthread_mutex_lock(&st->lock);
+		st->unlinked = true;
+		now = st->open_handles == 0;
+		pthread_mutex_unlock(&st->lock);
+		nrs_stream_put(st);
+	}
+	if (now)
+		forget_stream(c, a->ino, a->stream_id);
+	pthread_mutex_unlock(&c->admin);
+}
+
+static struct timespec ns_to_ts(int64_t ns)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(ns / 1000000000),
+		.tv_nsec = (long)(ns % 1000000000),
+	};
+
+	if (ts.tv_nsec < 0) {
+		ts.tv_sec--;
+		ts.tv_nsec += 1000000000;
+	}
+	return ts;
+}
+
+void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
+		      struct stat *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->st_ino = a->ino;
+	out->st_mode = a->mode;
+	out->st_nlink = a->nlink;
+	out->st_uid = a->uid;
+	out->st_gid = a->gid;
+	out->st_blksize = 4096;
+	out->st_atim = ns_to_ts(a->atime_ns);
+	out->st_mtim = ns_to_ts(a->mtime_ns);
+	out->st_ctim = ns_to_ts(a->ctime_ns);
+	if (S_ISDIR(a->mode)) {
+		out->st_size = 4096;
+		out->st_blocks = 8;
+	} else if (a->stream_id) {
+		struct nrs_stream *st = nrs_core_stream_get(c, a->stream_id);
+
+		if (st) {
+			pthread_mutex_lock(&st->lock);
+			out->st_size = (off_t)st->head;		/* I4 */
+			out->st_blocks = (blkcnt_t)((st->wal_bytes + 511) / 512);
+			pthread_mutex_unlock(&st->lock);
+			nrs_stream_put(st);
+		}
+	}
+}
+
+int nrs_core_getattr(struct nrs_core *c, uint64_t ino, struct stat *out)
+{
+	struct nrs_attr a;
+	int err;
+
+	if (nrs_is_virtual(ino)) {
+		nrs_virtual_stat(ino, out);
+		return 0;
+	}
+	err = nrs_meta_getattr(c->meta, ino, &a);
+	if (err)
+		return err;
+	nrs_attr_to_stat(c, &a, out);
+	return 0;
+}
+
+static void commit_hook(void *ctx, struct nrs_stream *st, uint64_t old_head)
+{
+	struct nrs_core *c = ctx;
+
+	if (c->inval)
+		c->inval(c->inval_ctx, st->ino, old_head & ~(uint64_t)4095);
+}
+
+void nrs_core_set_inval(struct nrs_core *c, nrs_inval_fn fn, void *ctx)
+{
+	c->inval = fn;
+	c->inval_ctx = ctx;
+}
+
+/* ---- handles -------------------------------------------------------- */
+
+static int open_stream(struct nrs_core *c, struct nrs_stream *st, uint64_t ino,
+		       int flags, struct nrs_handle **out)
+{
+	struct nrs_handle *h;
+
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	pthread_mutex_lock(&st->lock);
+	if (st->unlinked && st->open_handles == 0) {
+		pthread_mutex_unlock(&st->lock);
+		free(h);
+		return -ENOENT;		/* being forgotten */
+	}
+	if ((flags & O_TRUNC) && st->head != 0) {
+		pthread_mutex_unlock(&st->lock);
+		free(h);
+		return -EPERM;		/* history is never rewritten */
+	}
+	st->open_handles++;
+	h->epoch = st->epoch;
+	pthread_mutex_unlock(&st->lock);
+	h->kind = NRS_H_STREAM;
+	h->ino = ino;
+	h->flags = flags;
+	h->st = st;
+	(void)c;
+	*out = h;
+	return 0;
+}
+
+int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
+		  struct nrs_handle **out)
+{
+	struct nrs_handle *h;
+	struct nrs_stream *st;
+	struct nrs_attr a;
+	int err;
+
+	if (nrs_is_virtual(ino)) {
+		if (ino == NRS_INO_CTL)
+			return -EISDIR;
+		if ((flags & O_ACCMODE) != O_RDONLY)
+			return -EACCES;
+		h = calloc(1, sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		h->kind = NRS_H_VIRTUAL;
+		h->ino = ino;
+		h->flags = flags;
+		err = nrs_core_render(c, ino, &h->vbuf, &h->vlen);
+		if (err) {
+			free(h);
+			return err;
+		}
+		*out = h;
+		return 0;
+	}
+	err = nrs_meta_getattr(c->meta, ino, &a);
+	if (err)
+		return err;
+	if (S_ISDIR(a.mode))
+		return -EISDIR;
+	st = nrs_core_stream_get(c, a.stream_id);
+	if (!st)
+		return -ENOENT;
+	err = open_stream(c, st, ino, flags, out);
+	if (err)
+		nrs_stream_put(st);
+	return err;
+}
+
+int nrs_core_create(struct nrs_core *c, uint64_t parent, const char *name,
+		    uint32_t mode, uint32_t uid, uint32_t gid, int flags,
+		    struct stat *out, struct nrs_handle **h)
+{
+	struct nrs_stream_row row;
+	struct nrs_stream *st;
+	struct nrs_attr a;
+	int err;
+
+	if (parent == NRS_ROOT_INO && strcmp(name, NRS_CTL_NAME) == 0)
+		return -EEXIST;
+	if (nrs_is_virtual(parent))
+		return -EPERM;
+	err = nrs_meta_create(c->meta, parent, name, mode, uid, gid,
+			      nrs_now_real_ns(), &a, &row);
+	if (err)
+		return err;
+	st = nrs_stream_new(&row);
+	if (!st)
+		return -ENOMEM;
+	atomic_fetch_add(&st->refs, 1);		/* the handle's */
+	err = nrs_core_stream_insert(c, st);
+	if (err) {
+		nrs_stream_put(st);
+		nrs_stream_put(st);
+		return err;
+	}
+	err = open_stream(c, st, a.ino, flags & ~O_TRUNC, h);
+	if (err) {
+		nrs_stream_put(st);
+		return err;
+	}
+	nrs_attr_to_stat(c, &a, out);
+	return 0;
+}
+
+bool nrs_core_handle_direct(const struct nrs_handle *h)
+{
+	return h->kind == NRS_H_VIRTUAL || (h->flags & O_ACCMODE) != O_RDONLY;
+}
+
+void nrs_core_release(struct nrs_core *c, struct nrs_handle *h)
+{
+	if (!h)
+		return;
+	if (h->kind == NRS_H_STREAM) {
+		struct nrs_stream *st = h->st;
+		bool forget;
+
+		pthread_mutex_lock(&c->admin);
+		pthread_mutex_lock(&st->lock);
+		st->open_handles--;
+		forget = st->unlinked && st->open_handles == 0;
+		pthread_mutex_unlock(&st->lock);
+		if (forget)
+			forget_stream(c, st->ino, st->id);
+		pthread_mutex_unlock(&c->admin);
+		nrs_stream_put(st);
+	}
+	free(h->vbuf);
+	free(h);
+}
+
+ssize_t nrs_core_read(struct nrs_core *c, struct nrs_handle *h, void *buf,
+		      size_t size, uint64_t off)
+{
+	if (h->kind == NRS_H_VIRTUAL) {
+		if (off >= h->vlen)
+			return 0;
+		if (size > h->vlen - off)
+			size = h->vlen - off;
+		memcpy(buf, h->vbuf + off, size);
+		return (ssize_t)size;
+	}
+	return nrs_reader_read(c->wal, &c->metrics, h->st, buf, size, off);
+}
+
+/* ---- appends -------------------------------------------------------- */
+
+struct append_req {
+	struct nrs_req req;
+	nrs_append_done done;
+	void *cookie;
+	unsigned char data[];
+};
+
+static void append_done(struct nrs_req *r, int err)
+{
+	struct append_req *ar = (struct append_req *)r;
+
+	ar->done(ar->cookie, err, r->len);
+	free(ar);
+}
+
+int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
+		    size_t len, uint64_t off, bool at_head,
+		    nrs_append_done done, void *cookie)
+{
+	struct append_req *ar;
+
+	if (h->kind != NRS_H_STREAM)
+		return -EACCES;
+	if ((h->flags & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	if (len > NRS_MAX_WRITE)
+		return -EFBIG;
+	ar = malloc(sizeof(*ar) + len);
+	if (!ar)
+		return -ENOMEM;
+	memcpy(ar->data, buf, len);
+	ar->done = done;
+	ar->cookie = cookie;
+	memset(&ar->req, 0, sizeof(ar->req));
+	ar->req.kind = NRS_REQ_APPEND;
+	ar->req.st = h->st;
+	atomic_fetch_add(&h->st->refs, 1);
+	ar->req.epoch = h->epoch;
+	ar->req.expect = at_head ? NRS_EXPECT_ANY : off;
+	ar->req.data = ar->data;
+	ar->req.len = len;
+	ar->req.done = append_done;
+	nrs_pipeline_submit(c->pipe, &ar->req);
+	return 0;
+}
+
+/* A synchronous fence through the pipeline (core_xattr.c uses it). */
+struct fence_wait {
+	struct nrs_req req;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int err;
+};
+
+static void fence_done(struct nrs_req *r, int err)
+{
+	struct fence_wait *fw = (struct fence_wait *)r;
+
+	pthread_mutex_lock(&fw->lock);
+	fw->err = err;
+	fw->done = true;
+	pthread_cond_signal(&fw->cond);
+	pthread_mutex_unlock(&fw->lock);
+}
+
+int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch)
+{
+	struct fence_wait fw;
+	int err;
+
+	memset(&fw, 0, sizeof(fw));
+	pthread_mutex_init(&fw.lock, NULL);
+	pthread_cond_init(&fw.cond, NULL);
+	fw.req.kind = NRS_REQ_FENCE;
+	fw.req.st = st;
+	atomic_fetch_add(&st->refs, 1);
+	fw.req.epoch = epoch;
+	fw.req.done = fence_done;
+	nrs_pipeline_submit(c->pipe, &fw.req);
+	pthread_mutex_lock(&fw.lock);
+	while (!fw.done)
+		pthread_cond_wait(&fw.cond, &fw.lock);
+	err = fw.err;
+	pthread_mutex_unlock(&fw.lock);
+	pthread_cond_destroy(&fw.cond);
+	pthread_mutex_destroy(&fw.lock);
+	return err;
+}
+
+/* ---- life cycle ----------------------------------------------------- */
+
+static int lock_data_dir(const char *dir, int *fd_out)
+{
+	char path[4096];
+	int fd, err;
+
+	if (snprintf(path, sizeof(path), "%s/lock", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		close(fd);
+		return err;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
+{
+	struct nrs_wal_local_opts wo = { .segment_size = o->wal_segment_size };
+	struct nrs_pipeline_cfg pc;
+	struct nrs_core *c;
+	char path[4096];
+	uint64_t next_lsn = 1;
+	int err;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->lock_fd = -1;
+	nrs_metrics_init(&c->metrics);
+	pthread_mutex_init(&c->admin, NULL);
+	pthread_rwlock_init(&c->tlock, NULL);
+	c->started_ns = nrs_now_real_ns();
+	c->data_dir = strdup(o->data_dir);
+	if (!c->data_dir) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	if (mkdir(o->data_dir, 0700) < 0 && errno != EEXIST) {
+		err = -errno;
+		nrs_err("cannot create data directory %s: %s", o->data_dir,
+			strerror(-err));
+		goto out_free;
+	}
+	err = lock_data_dir(o->data_dir, &c->lock_fd);
+	if (err) {
+		nrs_err("cannot lock data directory %s: %s", o->data_dir,
+			err == -EBUSY ? "another nereusfs is using it"
+				      : strerror(-err));
+		goto out_free;
+	}
+	snprintf(path, sizeof(path), "%s/meta.db", o->data_dir);
+	err = nrs_meta_open(path, &c->meta);
+	if (err) {
+		nrs_err("cannot open metadata %s: %s", path, strerror(-err));
+		goto out_free;
+	}
+	snprintf(path, sizeof(path), "%s/wal", o->data_dir);
+	err = nrs_wal_local_open(path, &wo, &c->wal);
+	if (err) {
+		nrs_err("cannot open WAL %s: %s", path, strerror(-err));
+		goto out_free;
+	}
+	err = nrs_recover(c, &next_lsn);
+	if (err)
+		goto out_free;
+	memset(&pc, 0, sizeof(pc));
+	pc.wal = c->wal;
+	pc.meta = c->meta;
+	pc.metrics = &c->metrics;
+	pc.next_lsn = next_lsn;
+	pc.max_batch_bytes = o->max_batch_bytes;
+	pc.hook = commit_hook;
+	pc.hook_ctx = c;
+	pc.put = nrs_stream_put;
+	err = nrs_pipeline_start(&pc, &c->pipe);
+	if (err)
+		goto out_free;
+	*out = c;
+	return 0;
+out_free:
+	nrs_core_free(c);
+	return err;
+}
+
+void nrs_core_free(struct nrs_core *c)
+{
+	if (!c)
+		return;
+	nrs_pipeline_stop(c->pipe);
+	for (size_t i = 0; i < c->nstreams; i++)
+		nrs_stream_put(c->streams[i]);
+	free(c->streams);
+	nrs_wal_close(c->wal);
+	nrs_meta_close(c->meta);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
+	pthread_rwlock_destroy(&c->tlock);
+	pthread_mutex_destroy(&c->admin);
+	free(c->data_dir);
+	free(c);
+}
+
+int nrs_core_statfs(struct nrs_core *c, struct statvfs *out)
+{
+	if (statvfs(c->data_dir, out) < 0)
+		return -errno;
+	out->f_namemax = NRS_NAME_MAX;
+	return 0;
+}

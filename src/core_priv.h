@@ -1,0 +1,81 @@
+/*
+ * core_priv.h - what the files of the stream core share (core.c,
+ * core_ns.c, core_xattr.c, recovery.c).  Not for other modules.
+ *
+ * Locks, in the order they may be taken: c->admin (trim, profile and
+ * unlink decisions), c->tlock (the stream table), st->lock.  The metadata
+ * store locks itself and is never called with st->lock held.
+ */
+#ifndef NRS_CORE_PRIV_H
+#define NRS_CORE_PRIV_H
+
+#include <pthread.h>
+
+#include "core.h"
+#include "meta.h"
+#include "metrics.h"
+#include "stream.h"
+
+struct nrs_pipeline;
+struct nrs_wal;
+
+struct nrs_core {
+	char *data_dir;
+	int lock_fd;			/* flock'd data_dir/lock */
+	struct nrs_meta *meta;
+	struct nrs_wal *wal;
+	struct nrs_pipeline *pipe;
+	struct nrs_metrics metrics;
+	int64_t started_ns;
+
+	pthread_mutex_t admin;
+	pthread_rwlock_t tlock;
+	/* protected by tlock: streams by id (index = id) */
+	struct nrs_stream **streams;
+	size_t nstreams;
+
+	nrs_inval_fn inval;
+	void *inval_ctx;
+};
+
+enum nrs_handle_kind {
+	NRS_H_STREAM = 1,
+	NRS_H_VIRTUAL = 2,
+};
+
+struct nrs_handle {
+	enum nrs_handle_kind kind;
+	uint64_t ino;
+	int flags;
+	struct nrs_stream *st;		/* NRS_H_STREAM: a reference */
+	uint64_t epoch;			/* the writer epoch opened under */
+	char *vbuf;			/* NRS_H_VIRTUAL: a snapshot */
+	size_t vlen;
+};
+
+/* core.c */
+struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row);
+/* Take a reference from the table; NULL if no such stream. */
+struct nrs_stream *nrs_core_stream_get(struct nrs_core *c, uint64_t id);
+void nrs_stream_put(struct nrs_stream *st);
+/* Insert st (the table takes the caller's reference). */
+int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st);
+/* Remove id from the table, dropping the table's reference. */
+void nrs_core_stream_remove(struct nrs_core *c, uint64_t id);
+void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
+		      struct stat *out);
+/* The stream's name went: forget it now, or at the last close. */
+void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a);
+
+/* Raise st's writer epoch through the pipeline; waits for the commit. */
+int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch);
+
+/* core_xattr.c: the virtual files */
+int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len);
+void nrs_virtual_stat(uint64_t ino, struct stat *out);
+bool nrs_is_virtual(uint64_t ino);
+
+/* recovery.c: heads, re-publication, index; sets *next_lsn. */
+int nrs_recover(struct nrs_core *c, uint64_t *next_lsn);
+
+#endif

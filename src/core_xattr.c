@@ -1,0 +1,389 @@
+/*
+ * core_xattr.c - extended attributes (DESIGN.md section 4) and the virtual
+ * files /.nereus/metrics and /.nereus/status.
+ *
+ * Decisions where the contract is silent (documented in nereusfs(8)):
+ *  - Names outside user.*: get is -ENODATA (so ls and cp stay quiet), set
+ *    is -EOPNOTSUPP.
+ *  - user.nereus.* names that do not exist: get -ENODATA, set -EINVAL.
+ *  - Read-only names (id, head, ...): set and remove are -EPERM; trim is
+ *    write-only: get is -ENODATA and it is not listed.
+ *  - epoch: a larger value fences; the same value is a no-op; a smaller
+ *    one is -EINVAL.
+ *  - profile object-wal is refused with -EOPNOTSUPP until an object WAL
+ *    exists; on a stream, profile is settable only while it is empty
+ *    (-EINVAL otherwise).
+ *  - materialized is the offset up to which every readable byte is in the
+ *    object store: with no object store yet, that is start.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "core_priv.h"
+#include "log.h"
+#include "pipeline.h"
+#include "wal.h"
+#include "xattr.h"
+
+bool nrs_is_virtual(uint64_t ino)
+{
+	return ino >= NRS_INO_CTL && ino <= NRS_INO_STATUS;
+}
+
+void nrs_virtual_stat(uint64_t ino, struct stat *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->st_ino = ino;
+	out->st_blksize = 4096;
+	if (ino == NRS_INO_CTL) {
+		out->st_mode = S_IFDIR | 0555;
+		out->st_nlink = 2;
+	} else {
+		out->st_mode = S_IFREG | 0444;
+		out->st_nlink = 1;
+	}
+}
+
+static int copy_out(const void *val, size_t len, void *buf, size_t size)
+{
+	if (size == 0)
+		return (int)len;
+	if (len > size)
+		return -ERANGE;
+	memcpy(buf, val, len);
+	return (int)len;
+}
+
+/* Stream attributes, read under the stream lock in one go. */
+static ssize_t get_stream_attr(struct nrs_stream *st, int id, void *buf,
+			       size_t size)
+{
+	char val[32];
+	uint64_t v = 0;
+	ssize_t n;
+	int len;
+
+	pthread_mutex_lock(&st->lock);
+	switch (id) {
+	case NRS_XA_ID: v = st->id; break;
+	case NRS_XA_HEAD: v = st->head; break;
+	case NRS_XA_VERSION: v = st->version; break;
+	case NRS_XA_START: v = st->start; break;
+	case NRS_XA_EPOCH: v = st->epoch; break;
+	case NRS_XA_MATERIALIZED: v = st->start; break;
+	case NRS_XA_WAL_BYTES: v = st->head - st->start; break;
+	case NRS_XA_INDEX:
+		n = nrs_index_format(&st->index, buf, size);
+		pthread_mutex_unlock(&st->lock);
+		return n;
+	default:
+		pthread_mutex_unlock(&st->lock);
+		return -ENODATA;
+	}
+	pthread_mutex_unlock(&st->lock);
+	len = snprintf(val, sizeof(val), "%" PRIu64, v);
+	return copy_out(val, (size_t)len, buf, size);
+}
+
+ssize_t nrs_core_getxattr(struct nrs_core *c, uint64_t ino, const char *name,
+			  void *buf, size_t size)
+{
+	int id = nrs_xattr_lookup(name);
+	struct nrs_attr a;
+	ssize_t n;
+	int err;
+
+	if (nrs_is_virtual(ino) || strncmp(name, "user.", 5) != 0)
+		return -ENODATA;
+	err = nrs_meta_getattr(c->meta, ino, &a);
+	if (err)
+		return err;
+	if (id == NRS_XA_NONE)
+		return nrs_meta_xattr_get(c->meta, ino, name, buf, size);
+	if (!nrs_xattr_applies(id, S_ISDIR(a.mode)) ||
+	    !(nrs_xattr_desc(id)->flags & NRS_XA_READ))
+		return -ENODATA;
+	if (id == NRS_XA_PROFILE) {
+		const char *pn;
+		int p;
+
+		err = nrs_meta_get_profile(c->meta, ino, &p);
+		if (err)
+			return err;
+		pn = nrs_profile_name(p);
+		if (!pn)
+			return -ENODATA;	/* a dir with none set */
+		return copy_out(pn, strlen(pn), buf, size);
+	}
+	if (id == NRS_XA_RET_BYTES || id == NRS_XA_RET_MS) {
+		char val[32];
+		uint64_t v;
+
+		err = nrs_meta_get_retention(c->meta, ino, id == NRS_XA_RET_BYTES ?
+					     NRS_RET_BYTES : NRS_RET_MS, &v);
+		if (err)
+			return err;
+		return copy_out(val, (size_t)snprintf(val, sizeof(val), "%" PRIu64, v),
+				buf, size);
+	}
+	{
+		struct nrs_stream *st = nrs_core_stream_get(c, a.stream_id);
+
+		if (!st)
+			return -ENOENT;
+		n = get_stream_attr(st, id, buf, size);
+		nrs_stream_put(st);
+	}
+	return n;
+}
+
+static int set_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v)
+{
+	int err;
+
+	pthread_mutex_lock(&st->lock);
+	err = v < st->start || v > st->head ? -EINVAL : 0;
+	pthread_mutex_unlock(&st->lock);
+	if (err)
+		return err;
+	err = nrs_meta_set_start(c->meta, st->id, v);
+	if (err)
+		return err;
+	pthread_mutex_lock(&st->lock);
+	st->start = v;
+	nrs_index_drop_below(&st->index, v);
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
+		      const void *value, size_t size)
+{
+	struct nrs_stream *st = NULL;
+	uint64_t v = 0;
+	int err, p;
+
+	if (!nrs_xattr_applies(id, S_ISDIR(a->mode)))
+		return -EINVAL;
+	if (!(nrs_xattr_desc(id)->flags & NRS_XA_WRITE))
+		return -EPERM;
+	if (id == NRS_XA_PROFILE) {
+		err = nrs_xattr_parse_profile(value, size, &p);
+		if (err)
+			return err;
+		if (p == NRS_PROFILE_OBJECT_WAL)
+			return -EOPNOTSUPP;
+	} else {
+		err = nrs_xattr_parse_u64(value, size, &v);
+		if (err)
+			return err;
+	}
+	if (id == NRS_XA_RET_BYTES || id == NRS_XA_RET_MS)
+		return nrs_meta_set_retention(c->meta, a->ino,
+					      id == NRS_XA_RET_BYTES ?
+					      NRS_RET_BYTES : NRS_RET_MS, v);
+	if (S_ISDIR(a->mode))
+		return nrs_meta_set_profile(c->meta, a->ino, p);
+	st = nrs_core_stream_get(c, a->stream_id);
+	if (!st)
+		return -ENOENT;
+	switch (id) {
+	case NRS_XA_EPOCH:
+		err = nrs_core_fence(c, st, v);
+		break;
+	case NRS_XA_TRIM:
+		err = set_trim(c, st, v);
+		break;
+	case NRS_XA_PROFILE:
+		pthread_mutex_lock(&st->lock);
+		err = st->head == 0 ? 0 : -EINVAL;
+		pthread_mutex_unlock(&st->lock);
+		if (!err)
+			err = nrs_meta_set_profile(c->meta, a->ino, p);
+		if (!err) {
+			pthread_mutex_lock(&st->lock);
+			st->profile = p;
+			pthread_mutex_unlock(&st->lock);
+		}
+		break;
+	default:
+		err = -EINVAL;
+	}
+	nrs_stream_put(st);
+	return err;
+}
+
+int nrs_core_setxattr(struct nrs_core *c, uint64_t ino, const char *name,
+		      const void *value, size_t size, int flags)
+{
+	int id = nrs_xattr_lookup(name);
+	struct nrs_attr a;
+	int err;
+
+	if (nrs_is_virtual(ino))
+		return -EPERM;
+	if (strncmp(name, "user.", 5) != 0)
+		return -EOPNOTSUPP;
+	err = nrs_meta_getattr(c->meta, ino, &a);
+	if (err)
+		return err;
+	if (id == NRS_XA_NONE)
+		return nrs_meta_xattr_set(c->meta, ino, name, value, size, flags);
+	if (id == NRS_XA_UNKNOWN) {
+		nrs_warn("inode %" PRIu64 ": no attribute %s", ino, name);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&c->admin);
+	err = set_nereus(c, &a, id, value, size);
+	pthread_mutex_unlock(&c->admin);
+	return err;
+}
+
+int nrs_core_removexattr(struct nrs_core *c, uint64_t ino, const char *name)
+{
+	int id = nrs_xattr_lookup(name);
+
+	if (nrs_is_virtual(ino))
+		return -EPERM;
+	if (strncmp(name, "user.", 5) != 0)
+		return -ENODATA;
+	if (id != NRS_XA_NONE)
+		return id == NRS_XA_UNKNOWN ? -ENODATA : -EPERM;
+	return nrs_meta_xattr_remove(c->meta, ino, name);
+}
+
+ssize_t nrs_core_listxattr(struct nrs_core *c, uint64_t ino, char *buf,
+			   size_t size)
+{
+	struct nrs_attr a;
+	size_t total = 0;
+	ssize_t n;
+	int err;
+
+	if (nrs_is_virtual(ino))
+		return 0;
+	err = nrs_meta_getattr(c->meta, ino, &a);
+	if (err)
+		return err;
+	for (int id = 0; id < NRS_XA_COUNT; id++) {
+		const struct nrs_xattr_desc *d = nrs_xattr_desc(id);
+		size_t len = strlen(d->name) + 1;
+
+		if (!nrs_xattr_applies(id, S_ISDIR(a.mode)) ||
+		    !(d->flags & NRS_XA_READ))
+			continue;
+		if (id == NRS_XA_PROFILE && S_ISDIR(a.mode)) {
+			int p;
+
+			if (nrs_meta_get_profile(c->meta, ino, &p) ||
+			    p == NRS_PROFILE_UNSET)
+				continue;
+		}
+		if (size > 0) {
+			if (total + len > size)
+				return -ERANGE;
+			memcpy(buf + total, d->name, len);
+		}
+		total += len;
+	}
+	n = nrs_meta_xattr_list(c->meta, ino, size ? buf + total : NULL,
+				size ? size - total : 0);
+	if (n == -ERANGE || (size > 0 && n < 0))
+		return n;
+	if (n < 0)
+		return n;
+	return (ssize_t)(total + (size_t)n);
+}
+
+/* ---- virtual files -------------------------------------------------- */
+
+static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g)
+{
+	struct nrs_wal_stats ws;
+
+	memset(g, 0, sizeof(*g));
+	nrs_wal_stats(c->wal, &ws);
+	g->wal_bytes = ws.bytes;
+	g->wal_segments = ws.segments;
+	g->wal_broken = ws.broken;
+	g->pipeline_failed = c->pipe ? nrs_pipeline_failed(c->pipe) : 0;
+	nrs_meta_counts(c->meta, &g->dirs, &g->streams);
+	pthread_rwlock_rdlock(&c->tlock);
+	for (size_t i = 0; i < c->nstreams; i++) {
+		struct nrs_stream *st = c->streams[i];
+
+		if (!st)
+			continue;
+		pthread_mutex_lock(&st->lock);
+		g->wal_live_bytes += st->wal_bytes;
+		pthread_mutex_unlock(&st->lock);
+	}
+	pthread_rwlock_unlock(&c->tlock);
+}
+
+static int render_status(struct nrs_core *c, char **buf, size_t *len)
+{
+	struct nrs_metrics_gauges g;
+	struct nrs_wal_stats ws;
+	struct nrs_metrics *m = &c->metrics;
+	char *out = NULL;
+	size_t sz = 0;
+	FILE *f;
+
+	gauges(c, &g);
+	nrs_wal_stats(c->wal, &ws);
+	f = open_memstream(&out, &sz);
+	if (!f)
+		return -ENOMEM;
+	fprintf(f, "{\n  \"version\": \"%s\",\n", PACKAGE_VERSION);
+	fprintf(f, "  \"uptime_seconds\": %" PRId64 ",\n",
+		(nrs_now_real_ns() - c->started_ns) / 1000000000);
+	fprintf(f, "  \"profile\": \"local-wal\",\n");
+	fprintf(f, "  \"streams\": %" PRIu64 ",\n  \"directories\": %" PRIu64 ",\n",
+		g.streams, g.dirs);
+	fprintf(f, "  \"wal\": {\"bytes\": %" PRIu64 ", \"live_bytes\": %" PRIu64
+		", \"segments\": %" PRIu64 ", \"current_segment\": %" PRIu64
+		", \"broken\": %s},\n", ws.bytes, g.wal_live_bytes, ws.segments,
+		ws.cur_seg, ws.broken ? "true" : "false");
+	fprintf(f, "  \"pipeline\": {\"failed\": %s, \"batches\": %" PRIu64
+		"},\n", g.pipeline_failed ? "true" : "false",
+		(uint64_t)nrs_counter(&m->batches));
+	fprintf(f, "  \"appends\": %" PRIu64 ",\n  \"append_bytes\": %" PRIu64
+		",\n  \"append_errors\": %" PRIu64 ",\n  \"read_errors\": %" PRIu64
+		"\n}\n", (uint64_t)nrs_counter(&m->appends),
+		(uint64_t)nrs_counter(&m->append_bytes),
+		(uint64_t)nrs_counter(&m->append_errors),
+		(uint64_t)nrs_counter(&m->read_errors));
+	if (fclose(f) != 0) {
+		free(out);
+		return -ENOMEM;
+	}
+	*buf = out;
+	*len = sz;
+	return 0;
+}
+
+int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len)
+{
+	if (ino == NRS_INO_METRICS) {
+		struct nrs_metrics_gauges g;
+		ssize_t n;
+
+		gauges(c, &g);
+		n = nrs_metrics_render(&c->metrics, &g, buf);
+		if (n < 0)
+			return (int)n;
+		*len = (size_t)n;
+		return 0;
+	}
+	if (ino == NRS_INO_STATUS)
+		return render_status(c, buf, len);
+	return -ENOENT;
+}

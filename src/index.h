@@ -1,0 +1,55 @@
+/*
+ * index.h - the offset index of one stream: which physical copy holds each
+ * committed logical range (DESIGN.md section 1, event 3).
+ *
+ * Entries are sorted by logical offset and do not overlap; a gap between two
+ * entries is a committed range whose copy is missing (a read of it is EIO).
+ * For the local WAL an entry is one WAL record: [start, end) at (seg, off),
+ * generation 0.  The index is derived state: it is rebuilt at mount from the
+ * heads and the commit chain (DESIGN.md section 6), so it is never stored.
+ *
+ * Not thread safe: the owner (struct nrs_stream) guards it with its lock.
+ */
+#ifndef NRS_INDEX_H
+#define NRS_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum nrs_target_kind {
+	NRS_TARGET_WAL = 1,	/* a local WAL record at (seg, off) */
+};
+
+struct nrs_index_ent {
+	uint64_t start, end;	/* logical range [start, end) */
+	uint64_t gen;		/* generation; 0 = the WAL copy */
+	uint8_t kind;		/* enum nrs_target_kind */
+	uint64_t seg, off;	/* where the record starts */
+};
+
+struct nrs_index {
+	struct nrs_index_ent *v;
+	size_t n, cap;
+};
+
+/* Append e after the last entry: e->start >= last end (a larger start
+ * leaves a gap), e->end > e->start.  -EINVAL otherwise, -ENOMEM. */
+int nrs_index_append(struct nrs_index *ix, const struct nrs_index_ent *e);
+/* Index of the first entry whose end is > off; ix->n if none. */
+size_t nrs_index_find(const struct nrs_index *ix, uint64_t off);
+/* Drop entries wholly below off (after a trim). */
+void nrs_index_drop_below(struct nrs_index *ix, uint64_t off);
+/* Copy up to max entries that overlap [off, end) into out; returns count. */
+size_t nrs_index_collect(const struct nrs_index *ix, uint64_t off, uint64_t end,
+			 struct nrs_index_ent *out, size_t max);
+/* Text form for user.nereus.index: "start end gen target\n" per entry,
+ * target "wal:SEG:OFF"; gaps are shown as target "missing".  Returns the
+ * length (copies when size > 0), -ERANGE if size is too small. */
+ssize_t nrs_index_format(const struct nrs_index *ix, char *buf, size_t size);
+/* Audit: sorted, non-overlapping, non-empty entries. */
+bool nrs_index_check(const struct nrs_index *ix);
+void nrs_index_free(struct nrs_index *ix);
+
+#endif

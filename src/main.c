@@ -1,0 +1,205 @@
+/*
+ * main.c - the nereusfs daemon: options, recovery, mount, the request loop,
+ * clean shutdown.  The only place that exits.
+ *
+ * Order matters: the core recovers (DESIGN.md section 6) before the mount
+ * appears, so nothing can read a head that recovery is about to move; at
+ * unmount the request loop ends first, then the core completes every
+ * pending append and stops.
+ */
+#include "config.h"
+
+#define FUSE_USE_VERSION 312
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "fuse_front.h"
+#include "log.h"
+
+struct options {
+	char *data;
+	char *segment_size;
+	char *log_level;
+};
+
+#define OPT(t, f) { t, offsetof(struct options, f), 1 }
+static const struct fuse_opt opt_spec[] = {
+	OPT("data=%s", data),
+	OPT("wal_segment_size=%s", segment_size),
+	OPT("log=%s", log_level),
+	FUSE_OPT_END
+};
+
+static void usage(const char *prog)
+{
+	printf("usage: %s [options] MOUNTPOINT\n\n"
+	       "nereusfs options:\n"
+	       "    -o data=DIR              data directory (default %s)\n"
+	       "    -o wal_segment_size=N    bytes per WAL segment (default 64 MiB)\n"
+	       "    -o log=LEVEL             error, warning, info (default), debug\n\n",
+	       prog, "/var/lib/nereusfs, or ~/.local/share/nereusfs if not root");
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+static char *default_data_dir(void)
+{
+	const char *home = getenv("HOME");
+	char *p = NULL;
+
+	if (geteuid() == 0 || !home)
+		return strdup("/var/lib/nereusfs");
+	if (asprintf(&p, "%s/.local/share/nereusfs", home) < 0)
+		return NULL;
+	return p;
+}
+
+static int parse_level(const char *s)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+
+	for (int i = 0; i < 4; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts fo;
+	struct nrs_core_opts co;
+	struct options o = { 0 };
+	struct fuse_session *se = NULL;
+	struct fuse_loop_config *lc = NULL;
+	struct nrs_core *c = NULL;
+	int ret = 1, err;
+
+	if (fuse_opt_parse(&args, &o, opt_spec, NULL) != 0)
+		return 1;
+	if (fuse_parse_cmdline(&args, &fo) != 0)
+		return 1;
+	if (fo.show_help) {
+		usage(argv[0]);
+		ret = 0;
+		goto out_args;
+	}
+	if (fo.show_version) {
+		printf("nereusfs %s\n", PACKAGE_VERSION);
+		fuse_lowlevel_version();
+		ret = 0;
+		goto out_args;
+	}
+	if (!fo.mountpoint) {
+		fprintf(stderr, "usage: %s [options] MOUNTPOINT (--help for more)\n",
+			argv[0]);
+		goto out_args;
+	}
+	if (o.log_level) {
+		int l = parse_level(o.log_level);
+
+		if (l < 0) {
+			fprintf(stderr, "nereusfs: bad log level '%s'\n", o.log_level);
+			goto out_args;
+		}
+		nrs_log_set_level(l);
+	} else if (fo.debug) {
+		nrs_log_set_level(NRS_LOG_DEBUG);
+	}
+	memset(&co, 0, sizeof(co));
+	if (!o.data)
+		o.data = default_data_dir();
+	if (!o.data) {
+		fprintf(stderr, "nereusfs: out of memory\n");
+		goto out_args;
+	}
+	if (o.data[0] != '/') {
+		/* fuse_daemonize() changes to "/" */
+		char *cwd = getcwd(NULL, 0), *abs = NULL;
+
+		if (!cwd || asprintf(&abs, "%s/%s", cwd, o.data) < 0) {
+			free(cwd);
+			fprintf(stderr, "nereusfs: cannot resolve %s\n", o.data);
+			goto out_args;
+		}
+		free(cwd);
+		free(o.data);
+		o.data = abs;
+	}
+	co.data_dir = o.data;
+	if (o.segment_size) {
+		char *end;
+		unsigned long long v = strtoull(o.segment_size, &end, 10);
+
+		if (*end || v < (1u << 20)) {
+			fprintf(stderr, "nereusfs: wal_segment_size must be a "
+				"number of bytes >= 1048576\n");
+			goto out_args;
+		}
+		co.wal_segment_size = v;
+	}
+	/* The kernel checks permissions from the attributes we report. */
+	if (fuse_opt_add_arg(&args, "-odefault_permissions,fsname=nereusfs,"
+			     "subtype=nereusfs") != 0)
+		goto out_args;
+
+	err = nrs_core_new(&co, &c);
+	if (err) {
+		fprintf(stderr, "nereusfs: cannot start on %s: %s\n", co.data_dir,
+			strerror(-err));
+		goto out_args;
+	}
+	se = nrs_fuse_session_new(&args, c);
+	if (!se)
+		goto out_core;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_session;
+	if (fuse_session_mount(se, fo.mountpoint) != 0)
+		goto out_signals;
+	nrs_info("mounted %s (data %s)", fo.mountpoint, co.data_dir);
+	fuse_daemonize(fo.foreground);
+	if (fo.singlethread) {
+		ret = fuse_session_loop(se);
+	} else {
+		lc = fuse_loop_cfg_create();
+		if (!lc) {
+			ret = 1;
+			goto out_unmount;
+		}
+		fuse_loop_cfg_set_clone_fd(lc, fo.clone_fd);
+		fuse_loop_cfg_set_max_threads(lc, fo.max_threads ? fo.max_threads : 64);
+		fuse_loop_cfg_set_idle_threads(lc, fo.max_idle_threads != UINT_MAX ?
+					       fo.max_idle_threads : 16);
+		ret = fuse_session_loop_mt(se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	ret = ret != 0;
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	/* pending appends complete before the session goes away */
+	nrs_core_free(c);
+	c = NULL;
+	fuse_session_destroy(se);
+out_core:
+	nrs_core_free(c);
+	if (ret == 0)
+		nrs_info("unmounted cleanly");
+out_args:
+	free(fo.mountpoint);
+	free(o.data);
+	free(o.segment_size);
+	free(o.log_level);
+	fuse_opt_free_args(&args);
+	return ret;
+}

@@ -1,0 +1,192 @@
+/*
+ * meta.h - the metadata store: namespace, stream heads, settings, xattrs.
+ *
+ * The first (and for one host the only) implementation is SQLite, in
+ * meta_sqlite.c, which owns the schema and is the only file that includes
+ * sqlite3.h.  Every function here is one transaction, thread safe (the store
+ * serialises callers internally), and returns 0 or a negative errno; out
+ * parameters are written only on success.
+ *
+ * Durability: namespace changes, settings and xattrs are committed with a
+ * sync (they survive power loss when the call returns).  Head publication
+ * (nrs_meta_publish) syncs only when asked: the local WAL already holds every
+ * acknowledged append durably, and recovery re-publishes it (DESIGN.md 6).
+ *
+ * Inode numbers: 1 is the root directory; 2..15 are reserved for virtual
+ * files of the FUSE layer; stored inodes start at 16.  Neither inode numbers
+ * nor stream ids are ever reused.
+ */
+#ifndef NRS_META_H
+#define NRS_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define NRS_ROOT_INO		1
+#define NRS_FIRST_INO		16
+#define NRS_NAME_MAX		255
+#define NRS_XATTR_VALUE_MAX	65536	/* durable user.* value limit */
+#define NRS_XATTR_NAME_MAX	255
+
+enum nrs_profile {
+	NRS_PROFILE_UNSET = 0,	/* directories only: nothing to pass down */
+	NRS_PROFILE_LOCAL_WAL = 1,
+	NRS_PROFILE_OBJECT_WAL = 2,
+};
+
+enum nrs_retention {
+	NRS_RET_BYTES = 0,
+	NRS_RET_MS = 1,
+};
+
+struct nrs_attr {
+	uint64_t ino;
+	uint64_t parent;	/* containing directory; 0 once unlinked */
+	uint32_t mode;		/* S_IFDIR or S_IFREG plus permission bits */
+	uint32_t uid, gid;
+	uint32_t nlink;		/* dirs: 2 + subdirs; streams: 1, 0 unlinked */
+	int64_t atime_ns, mtime_ns, ctime_ns;
+	uint64_t stream_id;	/* 0 for directories */
+};
+
+struct nrs_stream_row {
+	uint64_t id;
+	uint64_t ino;
+	uint64_t head, version, start, epoch, last_lsn;
+	int64_t mtime_ns;	/* last commit */
+	int profile;		/* enum nrs_profile, never UNSET */
+	bool unlinked;
+};
+
+/* One stream's head CAS: from version old_version to the new values. */
+struct nrs_head_update {
+	uint64_t id;
+	uint64_t old_version;
+	uint64_t head, version, epoch, last_lsn;
+	int64_t mtime_ns;
+};
+
+/* setattr mask bits: NRS_SET_* */
+#include "attrmask.h"
+
+struct nrs_meta;
+
+/* Open or create the database at path.  Creates the root (mode 0755, uid
+ * and gid of the caller) on first open. */
+int nrs_meta_open(const char *path, struct nrs_meta **out);
+/* Close of NULL is a no-op. */
+void nrs_meta_close(struct nrs_meta *m);
+
+/* -ENOENT */
+int nrs_meta_getattr(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out);
+/* -ENOENT, -ENOTDIR (parent is a stream) */
+int nrs_meta_lookup(struct nrs_meta *m, uint64_t parent, const char *name,
+		    struct nrs_attr *out);
+/* -EEXIST, -ENOENT, -ENOTDIR, -ENAMETOOLONG */
+int nrs_meta_mkdir(struct nrs_meta *m, uint64_t parent, const char *name,
+		   uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		   struct nrs_attr *out);
+/*
+ * Create a stream (mode gets S_IFREG).  Its profile is the nearest set
+ * profile of its ancestors, else local-wal.  Errors as mkdir.
+ */
+int nrs_meta_create(struct nrs_meta *m, uint64_t parent, const char *name,
+		    uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		    struct nrs_attr *out, struct nrs_stream_row *srow);
+/*
+ * Remove the name of a stream: the dirent goes, the inode's nlink and
+ * parent become 0 and its stream is marked unlinked; the inode row stays
+ * until nrs_meta_forget_inode.  *out is the inode as it is now.
+ * -ENOENT, -EISDIR.
+ */
+int nrs_meta_unlink(struct nrs_meta *m, uint64_t parent, const char *name,
+		    int64_t now_ns, struct nrs_attr *out);
+/* -ENOENT, -ENOTDIR, -ENOTEMPTY */
+int nrs_meta_rmdir(struct nrs_meta *m, uint64_t parent, const char *name,
+		   int64_t now_ns);
+/*
+ * POSIX rename (flags: 0 or RENAME_NOREPLACE; RENAME_EXCHANGE is -EINVAL).
+ * Replacing a stream unlinks it as nrs_meta_unlink does, and *replaced is
+ * its inode number (0 if nothing was replaced).  -ENOENT, -EEXIST
+ * (NOREPLACE), -ENOTDIR, -EISDIR, -ENOTEMPTY, -EINVAL (a directory into its
+ * own subtree).  Renaming onto itself is a no-op.
+ */
+int nrs_meta_rename(struct nrs_meta *m, uint64_t parent, const char *name,
+		    uint64_t newparent, const char *newname, unsigned int flags,
+		    int64_t now_ns, uint64_t *replaced);
+/* Change the fields named by mask from a; ctime becomes now.  -ENOENT */
+int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino, const struct nrs_attr *a,
+		     int mask, int64_t now_ns, struct nrs_attr *out);
+
+/* Return non-zero to stop the listing. */
+typedef int (*nrs_meta_dirent_cb)(void *ctx, const char *name,
+				  const struct nrs_attr *a, uint64_t cookie);
+/*
+ * List directory ino: entries with cookie > after, cookie ascending.
+ * Cookies are stable, >= 3 (1 and 2 are left for "." and "..").
+ * -ENOENT, -ENOTDIR.
+ */
+int nrs_meta_readdir(struct nrs_meta *m, uint64_t ino, uint64_t after,
+		     nrs_meta_dirent_cb cb, void *ctx);
+
+/* Durable user.* xattrs (any name; the caller filters reserved ones). */
+/* Returns the value length (copies it when size > 0); -ENODATA, -ERANGE */
+ssize_t nrs_meta_xattr_get(struct nrs_meta *m, uint64_t ino, const char *name,
+			   void *buf, size_t size);
+/* flags: 0, XATTR_CREATE (-EEXIST), XATTR_REPLACE (-ENODATA); -E2BIG */
+int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,
+		       const void *value, size_t size, int flags);
+/* -ENODATA */
+int nrs_meta_xattr_remove(struct nrs_meta *m, uint64_t ino, const char *name);
+/* NUL-separated names, sorted; returns total length (copies when size > 0);
+ * -ERANGE */
+ssize_t nrs_meta_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
+			    size_t size);
+
+/* Own profile of an inode (UNSET for a dir that has none). */
+int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile);
+int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile);
+/*
+ * Retention: value 0 means keep forever.  get returns the effective value:
+ * the inode's own if set, else the nearest ancestor's, else 0.
+ */
+int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
+			   uint64_t *value);
+int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
+			   uint64_t value);
+
+/* Raise a stream's start offset (durable).  -ENOENT */
+int nrs_meta_set_start(struct nrs_meta *m, uint64_t stream_id, uint64_t start);
+/* Raise a stream's epoch (durable).  -ENOENT, -EINVAL if not larger. */
+int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch);
+int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
+			struct nrs_stream_row *out);
+
+/* Return non-zero to stop. */
+typedef int (*nrs_meta_stream_cb)(void *ctx, const struct nrs_stream_row *s);
+/* Every stream row, unlinked ones included, id ascending. */
+int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
+			    void *ctx);
+
+/*
+ * Publish heads in one transaction: for each update, UPDATE ... WHERE id = ?
+ * AND version = old_version; the stream inode's mtime and ctime become
+ * mtime_ns.  If any row does not match, nothing is changed and the result is
+ * -ESTALE (a lost CAS).  durable: sync before returning.
+ */
+int nrs_meta_publish(struct nrs_meta *m, const struct nrs_head_update *u,
+		     size_t n, bool durable);
+
+/* Delete an unlinked inode (nlink 0), its xattrs and its stream row.
+ * -ENOENT; -EBUSY if it still has a name. */
+int nrs_meta_forget_inode(struct nrs_meta *m, uint64_t ino);
+/* Inodes with nlink 0 (left by a crash while a handle was open). */
+int nrs_meta_unlinked_foreach(struct nrs_meta *m,
+			      int (*cb)(void *ctx, uint64_t ino), void *ctx);
+
+/* Counts for /.nereus/status. */
+int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams);
+
+#endif

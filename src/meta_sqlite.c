@@ -1,0 +1,1436 @@
+/*
+ * meta_sqlite.c - the metadata store of meta.h on SQLite: namespace, stream
+ * heads, per-inode settings and user xattrs of one host.  This is the only
+ * file that includes sqlite3.h; SQLite result codes become negative errnos
+ * here (sql_errno()).
+ *
+ * SCHEMA (PRAGMA user_version = 1)
+ *
+ *   inodes   ino INTEGER PRIMARY KEY AUTOINCREMENT
+ *            parent      containing directory; the root's is itself (1);
+ *                        0 once unlinked
+ *            kind        1 directory, 2 stream (S_IFMT of mode agrees)
+ *            mode uid gid nlink atime_ns mtime_ns ctime_ns
+ *            stream_id   0 for a directory
+ *            profile     enum nrs_profile, NULL = unset (directories only)
+ *            ret_bytes, ret_ms   retention, NULL = unset (inherit)
+ *   dirents  cookie INTEGER PRIMARY KEY AUTOINCREMENT, parent, name BLOB,
+ *            ino; UNIQUE(parent, name); index (parent, cookie) for readdir
+ *   streams  id INTEGER PRIMARY KEY AUTOINCREMENT, ino, head, version,
+ *            start, epoch, last_lsn, mtime_ns, profile, unlinked (0/1)
+ *   xattrs   (ino, name BLOB) PRIMARY KEY, value BLOB (may be empty)
+ *
+ * Unsigned 64-bit values are stored as the int64 with the same bits; SQL
+ * only tests them for equality, C does every ordering comparison.
+ * A database with a user_version above ours was written by a newer nereusfs
+ * and is refused with -EPROTO; one with user_version 0 that already has
+ * tables is not ours and is refused with -EUCLEAN.
+ *
+ * INVARIANTS
+ *
+ *   M1 Every name is one dirents row.  A directory's nlink is 2 + its
+ *      subdirectories; a named stream's nlink is 1.
+ *   M2 An inode with nlink 0 is a stream without a name: parent 0, its
+ *      streams row unlinked = 1.  It stays until nrs_meta_forget_inode (open
+ *      handles, or a crash while they were open).  Directories have no such
+ *      afterlife: rmdir deletes the row at once.
+ *   M3 ino, cookie and stream id come from AUTOINCREMENT sequences and are
+ *      never reused, even after their row is deleted.  sqlite_sequence is
+ *      seeded at creation so the first stored inode is 16 (NRS_FIRST_INO)
+ *      and the first cookie 3 ("." and ".." are 1 and 2); streams start at 1.
+ *   M4 Every linked inode's parent chain ends at the root: rename refuses to
+ *      move a directory into its own subtree.  Walks stop after MAX_DEPTH
+ *      steps and report -EUCLEAN (only corruption makes a cycle).
+ *   M5 A stream inode's profile is never NULL and equals streams.profile:
+ *      the placement is fixed at creation from the nearest ancestor that has
+ *      one.  Retention instead stays NULL and is looked up through the
+ *      ancestors on every get, so a directory's policy reaches streams that
+ *      already exist.
+ *   M6 A name is 1..NRS_NAME_MAX bytes, no '/' or NUL, not "." or "..";
+ *      any other byte (newline, invalid UTF-8) is allowed.  Names are BLOBs
+ *      compared bytewise.
+ *   M7 A cookie belongs to its dirents row: rename moves the row and keeps
+ *      it, so a listing resumed from any cookie stays correct.
+ *
+ * DURABILITY
+ *
+ * The journal is WAL and the connection default is synchronous=NORMAL: a
+ * commit is appended to the -wal file without fsync.  A power loss may drop
+ * the newest commits, never corrupt the database.  That is what head
+ * publication wants: nrs_meta_publish runs after every group commit, when
+ * the appended bytes and their commit intents are already durable in the
+ * local WAL (or the bucket); if power loss drops a published head, recovery
+ * (DESIGN.md 6) re-publishes the intents that continue the last surviving
+ * head.  An fsync here would put a second sync on every append's path for
+ * nothing.  Everything else (namespace, attributes, settings, xattrs, start,
+ * epoch, forget) has no other durable copy, so those transactions, and a
+ * publish asked to be durable, run under synchronous=FULL, which syncs the
+ * -wal at COMMIT before the call returns (frames of earlier unsynced
+ * commits are synced with it).  The level cannot change inside a
+ * transaction, so it is switched before BEGIN and back after the end.
+ * Every call is one transaction: a crash leaves all of it or none of it.
+ *
+ * LOCKING
+ *
+ * m->lock (error checking) is held for the whole of every call, callbacks
+ * included: a callback must not call back into the store.  If it does, that
+ * call fails with -EDEADLK instead of hanging; collect what you need and act
+ * after the listing returns.  The connection is opened NOMUTEX because the
+ * lock already serialises it.  tx_begin() takes the lock and opens the
+ * call's transaction, tx_end() commits or rolls back and releases it.  All
+ * statements are prepared once at open (the hot ones: getattr, lookup,
+ * publish, xattr get), bound and stepped under the lock and reset after
+ * use; an error path also resets any statement left busy.
+ *
+ * Bind calls are not checked: with a valid index and SQLITE_STATIC data
+ * they cannot fail.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "log.h"
+#include "meta.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE	(1 << 0)
+#endif
+
+#define SCHEMA_VERSION	1
+#define KIND_DIR	1
+#define KIND_STREAM	2
+#define MAX_DEPTH	65536	/* M4 */
+#define BUSY_TIMEOUT_MS	5000
+
+enum stmt_id {
+	ST_BEGIN, ST_BEGIN_READ, ST_COMMIT, ST_ROLLBACK,
+	ST_GETATTR, ST_LOOKUP, ST_SETTINGS,
+	ST_INODE_INSERT, ST_INODE_SET_STREAM, ST_INODE_TOUCH, ST_INODE_NLINK,
+	ST_INODE_UNLINK, ST_INODE_MOVE, ST_INODE_SETATTR, ST_INODE_DELETE,
+	ST_SET_PROFILE, ST_SET_RET_BYTES, ST_SET_RET_MS,
+	ST_DIRENT_INSERT, ST_DIRENT_DELETE, ST_DIRENT_MOVE, ST_DIR_HAS_ENTRY,
+	ST_READDIR,
+	ST_STREAM_INSERT, ST_STREAM_GET, ST_STREAM_UNLINK, ST_STREAM_DELETE,
+	ST_STREAM_SET_PROFILE, ST_STREAM_SET_START, ST_STREAM_SET_EPOCH,
+	ST_STREAM_LIST, ST_PUBLISH, ST_PUBLISH_INODE,
+	ST_XATTR_GET, ST_XATTR_INSERT, ST_XATTR_UPDATE, ST_XATTR_UPSERT,
+	ST_XATTR_REMOVE, ST_XATTR_TOTAL, ST_XATTR_LIST, ST_XATTR_DROP,
+	ST_UNLINKED_LIST, ST_COUNTS,
+	ST_NR
+};
+
+#define ATTR_COLS "i.ino, i.parent, i.mode, i.uid, i.gid, i.nlink, " \
+	"i.atime_ns, i.mtime_ns, i.ctime_ns, i.stream_id"
+#define NR_ATTR_COLS 10
+#define STREAM_COLS "id, ino, head, version, start, epoch, last_lsn, " \
+	"mtime_ns, profile, unlinked"
+
+static const char *const stmt_sql[ST_NR] = {
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_BEGIN_READ] = "BEGIN",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_GETATTR] = "SELECT " ATTR_COLS " FROM inodes i WHERE i.ino = ?1",
+	[ST_LOOKUP] = "SELECT " ATTR_COLS ", d.cookie FROM dirents d"
+		" JOIN inodes i ON i.ino = d.ino"
+		" WHERE d.parent = ?1 AND d.name = ?2",
+	[ST_SETTINGS] = "SELECT parent, kind, stream_id, profile, ret_bytes,"
+		" ret_ms FROM inodes WHERE ino = ?1",
+	[ST_INODE_INSERT] = "INSERT INTO inodes(parent, kind, mode, uid, gid,"
+		" nlink, atime_ns, mtime_ns, ctime_ns, stream_id, profile)"
+		" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, 0, ?8)",
+	[ST_INODE_SET_STREAM] = "UPDATE inodes SET stream_id = ?2 WHERE ino = ?1",
+	[ST_INODE_TOUCH] = "UPDATE inodes SET mtime_ns = ?2, ctime_ns = ?2"
+		" WHERE ino = ?1",
+	[ST_INODE_NLINK] = "UPDATE inodes SET nlink = nlink + ?2 WHERE ino = ?1",
+	[ST_INODE_UNLINK] = "UPDATE inodes SET nlink = 0, parent = 0,"
+		" ctime_ns = ?2 WHERE ino = ?1",
+	[ST_INODE_MOVE] = "UPDATE inodes SET parent = ?2, ctime_ns = ?3"
+		" WHERE ino = ?1",
+	[ST_INODE_SETATTR] = "UPDATE inodes SET mode = ?2, uid = ?3, gid = ?4,"
+		" atime_ns = ?5, mtime_ns = ?6, ctime_ns = ?7 WHERE ino = ?1",
+	[ST_INODE_DELETE] = "DELETE FROM inodes WHERE ino = ?1",
+	[ST_SET_PROFILE] = "UPDATE inodes SET profile = ?2 WHERE ino = ?1",
+	[ST_SET_RET_BYTES] = "UPDATE inodes SET ret_bytes = ?2 WHERE ino = ?1",
+	[ST_SET_RET_MS] = "UPDATE inodes SET ret_ms = ?2 WHERE ino = ?1",
+	[ST_DIRENT_INSERT] = "INSERT INTO dirents(parent, name, ino)"
+		" VALUES(?1, ?2, ?3)",
+	[ST_DIRENT_DELETE] = "DELETE FROM dirents WHERE cookie = ?1",
+	[ST_DIRENT_MOVE] = "UPDATE dirents SET parent = ?2, name = ?3"
+		" WHERE cookie = ?1",
+	[ST_DIR_HAS_ENTRY] = "SELECT 1 FROM dirents WHERE parent = ?1 LIMIT 1",
+	[ST_READDIR] = "SELECT " ATTR_COLS ", d.cookie, d.name FROM dirents d"
+		" JOIN inodes i ON i.ino = d.ino"
+		" WHERE d.parent = ?1 AND d.cookie > ?2 ORDER BY d.cookie",
+	[ST_STREAM_INSERT] = "INSERT INTO streams(ino, head, version, start,"
+		" epoch, last_lsn, mtime_ns, profile, unlinked)"
+		" VALUES(?1, 0, 0, 0, 0, 0, ?2, ?3, 0)",
+	[ST_STREAM_GET] = "SELECT " STREAM_COLS " FROM streams WHERE id = ?1",
+	[ST_STREAM_UNLINK] = "UPDATE streams SET unlinked = 1 WHERE id = ?1",
+	[ST_STREAM_DELETE] = "DELETE FROM streams WHERE id = ?1",
+	[ST_STREAM_SET_PROFILE] = "UPDATE streams SET profile = ?2 WHERE id = ?1",
+	[ST_STREAM_SET_START] = "UPDATE streams SET start = ?2 WHERE id = ?1",
+	[ST_STREAM_SET_EPOCH] = "UPDATE streams SET epoch = ?2 WHERE id = ?1",
+	[ST_STREAM_LIST] = "SELECT " STREAM_COLS " FROM streams ORDER BY id",
+	[ST_PUBLISH] = "UPDATE streams SET head = ?2, version = ?3, epoch = ?4,"
+		" last_lsn = ?5, mtime_ns = ?6 WHERE id = ?1 AND version = ?7",
+	[ST_PUBLISH_INODE] = "UPDATE inodes SET mtime_ns = ?2, ctime_ns = ?2"
+		" WHERE ino = (SELECT ino FROM streams WHERE id = ?1)",
+	[ST_XATTR_GET] = "SELECT value FROM xattrs WHERE ino = ?1 AND name = ?2",
+	[ST_XATTR_INSERT] = "INSERT INTO xattrs(ino, name, value)"
+		" VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING",
+	[ST_XATTR_UPDATE] = "UPDATE xattrs SET value = ?3"
+		" WHERE ino = ?1 AND name = ?2",
+	[ST_XATTR_UPSERT] = "INSERT INTO xattrs(ino, name, value)"
+		" VALUES(?1, ?2, ?3) ON CONFLICT(ino, name)"
+		" DO UPDATE SET value = excluded.value",
+	[ST_XATTR_REMOVE] = "DELETE FROM xattrs WHERE ino = ?1 AND name = ?2",
+	[ST_XATTR_TOTAL] = "SELECT coalesce(sum(length(name) + 1), 0)"
+		" FROM xattrs WHERE ino = ?1",
+	[ST_XATTR_LIST] = "SELECT name FROM xattrs WHERE ino = ?1 ORDER BY name",
+	[ST_XATTR_DROP] = "DELETE FROM xattrs WHERE ino = ?1",
+	[ST_UNLINKED_LIST] = "SELECT ino FROM inodes WHERE nlink = 0 ORDER BY ino",
+	[ST_COUNTS] = "SELECT kind, count(*) FROM inodes WHERE nlink > 0"
+		" GROUP BY kind",
+};
+
+static const char schema_sql[] =
+	"CREATE TABLE inodes("
+	" ino INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" parent INTEGER NOT NULL, kind INTEGER NOT NULL,"
+	" mode INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL,"
+	" nlink INTEGER NOT NULL, atime_ns INTEGER NOT NULL,"
+	" mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
+	" stream_id INTEGER NOT NULL DEFAULT 0,"
+	" profile INTEGER, ret_bytes INTEGER, ret_ms INTEGER);"
+	"CREATE INDEX inodes_unlinked ON inodes(ino) WHERE nlink = 0;"
+	"CREATE TABLE dirents("
+	" cookie INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" parent INTEGER NOT NULL, name BLOB NOT NULL, ino INTEGER NOT NULL,"
+	" UNIQUE(parent, name));"
+	"CREATE INDEX dirents_by_cookie ON dirents(parent, cookie);"
+	"CREATE TABLE streams("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT, ino INTEGER NOT NULL,"
+	" head INTEGER NOT NULL, version INTEGER NOT NULL,"
+	" start INTEGER NOT NULL, epoch INTEGER NOT NULL,"
+	" last_lsn INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,"
+	" profile INTEGER NOT NULL, unlinked INTEGER NOT NULL);"
+	"CREATE TABLE xattrs("
+	" ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,"
+	" PRIMARY KEY(ino, name)) WITHOUT ROWID;";
+
+struct nrs_meta {
+	pthread_mutex_t lock;		/* held for each whole call */
+	sqlite3 *db;			/* protected by lock */
+	sqlite3_stmt *st[ST_NR];	/* protected by lock */
+	int tx;				/* protected by lock: enum tx_kind */
+	bool synced;			/* protected by lock: FULL is on */
+};
+
+/* TX_NONE: one statement, no transaction needed; TX_READ: a snapshot for
+ * several; TX_WRITE: unsynced commit; TX_DURABLE: synced commit. */
+enum tx_kind { TX_NONE, TX_READ, TX_WRITE, TX_DURABLE };
+
+/* What the ancestor walks need of an inode. */
+struct settings {
+	uint64_t parent, stream_id;
+	int kind;
+	int profile;			/* NRS_PROFILE_UNSET when NULL */
+	bool has_ret[2];
+	uint64_t ret[2];		/* indexed by enum nrs_retention */
+};
+
+/* ---- SQLite plumbing ------------------------------------------------- */
+
+static int sql_errno(struct nrs_meta *m, int rc)
+{
+	int e;
+
+	switch (rc & 0xff) {
+	case SQLITE_FULL:	return -ENOSPC;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:	return -EUCLEAN;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:	return -EBUSY;
+	case SQLITE_NOMEM:	return -ENOMEM;
+	case SQLITE_CONSTRAINT:	return -EEXIST;
+	case SQLITE_READONLY:	return -EROFS;
+	case SQLITE_PERM:	return -EACCES;
+	case SQLITE_CANTOPEN:
+		e = sqlite3_system_errno(m->db);
+		return e > 0 ? -e : -EIO;
+	default:		return -EIO;	/* SQLITE_IOERR_* and the rest */
+	}
+}
+
+static int sql_fail(struct nrs_meta *m, int rc, const char *what)
+{
+	nrs_err("meta: %.80s: %s (sqlite %d)", what, sqlite3_errmsg(m->db), rc);
+	return sql_errno(m, rc);
+}
+
+/* Step a statement that returns no row, then reset it (after logging: a
+ * reset may replace the error message). */
+static int run(struct nrs_meta *m, sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s), ret = 0;
+
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		ret = sql_fail(m, rc, sqlite3_sql(s));
+	sqlite3_reset(s);
+	return ret;
+}
+
+/* Step a query: 1 with s on a row (the caller reads it, then resets s),
+ * 0 when there is none, or -errno; s is reset unless the result is 1. */
+static int row(struct nrs_meta *m, sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s), ret = 0;
+
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc != SQLITE_DONE)
+		ret = sql_fail(m, rc, sqlite3_sql(s));
+	sqlite3_reset(s);
+	return ret;
+}
+
+/* Bind integers to ?1..?n of a cached statement; unsigned values keep
+ * their bits. */
+static sqlite3_stmt *bind_ints(struct nrs_meta *m, enum stmt_id id,
+			       const int64_t *v, size_t n)
+{
+	sqlite3_stmt *s = m->st[id];
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sqlite3_bind_int64(s, (int)i + 1, v[i]);
+	return s;
+}
+
+#define BIND(m, id, ...) bind_ints(m, id, (const int64_t[]){ __VA_ARGS__ }, \
+	sizeof((const int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t))
+
+static void bind_bytes(sqlite3_stmt *s, int i, const void *p, size_t len)
+{
+	/* A NULL pointer would bind SQL NULL, not an empty blob. */
+	sqlite3_bind_blob(s, i, len ? p : "", (int)len, SQLITE_STATIC);
+}
+
+static uint64_t col_u64(sqlite3_stmt *s, int i)
+{
+	return (uint64_t)sqlite3_column_int64(s, i);
+}
+
+static void col_attr(sqlite3_stmt *s, struct nrs_attr *a)
+{
+	a->ino = col_u64(s, 0);
+	a->parent = col_u64(s, 1);
+	a->mode = (uint32_t)col_u64(s, 2);
+	a->uid = (uint32_t)col_u64(s, 3);
+	a->gid = (uint32_t)col_u64(s, 4);
+	a->nlink = (uint32_t)col_u64(s, 5);
+	a->atime_ns = sqlite3_column_int64(s, 6);
+	a->mtime_ns = sqlite3_column_int64(s, 7);
+	a->ctime_ns = sqlite3_column_int64(s, 8);
+	a->stream_id = col_u64(s, 9);
+}
+
+static void col_stream(sqlite3_stmt *s, struct nrs_stream_row *r)
+{
+	r->id = col_u64(s, 0);
+	r->ino = col_u64(s, 1);
+	r->head = col_u64(s, 2);
+	r->version = col_u64(s, 3);
+	r->start = col_u64(s, 4);
+	r->epoch = col_u64(s, 5);
+	r->last_lsn = col_u64(s, 6);
+	r->mtime_ns = sqlite3_column_int64(s, 7);
+	r->profile = sqlite3_column_int(s, 8);
+	r->unlinked = sqlite3_column_int(s, 9) != 0;
+}
+
+static int exec(struct nrs_meta *m, const char *sql)
+{
+	int rc = sqlite3_exec(m->db, sql, NULL, NULL, NULL);
+
+	return rc == SQLITE_OK ? 0 : sql_fail(m, rc, sql);
+}
+
+/* Not a cached statement: this pragma acts when it is prepared, and it is
+ * refused inside a transaction. */
+static int set_sync(struct nrs_meta *m, bool full)
+{
+	int ret = exec(m, full ? "PRAGMA synchronous=FULL" :
+		       "PRAGMA synchronous=NORMAL");
+
+	if (!ret)
+		m->synced = full;
+	return ret;
+}
+
+/* Take the lock and open the call's transaction; undone by tx_end. */
+static int tx_begin(struct nrs_meta *m, enum tx_kind kind)
+{
+	int ret = -pthread_mutex_lock(&m->lock);
+
+	if (ret == -EDEADLK)
+		nrs_err("meta: a callback called back into the store");
+	if (ret)
+		return ret;
+	m->tx = kind;
+	if (kind == TX_DURABLE)
+		ret = set_sync(m, true);
+	if (!ret && kind != TX_NONE)
+		ret = run(m, m->st[kind == TX_READ ? ST_BEGIN_READ : ST_BEGIN]);
+	if (ret) {
+		if (m->synced)
+			set_sync(m, false);
+		pthread_mutex_unlock(&m->lock);
+	}
+	return ret;
+}
+
+/* Commit when ret is 0, else roll back; release the lock.  Returns ret or
+ * the commit's error. */
+static int tx_end(struct nrs_meta *m, int ret)
+{
+	sqlite3_stmt *s = NULL;
+
+	if (ret == 0 && m->tx != TX_NONE)
+		ret = run(m, m->st[ST_COMMIT]);
+	if (ret) {
+		while ((s = sqlite3_next_stmt(m->db, s)) != NULL)
+			if (sqlite3_stmt_busy(s))
+				sqlite3_reset(s);
+		/* SQLite may have rolled back already (IOERR, FULL, ...). */
+		if (!sqlite3_get_autocommit(m->db))
+			run(m, m->st[ST_ROLLBACK]);
+	}
+	if (m->synced && set_sync(m, false))
+		nrs_warn("meta: left at synchronous=FULL (slower, still correct)");
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
+/* ---- helpers run under the lock --------------------------------------- */
+
+/* M6: 0, -EINVAL (a name no entry may have) or -ENAMETOOLONG. */
+static int name_check(const char *name, size_t *len)
+{
+	size_t n = strnlen(name, NRS_NAME_MAX + 1);
+
+	if (n > NRS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (n == 0 || memchr(name, '/', n) || strcmp(name, ".") == 0 ||
+	    strcmp(name, "..") == 0)
+		return -EINVAL;
+	*len = n;
+	return 0;
+}
+
+/* For a name that should exist: one that cannot is simply not there. */
+static int name_check_existing(const char *name, size_t *len)
+{
+	int ret = name_check(name, len);
+
+	return ret == -EINVAL ? -ENOENT : ret;
+}
+
+static int attr_get(struct nrs_meta *m, uint64_t ino, struct nrs_attr *a)
+{
+	sqlite3_stmt *s = BIND(m, ST_GETATTR, ino);
+	int ret = row(m, s);
+
+	if (ret <= 0)
+		return ret ? ret : -ENOENT;
+	col_attr(s, a);
+	sqlite3_reset(s);
+	return 0;
+}
+
+/* 0 if ino is a directory, -ENOTDIR if a stream, -ENOENT if nothing. */
+static int dir_check(struct nrs_meta *m, uint64_t ino)
+{
+	struct nrs_attr a;
+	int ret = attr_get(m, ino, &a);
+
+	return ret ? ret : S_ISDIR(a.mode) ? 0 : -ENOTDIR;
+}
+
+/* Entry name of directory parent: 0, -ENOENT or -errno.  a and cookie may
+ * be NULL. */
+static int dirent_find(struct nrs_meta *m, uint64_t parent, const char *name,
+		       size_t len, struct nrs_attr *a, uint64_t *cookie)
+{
+	sqlite3_stmt *s = BIND(m, ST_LOOKUP, parent);
+	int ret;
+
+	bind_bytes(s, 2, name, len);
+	ret = row(m, s);
+	if (ret <= 0)
+		return ret ? ret : -ENOENT;
+	if (a)
+		col_attr(s, a);
+	if (cookie)
+		*cookie = col_u64(s, NR_ATTR_COLS);
+	sqlite3_reset(s);
+	return 0;
+}
+
+static int settings_get(struct nrs_meta *m, uint64_t ino, struct settings *o)
+{
+	sqlite3_stmt *s = BIND(m, ST_SETTINGS, ino);
+	int ret = row(m, s), i;
+
+	if (ret <= 0)
+		return ret ? ret : -ENOENT;
+	o->parent = col_u64(s, 0);
+	o->kind = sqlite3_column_int(s, 1);
+	o->stream_id = col_u64(s, 2);
+	o->profile = sqlite3_column_int(s, 3);	/* NULL reads as 0, UNSET */
+	for (i = 0; i < 2; i++) {
+		o->has_ret[i] = sqlite3_column_type(s, 4 + i) != SQLITE_NULL;
+		o->ret[i] = col_u64(s, 4 + i);
+	}
+	sqlite3_reset(s);
+	return 0;
+}
+
+enum walk_stop { WALK_PROFILE, WALK_RETENTION, WALK_INODE };
+
+/*
+ * Walk from ino up to the root, ino itself first, to the first inode that
+ * has an own profile, has retention arg set, or is inode arg: 1 when found
+ * (*st is its settings), 0 when not, -EUCLEAN on a loop (M4), or -errno.
+ */
+static int walk_up(struct nrs_meta *m, uint64_t ino, enum walk_stop what,
+		   uint64_t arg, struct settings *st)
+{
+	uint64_t cur = ino;
+	int depth, ret;
+
+	for (depth = 0; cur != 0 && depth < MAX_DEPTH; depth++) {
+		ret = settings_get(m, cur, st);
+		if (ret)
+			return ret;
+		if (what == WALK_PROFILE ? st->profile != NRS_PROFILE_UNSET :
+		    what == WALK_RETENTION ? st->has_ret[arg] : cur == arg)
+			return 1;
+		cur = cur == NRS_ROOT_INO ? 0 : st->parent;
+	}
+	if (cur == 0)
+		return 0;
+	nrs_err("meta: parent chain from inode %llu loops (corrupt database)",
+		(unsigned long long)ino);
+	return -EUCLEAN;
+}
+
+static int touch(struct nrs_meta *m, uint64_t ino, int64_t now_ns)
+{
+	return run(m, BIND(m, ST_INODE_TOUCH, ino, now_ns));
+}
+
+/* M2: the name (dirent cookie) of stream a goes; the inode stays. */
+static int unlink_stream(struct nrs_meta *m, const struct nrs_attr *a,
+			 uint64_t cookie, int64_t now_ns)
+{
+	int ret = run(m, BIND(m, ST_DIRENT_DELETE, cookie));
+
+	if (!ret)
+		ret = run(m, BIND(m, ST_INODE_UNLINK, a->ino, now_ns));
+	if (!ret)
+		ret = run(m, BIND(m, ST_STREAM_UNLINK, a->stream_id));
+	return ret;
+}
+
+/* Delete the directory a (name cookie) if empty, with its xattrs. */
+static int drop_dir(struct nrs_meta *m, const struct nrs_attr *a,
+		    uint64_t cookie)
+{
+	sqlite3_stmt *s = BIND(m, ST_DIR_HAS_ENTRY, a->ino);
+	int ret = row(m, s);
+
+	if (ret > 0) {
+		sqlite3_reset(s);
+		return -ENOTEMPTY;
+	}
+	if (!ret)
+		ret = run(m, BIND(m, ST_DIRENT_DELETE, cookie));
+	if (!ret)
+		ret = run(m, BIND(m, ST_XATTR_DROP, a->ino));
+	if (!ret)
+		ret = run(m, BIND(m, ST_INODE_DELETE, a->ino));
+	return ret;
+}
+
+/* ---- open and close --------------------------------------------------- */
+
+/* One value of a statement run once at open: an integer, or text. */
+static int query1(struct nrs_meta *m, const char *sql, int64_t *v,
+		  char *text, size_t size)
+{
+	sqlite3_stmt *s;
+	int rc, ret = 0;
+
+	rc = sqlite3_prepare_v2(m->db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return sql_fail(m, rc, sql);
+	rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW)
+		ret = sql_fail(m, rc, sql);
+	else if (v)
+		*v = sqlite3_column_int64(s, 0);
+	else
+		snprintf(text, size, "%s", sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	return ret;
+}
+
+/* Schema and root, inside the transaction of schema_open. */
+static int schema_create(struct nrs_meta *m)
+{
+	struct timespec ts;
+	char sql[512];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(sql, sizeof(sql), "INSERT INTO inodes(ino, parent, kind, mode,"
+		 " uid, gid, nlink, atime_ns, mtime_ns, ctime_ns)"
+		 " VALUES(%d, %d, %d, %d, %u, %u, 2, %lld, %lld, %lld);"
+		 /* M3 */
+		 "UPDATE sqlite_sequence SET seq = %d WHERE name = 'inodes';"
+		 "INSERT INTO sqlite_sequence(name, seq) VALUES('dirents', 2);"
+		 "PRAGMA user_version = %d;", NRS_ROOT_INO, NRS_ROOT_INO,
+		 KIND_DIR, S_IFDIR | 0755, (unsigned)geteuid(),
+		 (unsigned)getegid(),
+		 (long long)ts.tv_sec * 1000000000 + ts.tv_nsec,
+		 (long long)ts.tv_sec * 1000000000 + ts.tv_nsec,
+		 (long long)ts.tv_sec * 1000000000 + ts.tv_nsec,
+		 NRS_FIRST_INO - 1, SCHEMA_VERSION);
+	return exec(m, schema_sql) ?: exec(m, sql);
+}
+
+static int schema_open(struct nrs_meta *m)
+{
+	int64_t version, tables;
+	int ret;
+
+	ret = set_sync(m, true);
+	if (ret)
+		return ret;
+	ret = exec(m, "BEGIN IMMEDIATE");
+	if (ret)
+		goto out_sync;
+	ret = query1(m, "PRAGMA user_version", &version, NULL, 0) ?:
+		query1(m, "SELECT count(*) FROM sqlite_master", &tables, NULL, 0);
+	if (ret)
+		goto out_rollback;
+	if (version > SCHEMA_VERSION || version < 0) {
+		nrs_err("meta: schema version %lld is not %d: written by"
+			" another nereusfs version", (long long)version,
+			SCHEMA_VERSION);
+		ret = -EPROTO;
+	} else if (version == 0 && tables > 0) {
+		nrs_err("meta: not a nereusfs database (tables, no version)");
+		ret = -EUCLEAN;
+	} else if (version == 0) {
+		ret = schema_create(m);
+	}
+	if (!ret)
+		ret = exec(m, "COMMIT");
+	if (!ret)
+		return set_sync(m, false);
+out_rollback:
+	if (!sqlite3_get_autocommit(m->db))
+		sqlite3_exec(m->db, "ROLLBACK", NULL, NULL, NULL);
+out_sync:
+	set_sync(m, false);
+	return ret;
+}
+
+static int configure(struct nrs_meta *m)
+{
+	char mode[16];
+	int ret;
+
+	sqlite3_extended_result_codes(m->db, 1);
+	sqlite3_busy_timeout(m->db, BUSY_TIMEOUT_MS);
+	ret = query1(m, "PRAGMA journal_mode=WAL", NULL, mode, sizeof(mode));
+	if (ret)
+		return ret;
+	if (strcmp(mode, "wal") != 0)
+		nrs_warn("meta: journal mode is %s, not wal: every commit syncs",
+			 mode);
+	/* Links are kept by this file (the root is its own parent and an
+	 * unlinked inode outlives its dirent), so no foreign keys. */
+	return exec(m, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF");
+}
+
+int nrs_meta_open(const char *path, struct nrs_meta **out)
+{
+	pthread_mutexattr_t ma;
+	struct nrs_meta *m;
+	int i, rc, ret;
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+	ret = -pthread_mutex_init(&m->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	if (ret)
+		goto out_free;
+	rc = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READWRITE |
+			     SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		ret = m->db ? sql_fail(m, rc, path) : -ENOMEM;
+		goto out_close_db;
+	}
+	ret = configure(m) ?: schema_open(m);
+	for (i = 0; !ret && i < ST_NR; i++) {
+		rc = sqlite3_prepare_v3(m->db, stmt_sql[i], -1,
+					SQLITE_PREPARE_PERSISTENT, &m->st[i],
+					NULL);
+		if (rc != SQLITE_OK)
+			ret = sql_fail(m, rc, stmt_sql[i]);
+	}
+	if (ret)
+		goto out_finalize;
+	*out = m;
+	return 0;
+
+out_finalize:
+	for (i = 0; i < ST_NR; i++)
+		sqlite3_finalize(m->st[i]);
+out_close_db:
+	sqlite3_close(m->db);
+	pthread_mutex_destroy(&m->lock);
+out_free:
+	free(m);
+	return ret;
+}
+
+void nrs_meta_close(struct nrs_meta *m)
+{
+	int i, rc;
+
+	if (!m)
+		return;
+	for (i = 0; i < ST_NR; i++)
+		sqlite3_finalize(m->st[i]);
+	rc = sqlite3_close(m->db);
+	if (rc != SQLITE_OK)
+		nrs_err("meta: close: %s", sqlite3_errstr(rc));
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+/* ---- namespace -------------------------------------------------------- */
+
+int nrs_meta_getattr(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out)
+{
+	struct nrs_attr a;
+	int ret = tx_begin(m, TX_NONE);
+
+	if (!ret)
+		ret = tx_end(m, attr_get(m, ino, &a));
+	if (!ret)
+		*out = a;
+	return ret;
+}
+
+int nrs_meta_lookup(struct nrs_meta *m, uint64_t parent, const char *name,
+		    struct nrs_attr *out)
+{
+	struct nrs_attr a;
+	size_t len;
+	int ret = name_check_existing(name, &len) ?: tx_begin(m, TX_NONE);
+
+	if (ret)
+		return ret;
+	ret = dirent_find(m, parent, name, len, &a, NULL);
+	if (ret == -ENOENT)		/* not there, or no directory */
+		ret = dir_check(m, parent) ?: -ENOENT;
+	ret = tx_end(m, ret);
+	if (!ret)
+		*out = a;
+	return ret;
+}
+
+static int do_make(struct nrs_meta *m, uint64_t parent, const char *name,
+		   bool dir, uint32_t mode, uint32_t uid, uint32_t gid,
+		   int64_t now_ns, struct nrs_attr *a, struct nrs_stream_row *sr)
+{
+	struct settings st;
+	sqlite3_stmt *s;
+	int profile = NRS_PROFILE_UNSET, ret;
+	size_t len;
+
+	ret = name_check(name, &len) ?: dir_check(m, parent);
+	if (ret)
+		return ret;
+	ret = dirent_find(m, parent, name, len, NULL, NULL);
+	if (ret != -ENOENT)
+		return ret ? ret : -EEXIST;
+	if (!dir) {				/* M5 */
+		ret = walk_up(m, parent, WALK_PROFILE, 0, &st);
+		if (ret < 0)
+			return ret;
+		profile = ret ? st.profile : NRS_PROFILE_LOCAL_WAL;
+	}
+	memset(a, 0, sizeof(*a));
+	a->parent = parent;
+	a->mode = (dir ? S_IFDIR : S_IFREG) | (mode & 07777);
+	a->uid = uid;
+	a->gid = gid;
+	a->nlink = dir ? 2 : 1;
+	a->atime_ns = a->mtime_ns = a->ctime_ns = now_ns;
+	s = BIND(m, ST_INODE_INSERT, parent, dir ? KIND_DIR : KIND_STREAM,
+		 a->mode, uid, gid, a->nlink, now_ns, profile);
+	if (dir)
+		sqlite3_bind_null(s, 8);
+	ret = run(m, s);
+	if (ret)
+		return ret;
+	a->ino = (uint64_t)sqlite3_last_insert_rowid(m->db);
+	if (!dir) {
+		ret = run(m, BIND(m, ST_STREAM_INSERT, a->ino, now_ns, profile));
+		if (ret)
+			return ret;
+		a->stream_id = (uint64_t)sqlite3_last_insert_rowid(m->db);
+		ret = run(m, BIND(m, ST_INODE_SET_STREAM, a->ino, a->stream_id));
+		memset(sr, 0, sizeof(*sr));
+		sr->id = a->stream_id;
+		sr->ino = a->ino;
+		sr->mtime_ns = now_ns;
+		sr->profile = profile;
+	}
+	s = BIND(m, ST_DIRENT_INSERT, parent, 0, a->ino);
+	bind_bytes(s, 2, name, len);
+	if (!ret)
+		ret = run(m, s);
+	if (!ret && dir)			/* M1 */
+		ret = run(m, BIND(m, ST_INODE_NLINK, parent, 1));
+	return ret ?: touch(m, parent, now_ns);
+}
+
+static int make_tx(struct nrs_meta *m, uint64_t parent, const char *name,
+		   bool dir, uint32_t mode, uint32_t uid, uint32_t gid,
+		   int64_t now_ns, struct nrs_attr *out,
+		   struct nrs_stream_row *srow)
+{
+	struct nrs_attr a;
+	struct nrs_stream_row sr;
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (!ret)
+		ret = tx_end(m, do_make(m, parent, name, dir, mode, uid, gid,
+					now_ns, &a, &sr));
+	if (!ret && out)
+		*out = a;
+	if (!ret && srow)
+		*srow = sr;
+	return ret;
+}
+
+int nrs_meta_mkdir(struct nrs_meta *m, uint64_t parent, const char *name,
+		   uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		   struct nrs_attr *out)
+{
+	return make_tx(m, parent, name, true, mode, uid, gid, now_ns, out, NULL);
+}
+
+int nrs_meta_create(struct nrs_meta *m, uint64_t parent, const char *name,
+		    uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		    struct nrs_attr *out, struct nrs_stream_row *srow)
+{
+	return make_tx(m, parent, name, false, mode, uid, gid, now_ns, out,
+		       srow);
+}
+
+/* An existing entry, for unlink, rmdir and rename. */
+static int find_entry(struct nrs_meta *m, uint64_t parent, const char *name,
+		      struct nrs_attr *a, uint64_t *cookie)
+{
+	size_t len;
+
+	return name_check_existing(name, &len) ?: dir_check(m, parent) ?:
+		dirent_find(m, parent, name, len, a, cookie);
+}
+
+int nrs_meta_unlink(struct nrs_meta *m, uint64_t parent, const char *name,
+		    int64_t now_ns, struct nrs_attr *out)
+{
+	struct nrs_attr a;
+	uint64_t cookie;
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	ret = find_entry(m, parent, name, &a, &cookie);
+	if (!ret && S_ISDIR(a.mode))
+		ret = -EISDIR;
+	if (!ret)
+		ret = unlink_stream(m, &a, cookie, now_ns) ?:
+			touch(m, parent, now_ns) ?: attr_get(m, a.ino, &a);
+	ret = tx_end(m, ret);
+	if (!ret && out)
+		*out = a;
+	return ret;
+}
+
+int nrs_meta_rmdir(struct nrs_meta *m, uint64_t parent, const char *name,
+		   int64_t now_ns)
+{
+	struct nrs_attr a;
+	uint64_t cookie;
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	ret = find_entry(m, parent, name, &a, &cookie);
+	if (!ret && !S_ISDIR(a.mode))
+		ret = -ENOTDIR;
+	else if (!ret && a.ino == NRS_ROOT_INO)	/* only if corrupt */
+		ret = -EBUSY;
+	if (!ret)				/* M1 */
+		ret = drop_dir(m, &a, cookie) ?:
+			run(m, BIND(m, ST_INODE_NLINK, parent, -1)) ?:
+			touch(m, parent, now_ns);
+	return tx_end(m, ret);
+}
+
+/* Checks in the order Linux makes them; the entry being replaced goes
+ * first, then the name moves (M7) and the link counts follow (M1). */
+static int do_rename(struct nrs_meta *m, uint64_t parent, const char *name,
+		     uint64_t newparent, const char *newname,
+		     unsigned int flags, int64_t now_ns, uint64_t *replaced)
+{
+	struct nrs_attr src, dst;
+	struct settings st;
+	uint64_t cookie, dcookie;
+	sqlite3_stmt *s;
+	size_t newlen;
+	bool src_dir;
+	int ret;
+
+	*replaced = 0;
+	if (flags & ~(unsigned int)RENAME_NOREPLACE)
+		return -EINVAL;		/* RENAME_EXCHANGE, RENAME_WHITEOUT */
+	ret = name_check(newname, &newlen) ?:
+		find_entry(m, parent, name, &src, &cookie) ?:
+		dir_check(m, newparent);
+	if (ret)
+		return ret;
+	ret = dirent_find(m, newparent, newname, newlen, &dst, &dcookie);
+	if (ret && ret != -ENOENT)
+		return ret;
+	if (!ret && (flags & RENAME_NOREPLACE))
+		return -EEXIST;
+	if (!ret && dst.ino == src.ino)
+		return 0;
+	src_dir = S_ISDIR(src.mode);
+	if (!ret && src_dir != S_ISDIR(dst.mode))
+		return src_dir ? -ENOTDIR : -EISDIR;
+	if (src_dir) {			/* M4 */
+		int below = walk_up(m, newparent, WALK_INODE, src.ino, &st);
+
+		if (below)
+			return below > 0 ? -EINVAL : below;
+	}
+	if (!ret && src_dir) {
+		ret = drop_dir(m, &dst, dcookie) ?:
+			run(m, BIND(m, ST_INODE_NLINK, newparent, -1));
+	} else if (!ret) {
+		ret = unlink_stream(m, &dst, dcookie, now_ns);
+		*replaced = dst.ino;
+	} else {
+		ret = 0;		/* nothing to replace */
+	}
+	if (ret)
+		return ret;
+	s = BIND(m, ST_DIRENT_MOVE, cookie, newparent);
+	bind_bytes(s, 3, newname, newlen);
+	ret = run(m, s) ?:
+		run(m, BIND(m, ST_INODE_MOVE, src.ino, newparent, now_ns));
+	if (!ret && src_dir && parent != newparent)
+		ret = run(m, BIND(m, ST_INODE_NLINK, parent, -1)) ?:
+			run(m, BIND(m, ST_INODE_NLINK, newparent, 1));
+	if (!ret && newparent != parent)
+		ret = touch(m, newparent, now_ns);
+	return ret ?: touch(m, parent, now_ns);
+}
+
+int nrs_meta_rename(struct nrs_meta *m, uint64_t parent, const char *name,
+		    uint64_t newparent, const char *newname, unsigned int flags,
+		    int64_t now_ns, uint64_t *replaced)
+{
+	uint64_t rep;
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (!ret)
+		ret = tx_end(m, do_rename(m, parent, name, newparent, newname,
+					  flags, now_ns, &rep));
+	if (!ret && replaced)
+		*replaced = rep;
+	return ret;
+}
+
+int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino,
+		     const struct nrs_attr *in, int mask, int64_t now_ns,
+		     struct nrs_attr *out)
+{
+	struct nrs_attr a;
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	ret = attr_get(m, ino, &a);
+	if (!ret) {
+		if (mask & NRS_SET_MODE)
+			a.mode = (a.mode & S_IFMT) | (in->mode & 07777);
+		if (mask & NRS_SET_UID)
+			a.uid = in->uid;
+		if (mask & NRS_SET_GID)
+			a.gid = in->gid;
+		if (mask & NRS_SET_ATIME)
+			a.atime_ns = in->atime_ns;
+		if (mask & NRS_SET_MTIME)
+			a.mtime_ns = in->mtime_ns;
+		a.ctime_ns = now_ns;
+		ret = run(m, BIND(m, ST_INODE_SETATTR, ino, a.mode, a.uid,
+				  a.gid, a.atime_ns, a.mtime_ns, a.ctime_ns));
+	}
+	ret = tx_end(m, ret);
+	if (!ret && out)
+		*out = a;
+	return ret;
+}
+
+/* Rows are read one at a time from the statement; nothing is buffered. */
+int nrs_meta_readdir(struct nrs_meta *m, uint64_t ino, uint64_t after,
+		     nrs_meta_dirent_cb cb, void *ctx)
+{
+	char name[NRS_NAME_MAX + 1];
+	struct nrs_attr a;
+	sqlite3_stmt *s;
+	size_t len;
+	int ret = tx_begin(m, TX_READ);
+
+	if (ret)
+		return ret;
+	ret = dir_check(m, ino);
+	if (ret || after >= INT64_MAX)	/* no cookie is that large */
+		return tx_end(m, ret);
+	s = BIND(m, ST_READDIR, ino, after);
+	while ((ret = row(m, s)) > 0) {
+		len = (size_t)sqlite3_column_bytes(s, NR_ATTR_COLS + 1);
+		if (len == 0 || len > NRS_NAME_MAX) {
+			nrs_err("meta: directory %llu holds a name of %zu"
+				" bytes", (unsigned long long)ino, len);
+			ret = -EUCLEAN;
+			break;
+		}
+		memcpy(name, sqlite3_column_blob(s, NR_ATTR_COLS + 1), len);
+		name[len] = '\0';
+		col_attr(s, &a);
+		if (cb(ctx, name, &a, col_u64(s, NR_ATTR_COLS))) {
+			ret = 0;
+			break;
+		}
+	}
+	sqlite3_reset(s);
+	return tx_end(m, ret);
+}
+
+/* ---- xattrs ----------------------------------------------------------- */
+
+/* As Linux: an empty or too long name is -ERANGE. */
+static int xname_check(const char *name, size_t *len)
+{
+	size_t n = strnlen(name, NRS_XATTR_NAME_MAX + 1);
+
+	if (n == 0 || n > NRS_XATTR_NAME_MAX)
+		return -ERANGE;
+	*len = n;
+	return 0;
+}
+
+/* -ENOENT when inode ino does not exist, else err. */
+static int or_enoent(struct nrs_meta *m, uint64_t ino, int err)
+{
+	struct nrs_attr a;
+
+	return attr_get(m, ino, &a) ?: err;
+}
+
+/* Bind (ino, name) to a cached xattr statement. */
+static sqlite3_stmt *bind_xattr(struct nrs_meta *m, enum stmt_id id,
+				uint64_t ino, const char *name, size_t nlen)
+{
+	sqlite3_stmt *s = BIND(m, id, ino);
+
+	bind_bytes(s, 2, name, nlen);
+	return s;
+}
+
+ssize_t nrs_meta_xattr_get(struct nrs_meta *m, uint64_t ino, const char *name,
+			   void *buf, size_t size)
+{
+	sqlite3_stmt *s;
+	size_t nlen, len = 0;
+	int ret = xname_check(name, &nlen) ?: tx_begin(m, TX_NONE);
+
+	if (ret)
+		return ret;
+	s = bind_xattr(m, ST_XATTR_GET, ino, name, nlen);
+	ret = row(m, s);
+	if (ret == 0)
+		ret = or_enoent(m, ino, -ENODATA);
+	if (ret > 0) {
+		len = (size_t)sqlite3_column_bytes(s, 0);
+		if (size > 0 && len > size)
+			ret = -ERANGE;
+		else if (size > 0 && len > 0)
+			memcpy(buf, sqlite3_column_blob(s, 0), len);
+		sqlite3_reset(s);
+	}
+	ret = tx_end(m, ret > 0 ? 0 : ret);
+	return ret ? ret : (ssize_t)len;
+}
+
+int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,
+		       const void *value, size_t size, int flags)
+{
+	enum stmt_id id = flags == XATTR_CREATE ? ST_XATTR_INSERT :
+		flags == XATTR_REPLACE ? ST_XATTR_UPDATE : ST_XATTR_UPSERT;
+	sqlite3_stmt *s;
+	size_t nlen;
+	int ret;
+
+	if (flags != 0 && flags != XATTR_CREATE && flags != XATTR_REPLACE)
+		return -EINVAL;
+	ret = xname_check(name, &nlen);
+	if (!ret && size > NRS_XATTR_VALUE_MAX)
+		ret = -E2BIG;
+	if (ret || (ret = tx_begin(m, TX_DURABLE)))
+		return ret;
+	ret = or_enoent(m, ino, 0);
+	if (!ret) {
+		s = bind_xattr(m, id, ino, name, nlen);
+		bind_bytes(s, 3, value, size);
+		ret = run(m, s);
+	}
+	if (!ret && sqlite3_changes(m->db) != 1)
+		ret = flags == XATTR_CREATE ? -EEXIST : -ENODATA;
+	return tx_end(m, ret);
+}
+
+int nrs_meta_xattr_remove(struct nrs_meta *m, uint64_t ino, const char *name)
+{
+	size_t nlen;
+	int ret = xname_check(name, &nlen) ?: tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	ret = run(m, bind_xattr(m, ST_XATTR_REMOVE, ino, name, nlen));
+	if (!ret && sqlite3_changes(m->db) != 1)
+		ret = or_enoent(m, ino, -ENODATA);
+	return tx_end(m, ret);
+}
+
+/* The total length first, so that buf is written only when all fits. */
+static ssize_t do_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
+			     size_t size)
+{
+	sqlite3_stmt *s = BIND(m, ST_XATTR_TOTAL, ino);
+	size_t total, off = 0, len;
+	int ret = or_enoent(m, ino, 0) ?: row(m, s);
+
+	if (ret <= 0)
+		return ret ? ret : -EIO;
+	total = col_u64(s, 0);
+	sqlite3_reset(s);
+	if (size == 0 || total > size)
+		return size == 0 ? (ssize_t)total : -ERANGE;
+	s = BIND(m, ST_XATTR_LIST, ino);
+	while ((ret = row(m, s)) > 0) {
+		len = (size_t)sqlite3_column_bytes(s, 0);
+		if (off + len + 1 > total) {	/* same snapshot: cannot */
+			sqlite3_reset(s);
+			return -EUCLEAN;
+		}
+		memcpy(buf + off, sqlite3_column_blob(s, 0), len);
+		buf[off + len] = '\0';
+		off += len + 1;
+	}
+	return ret ? ret : (ssize_t)off;
+}
+
+ssize_t nrs_meta_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
+			    size_t size)
+{
+	ssize_t len = 0;
+	int ret = tx_begin(m, TX_READ);
+
+	if (!ret) {
+		len = do_xattr_list(m, ino, buf, size);
+		ret = tx_end(m, len < 0 ? (int)len : 0);
+	}
+	return ret ? ret : len;
+}
+
+/* ---- settings --------------------------------------------------------- */
+
+int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile)
+{
+	struct settings st;
+	int ret = tx_begin(m, TX_NONE);
+
+	if (!ret)
+		ret = tx_end(m, settings_get(m, ino, &st));
+	if (!ret)
+		*profile = st.profile;
+	return ret;
+}
+
+int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile)
+{
+	struct settings st;
+	int ret;
+
+	if (profile != NRS_PROFILE_LOCAL_WAL && profile != NRS_PROFILE_OBJECT_WAL)
+		return -EINVAL;
+	ret = tx_begin(m, TX_DURABLE);
+	if (ret)
+		return ret;
+	ret = settings_get(m, ino, &st) ?:
+		run(m, BIND(m, ST_SET_PROFILE, ino, profile));
+	if (!ret && st.kind == KIND_STREAM)	/* M5 */
+		ret = run(m, BIND(m, ST_STREAM_SET_PROFILE, st.stream_id,
+				  profile));
+	return tx_end(m, ret);
+}
+
+int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
+			   uint64_t *value)
+{
+	struct settings st;
+	uint64_t v = 0;
+	int ret;
+
+	if (which != NRS_RET_BYTES && which != NRS_RET_MS)
+		return -EINVAL;
+	ret = tx_begin(m, TX_READ);
+	if (ret)
+		return ret;
+	ret = walk_up(m, ino, WALK_RETENTION, (uint64_t)which, &st);
+	if (ret >= 0)
+		v = ret ? st.ret[which] : 0;
+	ret = tx_end(m, ret < 0 ? ret : 0);
+	if (!ret)
+		*value = v;
+	return ret;
+}
+
+int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
+			   uint64_t value)
+{
+	int ret;
+
+	if (which != NRS_RET_BYTES && which != NRS_RET_MS)
+		return -EINVAL;
+	ret = tx_begin(m, TX_DURABLE);
+	if (ret)
+		return ret;
+	ret = or_enoent(m, ino, 0) ?: run(m, BIND(m, which == NRS_RET_BYTES ?
+			ST_SET_RET_BYTES : ST_SET_RET_MS, ino, value));
+	return tx_end(m, ret);
+}
+
+/* ---- streams ---------------------------------------------------------- */
+
+static int stream_get(struct nrs_meta *m, uint64_t id, struct nrs_stream_row *r)
+{
+	sqlite3_stmt *s = BIND(m, ST_STREAM_GET, id);
+	int ret = row(m, s);
+
+	if (ret <= 0)
+		return ret ? ret : -ENOENT;
+	col_stream(s, r);
+	sqlite3_reset(s);
+	return 0;
+}
+
+/* start: raise only, never past the head.  epoch: strictly raise. */
+static int stream_raise(struct nrs_meta *m, uint64_t id, enum stmt_id st,
+			uint64_t v)
+{
+	struct nrs_stream_row r;
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	ret = stream_get(m, id, &r);
+	if (!ret && st == ST_STREAM_SET_START && (v < r.start || v > r.head))
+		ret = -EINVAL;
+	if (!ret && st == ST_STREAM_SET_EPOCH && v <= r.epoch)
+		ret = -EINVAL;
+	if (!ret)
+		ret = run(m, BIND(m, st, id, v));
+	return tx_end(m, ret);
+}
+
+int nrs_meta_set_start(struct nrs_meta *m, uint64_t stream_id, uint64_t start)
+{
+	return stream_raise(m, stream_id, ST_STREAM_SET_START, start);
+}
+
+int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch)
+{
+	return stream_raise(m, stream_id, ST_STREAM_SET_EPOCH, epoch);
+}
+
+int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
+			struct nrs_stream_row *out)
+{
+	struct nrs_stream_row r;
+	int ret = tx_begin(m, TX_NONE);
+
+	if (!ret)
+		ret = tx_end(m, stream_get(m, stream_id, &r));
+	if (!ret)
+		*out = r;
+	return ret;
+}
+
+int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
+			    void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_STREAM_LIST];
+	struct nrs_stream_row r;
+	int ret = tx_begin(m, TX_NONE);
+
+	if (ret)
+		return ret;
+	while ((ret = row(m, s)) > 0) {
+		col_stream(s, &r);
+		if (cb(ctx, &r)) {
+			ret = 0;
+			break;
+		}
+	}
+	sqlite3_reset(s);
+	return tx_end(m, ret);
+}
+
+/* One CAS per update; the first lost one drops the whole batch. */
+static int do_publish(struct nrs_meta *m, const struct nrs_head_update *u,
+		      size_t n)
+{
+	struct nrs_stream_row cur;
+	size_t i;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		ret = run(m, BIND(m, ST_PUBLISH, u[i].id, u[i].head,
+				  u[i].version, u[i].epoch, u[i].last_lsn,
+				  u[i].mtime_ns, u[i].old_version));
+		if (ret)
+			return ret;
+		if (sqlite3_changes(m->db) != 1) {
+			ret = stream_get(m, u[i].id, &cur);
+			nrs_err("meta: publish: stream %llu expected at version"
+				" %llu, %s %llu: lost CAS, batch not published",
+				(unsigned long long)u[i].id,
+				(unsigned long long)u[i].old_version,
+				ret ? "no such stream" : "is at",
+				ret ? 0ULL : (unsigned long long)cur.version);
+			return -ESTALE;
+		}
+		ret = run(m, BIND(m, ST_PUBLISH_INODE, u[i].id, u[i].mtime_ns));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int nrs_meta_publish(struct nrs_meta *m, const struct nrs_head_update *u,
+		     size_t n, bool durable)
+{
+	int ret;
+
+	if (n == 0)
+		return 0;
+	ret = tx_begin(m, durable ? TX_DURABLE : TX_WRITE);
+	return ret ? ret : tx_end(m, do_publish(m, u, n));
+}
+
+int nrs_meta_forget_inode(struct nrs_meta *m, uint64_t ino)
+{
+	struct nrs_attr a;
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	ret = attr_get(m, ino, &a);
+	if (!ret && a.nlink != 0)
+		ret = -EBUSY;
+	if (!ret)
+		ret = run(m, BIND(m, ST_XATTR_DROP, ino));
+	if (!ret && a.stream_id != 0)
+		ret = run(m, BIND(m, ST_STREAM_DELETE, a.stream_id));
+	if (!ret)
+		ret = run(m, BIND(m, ST_INODE_DELETE, ino));
+	return tx_end(m, ret);
+}
+
+int nrs_meta_unlinked_foreach(struct nrs_meta *m,
+			      int (*cb)(void *ctx, uint64_t ino), void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_UNLINKED_LIST];
+	int ret = tx_begin(m, TX_NONE);
+
+	if (ret)
+		return ret;
+	while ((ret = row(m, s)) > 0) {
+		if (cb(ctx, col_u64(s, 0))) {
+			ret = 0;
+			break;
+		}
+	}
+	sqlite3_reset(s);
+	return tx_end(m, ret);
+}
+
+int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams)
+{
+	sqlite3_stmt *s = m->st[ST_COUNTS];
+	uint64_t n[3] = { 0, 0, 0 };
+	int kind, ret = tx_begin(m, TX_NONE);
+
+	if (ret)
+		return ret;
+	while ((ret = row(m, s)) > 0) {
+		kind = sqlite3_column_int(s, 0);
+		if (kind == KIND_DIR || kind == KIND_STREAM)
+			n[kind] = col_u64(s, 1);
+	}
+	ret = tx_end(m, ret);
+	if (!ret) {
+		*dirs = n[KIND_DIR];
+		*streams = n[KIND_STREAM];
+	}
+	return ret;
+}

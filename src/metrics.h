@@ -1,0 +1,74 @@
+/*
+ * metrics.h - counters and histograms behind /.nereus/metrics.
+ *
+ * Every field is updated with relaxed atomics from any thread; rendering
+ * reads them without a lock, so a scrape is a near-snapshot, never torn per
+ * value.  The text follows the Prometheus exposition format 0.0.4.
+ */
+#ifndef NRS_METRICS_H
+#define NRS_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define NRS_LAT_BUCKETS		16
+#define NRS_BATCH_BUCKETS	12
+
+struct nrs_hist {
+	const uint64_t *bounds;		/* upper bounds, ascending */
+	unsigned int nbounds;
+	atomic_uint_fast64_t counts[NRS_LAT_BUCKETS + 1];	/* last: +Inf */
+	atomic_uint_fast64_t sum;
+	atomic_uint_fast64_t count;
+};
+
+struct nrs_metrics {
+	atomic_uint_fast64_t appends;		/* acknowledged appends */
+	atomic_uint_fast64_t append_bytes;
+	atomic_uint_fast64_t append_errors;	/* appends answered with an error */
+	atomic_uint_fast64_t espipe;		/* conditional appends refused */
+	atomic_uint_fast64_t estale;		/* fenced appends refused */
+	atomic_uint_fast64_t batches;
+	atomic_uint_fast64_t wal_errors;	/* failed WAL writes or syncs */
+	atomic_uint_fast64_t publish_errors;	/* failed head publications */
+	atomic_uint_fast64_t fences;
+	atomic_uint_fast64_t reads;
+	atomic_uint_fast64_t read_bytes;
+	atomic_uint_fast64_t read_errors;
+	atomic_uint_fast64_t checksum_errors;
+	struct nrs_hist commit_latency;		/* microseconds, submit->reply */
+	struct nrs_hist batch_appends;		/* appends per batch */
+	struct nrs_hist batch_bytes;		/* payload bytes per batch */
+};
+
+/* Gauges that belong to other modules, sampled at render time. */
+struct nrs_metrics_gauges {
+	uint64_t wal_bytes;
+	uint64_t wal_segments;
+	uint64_t streams;
+	uint64_t dirs;
+	uint64_t wal_live_bytes;	/* record bytes of live ranges */
+	int wal_broken;
+	int pipeline_failed;
+};
+
+void nrs_metrics_init(struct nrs_metrics *m);
+void nrs_hist_observe(struct nrs_hist *h, uint64_t v);
+static inline void nrs_count(atomic_uint_fast64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+static inline uint64_t nrs_counter(atomic_uint_fast64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+/*
+ * Render into a newly allocated buffer (*out, caller frees, NUL-terminated)
+ * the Prometheus text.  Returns the length or -ENOMEM.
+ */
+ssize_t nrs_metrics_render(struct nrs_metrics *m,
+			   const struct nrs_metrics_gauges *g, char **out);
+
+#endif

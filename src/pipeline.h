@@ -1,0 +1,95 @@
+/*
+ * pipeline.h - the commit pipeline: orders appends, group-commits them to
+ * the WAL with one write and one sync per batch, publishes every head the
+ * batch moved with one metadata transaction, then completes each request.
+ *
+ * Requests are submitted from any thread and completed from the committer
+ * thread, in submission order within a stream.  No caller blocks while its
+ * append is in flight: completion is a callback (the FUSE layer replies from
+ * it).  See pipeline.c for the ordering rules and failure handling.
+ */
+#ifndef NRS_PIPELINE_H
+#define NRS_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct nrs_meta;
+struct nrs_metrics;
+struct nrs_stream;
+struct nrs_wal;
+
+enum nrs_req_kind {
+	NRS_REQ_APPEND = 1,
+	NRS_REQ_FENCE = 2,
+};
+
+#define NRS_EXPECT_ANY	UINT64_MAX	/* O_APPEND: at the head, wherever */
+
+struct nrs_req;
+/*
+ * Called exactly once per request, from the committer thread (or from
+ * nrs_pipeline_submit when the pipeline is stopped).  err is 0 or -errno;
+ * on success r->offset is where the append landed.  The callback owns r
+ * from then on (it may free it) and must not use r->st: the pipeline drops
+ * that stream reference (cfg->put) after the callback returns.
+ */
+typedef void (*nrs_req_done)(struct nrs_req *r, int err);
+
+struct nrs_req {
+	enum nrs_req_kind kind;
+	struct nrs_stream *st;	/* the caller's reference, handed over */
+	uint64_t epoch;		/* APPEND: the handle's epoch; FENCE: new */
+	uint64_t expect;	/* APPEND: required head or NRS_EXPECT_ANY */
+	const void *data;	/* APPEND: len bytes, live until done */
+	size_t len;
+	nrs_req_done done;
+	void *cookie;		/* for the caller */
+	uint64_t offset;	/* out */
+
+	/* private to the pipeline */
+	struct nrs_req *next;
+	uint64_t t_submit_ns;
+	int err;
+};
+
+/*
+ * Called after a batch is published for each stream whose head moved while
+ * a reader may hold the page that held the old head (stream.h tail_cached),
+ * with that old head; from the committer thread, no lock held.
+ */
+typedef void (*nrs_commit_hook)(void *ctx, struct nrs_stream *st,
+				uint64_t old_head);
+/* Drops a stream reference the pipeline held. */
+typedef void (*nrs_stream_put_fn)(struct nrs_stream *st);
+
+struct nrs_pipeline_cfg {
+	struct nrs_wal *wal;
+	struct nrs_meta *meta;
+	struct nrs_metrics *metrics;	/* may be NULL */
+	uint64_t next_lsn;		/* first LSN to assign, > 0 */
+	size_t max_batch_bytes;		/* 0: 16 MiB */
+	nrs_commit_hook hook;		/* may be NULL */
+	void *hook_ctx;
+	nrs_stream_put_fn put;
+};
+
+struct nrs_pipeline;
+
+/* Starts the committer thread.  Returns 0 or -errno. */
+int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
+		       struct nrs_pipeline **out);
+/* Hand r to the pipeline; r->done is always called. */
+void nrs_pipeline_submit(struct nrs_pipeline *p, struct nrs_req *r);
+/* Completes every submitted request, stops the thread, frees p (NULL ok). */
+void nrs_pipeline_stop(struct nrs_pipeline *p);
+/* True once a failure left the pipeline refusing appends (see pipeline.c). */
+bool nrs_pipeline_failed(struct nrs_pipeline *p);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t nrs_now_mono_ns(void);
+/* Wall clock in nanoseconds since the epoch. */
+int64_t nrs_now_real_ns(void);
+
+#endif

@@ -1,0 +1,334 @@
+/*
+ * recovery.c - start-up recovery of the local-wal profile (DESIGN.md
+ * section 6).
+ *
+ * Why it is shaped so.  An append is acknowledged after (a) its WAL record
+ * is fdatasync'ed and (b) its head is published in the metadata store by a
+ * transaction that is *not* synced (meta.h).  After a process crash the
+ * store has every published head.  After a power loss it may have lost the
+ * last published heads, but the WAL has every acknowledged record, and each
+ * record says exactly which head it continues (base offset, the LSN of the
+ * stream's previous commit, epoch).  So recovery re-publishes:
+ *
+ *  R1 The store's heads are the truth to start from.  Unlinked inodes left
+ *     by a crash (nlink 0, no handle can survive a restart) are forgotten.
+ *  R2 The WAL is scanned in log order; the provider cuts a torn or corrupt
+ *     tail (wal_local.c).
+ *  R3 In LSN order, a record whose stream exists and which continues that
+ *     stream's head exactly -- base == head, prev_lsn == the head's last
+ *     LSN, epoch >= the stream's epoch, every payload chunk verified -- is
+ *     re-published: head += len, version += n_appends, last LSN = its LSN.
+ *     Anything else past a head is an orphan (a failed or fenced write, or
+ *     one whose stream is gone) and stays invisible forever (I3).  An
+ *     orphan cannot later be mistaken for a continuation: every new record
+ *     gets a larger LSN and names the published last LSN, never an orphan's.
+ *  R4 The re-published heads are written in one synced transaction.
+ *  R5 The offset index of each stream is rebuilt by walking its commit
+ *     chain back from the head's last LSN: each record must end where the
+ *     next one (in logical order) begins.  A record the chain needs but the
+ *     WAL lacks (corruption) leaves a gap: reads of it fail with EIO, and
+ *     the error is logged with the stream and the range -- the committed
+ *     range is never shortened.
+ *  R6 The next LSN is larger than every LSN in the WAL and the store.
+ *
+ * Steps R3-R6 are pure functions of the store and the WAL, so a crash
+ * during recovery just makes the next start do them again.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_priv.h"
+#include "log.h"
+#include "wal.h"
+
+struct rec {
+	uint64_t lsn, stream_id, base, epoch, prev_lsn, seg, off;
+	uint32_t len, n_appends;
+	bool data_ok;
+};
+
+struct scan {
+	struct rec *v;
+	size_t n, cap;
+};
+
+static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
+{
+	struct scan *s = ctx;
+	struct rec *r;
+
+	if (ri->rec.kind != NRS_WALREC_DATA)
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		struct rec *v = realloc(s->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	r = &s->v[s->n++];
+	r->lsn = ri->rec.lsn;
+	r->stream_id = ri->rec.stream_id;
+	r->base = ri->rec.base;
+	r->epoch = ri->rec.epoch;
+	r->prev_lsn = ri->rec.prev_lsn;
+	r->len = ri->rec.len;
+	r->n_appends = ri->rec.n_appends;
+	r->seg = ri->pos.seg;
+	r->off = ri->pos.off;
+	r->data_ok = ri->data_ok;
+	return 0;
+}
+
+static int cmp_lsn(const void *a, const void *b)
+{
+	const struct rec *x = a, *y = b;
+
+	return x->lsn < y->lsn ? -1 : x->lsn > y->lsn;
+}
+
+static const struct rec *find_lsn(const struct scan *s, uint64_t lsn)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->v[mid].lsn == lsn)
+			return &s->v[mid];
+		if (s->v[mid].lsn < lsn)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int load_stream(void *ctx, const struct nrs_stream_row *row)
+{
+	struct nrs_core *c = ctx;
+	struct nrs_stream *st;
+	int err;
+
+	if (row->unlinked)
+		return 0;
+	st = nrs_stream_new(row);
+	if (!st)
+		return -ENOMEM;
+	err = nrs_core_stream_insert(c, st);
+	if (err)
+		nrs_stream_put(st);
+	return err;
+}
+
+struct ino_list {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int collect_ino(void *ctx, uint64_t ino)
+{
+	struct ino_list *l = ctx;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		uint64_t *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = ino;
+	return 0;
+}
+
+/* R1 */
+static int forget_unlinked(struct nrs_core *c)
+{
+	struct ino_list l = { 0 };
+	int err;
+
+	err = nrs_meta_unlinked_foreach(c->meta, collect_ino, &l);
+	for (size_t i = 0; !err && i < l.n; i++)
+		err = nrs_meta_forget_inode(c->meta, l.v[i]);
+	if (!err && l.n)
+		nrs_info("forgot %zu unlinked streams left by a crash", l.n);
+	free(l.v);
+	return err;
+}
+
+/* R3, R4 */
+static int republish(struct nrs_core *c, const struct scan *s)
+{
+	struct nrs_head_update *u = NULL;
+	size_t nu = 0, cap = 0, recs = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct rec *r = &s->v[i];
+		struct nrs_stream *st = r->stream_id < c->nstreams ?
+					c->streams[r->stream_id] : NULL;
+
+		if (!st || r->len == 0 || r->lsn <= st->last_lsn)
+			continue;
+		if (r->base != st->head || r->prev_lsn != st->last_lsn ||
+		    r->epoch < st->epoch || !r->data_ok)
+			continue;	/* an orphan */
+		if (st->batch_upd < 0) {
+			if (nu == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				struct nrs_head_update *v =
+					realloc(u, ncap * sizeof(*v));
+
+				if (!v) {
+					err = -ENOMEM;
+					goto out;
+				}
+				u = v;
+				cap = ncap;
+			}
+			u[nu].id = st->id;
+			u[nu].old_version = st->version;
+			st->batch_upd = (int)nu++;
+		}
+		st->head += r->len;
+		st->version += r->n_appends;
+		st->last_lsn = r->lsn;
+		recs++;
+	}
+	for (size_t i = 0; i < nu; i++) {
+		struct nrs_stream *st = c->streams[u[i].id];
+
+		u[i].head = st->head;
+		u[i].version = st->version;
+		u[i].epoch = st->epoch;
+		u[i].last_lsn = st->last_lsn;
+		u[i].mtime_ns = st->mtime_ns;
+		st->batch_upd = -1;
+	}
+	if (nu) {
+		err = nrs_meta_publish(c->meta, u, nu, true);
+		if (err)
+			nrs_err("recovery: publishing %zu heads failed: %s", nu,
+				strerror(-err));
+		else
+			nrs_info("recovery: re-published %zu WAL records on %zu "
+				 "streams", recs, nu);
+	}
+out:
+	free(u);
+	return err;
+}
+
+/* R5 for one stream */
+static int rebuild_index(struct nrs_stream *st, const struct scan *s)
+{
+	const struct rec **chain = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t want_end = st->head, lsn = st->last_lsn;
+	int err = 0;
+
+	while (want_end > st->start && lsn != 0) {
+		const struct rec *r = find_lsn(s, lsn);
+
+		if (!r || r->stream_id != st->id ||
+		    r->base + r->len != want_end) {
+			nrs_err("stream %" PRIu64 ": commit chain broken at LSN %"
+				PRIu64 "; committed range [%" PRIu64 ", %" PRIu64
+				") has no copy and reads of it fail", st->id, lsn,
+				st->start, want_end);
+			break;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			const struct rec **v = realloc(chain, ncap * sizeof(*v));
+
+			if (!v) {
+				err = -ENOMEM;
+				goto out;
+			}
+			chain = v;
+			cap = ncap;
+		}
+		chain[n++] = r;
+		want_end = r->base;
+		lsn = r->prev_lsn;
+	}
+	while (n > 0) {
+		const struct rec *r = chain[--n];
+		struct nrs_index_ent e = {
+			.start = r->base,
+			.end = r->base + r->len,
+			.gen = 0,
+			.kind = NRS_TARGET_WAL,
+			.seg = r->seg,
+			.off = r->off,
+		};
+
+		if (!r->data_ok)
+			nrs_err("stream %" PRIu64 ": bytes [%" PRIu64 ", %" PRIu64
+				") fail their checksum in WAL segment %016" PRIx64
+				"; reads of them fail", st->id, e.start, e.end,
+				r->seg);
+		err = nrs_index_append(&st->index, &e);
+		if (err)
+			goto out;
+		st->wal_bytes += nrs_walrec_total_len(r->len);
+	}
+out:
+	free(chain);
+	return err;
+}
+
+int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
+{
+	struct scan s = { 0 };
+	uint64_t max_lsn = 0;
+	int err;
+
+	err = forget_unlinked(c);
+	if (err)
+		goto out;
+	err = nrs_meta_stream_foreach(c->meta, load_stream, c);
+	if (err)
+		goto out;
+	err = nrs_wal_scan(c->wal, scan_cb, &s);
+	if (err) {
+		nrs_err("recovery: WAL scan failed: %s", strerror(-err));
+		goto out;
+	}
+	qsort(s.v, s.n, sizeof(*s.v), cmp_lsn);
+	err = republish(c, &s);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < c->nstreams; i++) {
+		struct nrs_stream *st = c->streams[i];
+
+		if (!st)
+			continue;
+		err = rebuild_index(st, &s);
+		if (err)
+			goto out;
+		st->ord_head = st->head;
+		st->ord_version = st->version;
+		st->ord_epoch = st->epoch;
+		st->ord_lsn = st->last_lsn;
+		if (st->last_lsn > max_lsn)
+			max_lsn = st->last_lsn;
+	}
+	if (s.n && s.v[s.n - 1].lsn > max_lsn)
+		max_lsn = s.v[s.n - 1].lsn;
+	*next_lsn = max_lsn + 1;	/* R6 */
+out:
+	if (err)
+		nrs_err("recovery failed: %s", strerror(-err));
+	free(s.v);
+	return err;
+}

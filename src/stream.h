@@ -1,0 +1,45 @@
+/*
+ * stream.h - the in-memory state of one stream, shared by the stream core
+ * (core.c), the commit pipeline (pipeline.c) and the reader (reader.c).
+ *
+ * Two views of the head live here (DESIGN.md section 1):
+ *  - the published view (head, version, epoch, last_lsn), equal to the
+ *    stream's row in the metadata store; readers and stat see only it (I4);
+ *  - the ordering view (ord_*), owned by the committer thread alone, which
+ *    runs ahead of the published view by the appends of the batch being
+ *    committed.  Between batches the two views are equal.
+ */
+#ifndef NRS_STREAM_H
+#define NRS_STREAM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "index.h"
+
+struct nrs_stream {
+	uint64_t id;
+	uint64_t ino;
+	atomic_int refs;	/* the stream table, handles, requests */
+
+	pthread_mutex_t lock;
+	/* protected by lock: the published view */
+	uint64_t head, version, start, epoch, last_lsn;
+	int64_t mtime_ns;
+	int profile;
+	uint64_t wal_bytes;	/* on-disk WAL record bytes of live ranges */
+	struct nrs_index index;
+	unsigned int open_handles;
+	bool unlinked;
+	bool tail_cached;	/* a read since the last commit returned the
+				 * page holding the head (see core.c) */
+
+	/* owned by the committer thread: the ordering view */
+	uint64_t ord_head, ord_version, ord_epoch, ord_lsn;
+	int batch_slot;		/* this stream's open record in the batch */
+	int batch_upd;		/* this stream's head update in the batch */
+};
+
+#endif

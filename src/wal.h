@@ -1,0 +1,121 @@
+/*
+ * wal.h - the WAL provider interface.
+ *
+ * A WAL provider makes a formatted batch of records durable and reads bytes
+ * back.  It knows nothing of streams or heads: the commit pipeline formats
+ * records (walrec.h) and decides what is published (DESIGN.md section 1: a
+ * provider's completed I/O never makes anything visible).  A position is
+ * (segment, byte offset); a batch never spans two segments.
+ *
+ * The first provider is the local segment-file WAL (wal_local.c); an object
+ * WAL and a BookKeeper WAL are meant to sit behind the same operations.
+ *
+ * Threads: scan() runs alone, before the first append().  append() is called
+ * by one thread at a time (the committer).  read() may run in any number of
+ * threads concurrently with append().
+ */
+#ifndef NRS_WAL_H
+#define NRS_WAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "walrec.h"
+
+struct nrs_wal;
+
+struct nrs_wal_pos {
+	uint64_t seg;
+	uint64_t off;
+};
+
+/* One record found by scan(). */
+struct nrs_wal_rec_info {
+	struct nrs_walrec rec;
+	struct nrs_wal_pos pos;	/* where the record starts */
+	bool data_ok;		/* every payload chunk CRC verified */
+};
+
+/* Return 0 to continue the scan, a negative errno to stop it with that. */
+typedef int (*nrs_wal_scan_cb)(void *ctx, const struct nrs_wal_rec_info *ri);
+
+struct nrs_wal_stats {
+	uint64_t bytes;		/* bytes held in segments on disk */
+	uint64_t segments;
+	uint64_t cur_seg;
+	bool broken;		/* a failed append could not be undone */
+};
+
+struct nrs_wal_ops {
+	const char *name;
+	/*
+	 * Write the iovecs back to back at the end of the log and make them
+	 * durable.  *pos is the position of the first byte.  On error nothing
+	 * of the batch may ever be returned by a later scan(): the provider
+	 * undoes the partial write, or refuses every later append (-EIO) if it
+	 * cannot.  Returns 0 or -errno (-ENOSPC on a full disk).
+	 */
+	int (*append)(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
+		      struct nrs_wal_pos *pos);
+	/* Read up to len bytes at pos; returns bytes read, short at segment
+	 * end, or -errno (-ENOENT: no such segment). */
+	ssize_t (*read)(struct nrs_wal *w, struct nrs_wal_pos pos, void *buf,
+			size_t len);
+	/*
+	 * Recovery: call cb for every record in log order (segments
+	 * ascending).  A torn or corrupt tail of the last segment is cut; a
+	 * corrupt range followed by valid records is skipped and logged.
+	 * After scan() the next append goes to a new segment.
+	 */
+	int (*scan)(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx);
+	void (*stats)(struct nrs_wal *w, struct nrs_wal_stats *out);
+	void (*close)(struct nrs_wal *w);
+};
+
+struct nrs_wal {
+	const struct nrs_wal_ops *ops;
+};
+
+static inline int nrs_wal_append(struct nrs_wal *w, const struct iovec *iov,
+				 int iovcnt, struct nrs_wal_pos *pos)
+{
+	return w->ops->append(w, iov, iovcnt, pos);
+}
+
+static inline ssize_t nrs_wal_read(struct nrs_wal *w, struct nrs_wal_pos pos,
+				   void *buf, size_t len)
+{
+	return w->ops->read(w, pos, buf, len);
+}
+
+static inline int nrs_wal_scan(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx)
+{
+	return w->ops->scan(w, cb, ctx);
+}
+
+static inline void nrs_wal_stats(struct nrs_wal *w, struct nrs_wal_stats *out)
+{
+	w->ops->stats(w, out);
+}
+
+/* Close of NULL is a no-op. */
+static inline void nrs_wal_close(struct nrs_wal *w)
+{
+	if (w)
+		w->ops->close(w);
+}
+
+struct nrs_wal_local_opts {
+	uint64_t segment_size;	/* rotate past this many bytes (0: 64 MiB) */
+};
+
+/*
+ * Open (creating if needed) the local WAL in directory dir (segments are
+ * dir/NNNNNNNNNNNNNNNN.seg, 16 lower-case hex digits).  Returns 0 or -errno.
+ */
+int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
+		       struct nrs_wal **out);
+
+#endif

@@ -1,0 +1,1032 @@
+/*
+ * wal_local.c - the local WAL provider: records in append-only segment files
+ * in one directory, made durable with fdatasync (the local-wal profile,
+ * DESIGN.md section 5).
+ *
+ * The provider stores opaque batches of records (walrec.c formats them) and
+ * never decides what is visible (DESIGN.md section 1).  Its jobs are: make a
+ * batch durable or leave no trace of it (I3), read bytes back, and on
+ * start-up hand every intact record to the caller in log order and cut the
+ * torn tail a crash left.
+ *
+ * DIRECTORY
+ *
+ * Segments are DIR/NNNNNNNNNNNNNNNN.seg, the segment number in 16 lower-case
+ * hex digits.  Numbers start at 1 and increase; gaps are allowed (a rotation
+ * that failed after creating its file unlinks it and does not reuse the
+ * number).  Other names in DIR are ignored.  Log order is segment number,
+ * then byte offset.
+ *
+ * SEGMENT FORMAT (integers little-endian)
+ *
+ *     0   u8   magic[8]   "NRSWALSG"
+ *     8   u32  version    1
+ *    12   u32  hdr_len    64
+ *    16   u64  segno      must equal the number in the file name
+ *    24   i64  created    nanoseconds since the Unix epoch (informational)
+ *    32   u8   reserved[28], zero
+ *    60   u32  crc        CRC32C of bytes 0..59
+ *    64   records back to back, each walrec.c's total_len bytes (so every
+ *         record starts at a multiple of 8), up to the end of the file.
+ *
+ * A segment has no trailer and no record count: its valid end is found by
+ * scanning.  The file size is the end of the last durable batch, except
+ * after a crash (a torn tail) or a failed append whose undo failed.
+ *
+ * APPEND PROTOCOL (one appending thread)
+ *
+ *   A1  A batch (a multiple of 8 bytes) goes whole into one segment, the
+ *       current one.  There is no current segment after scan(), after a
+ *       failed fdatasync (A4), or when current size + batch > segment_size
+ *       and the segment already holds a record: then rotate first, to
+ *       segment max + 1: create it O_CREAT|O_EXCL, write its header,
+ *       fdatasync it, fsync DIR.  Records are never appended to a segment
+ *       that existed before this open.
+ *   A2  One pwritev at the tracked end (repeated for short writes and for
+ *       more than IOV_MAX iovecs), then one fdatasync.  Only then is the
+ *       position returned: the batch is durable.
+ *   A3  On any failure, ftruncate back to the old end and fdatasync.  If
+ *       that worked, the batch has left no trace and the error is returned.
+ *       If not, the WAL is broken: the error is logged and every later
+ *       append fails -EIO (a later scan may then find records of the failed
+ *       batch; their commit intents reach no published head unless the
+ *       caller publishes them).
+ *   A4  After a failed fdatasync the kernel may have dropped dirty pages
+ *       and will not report it again, so the segment is never written
+ *       again: the next append rotates.
+ *
+ * RECOVERY (scan, before the first append)
+ *
+ *   R1  Trailing segments of at most 64 bytes whose header is bad are torn
+ *       creations (A1 interrupted): they hold no record and are unlinked
+ *       (then DIR is fsynced).
+ *   R2  Any other segment with a bad header is logged and skipped whole.
+ *   R3  From offset 64, a record is taken when its header decodes with a
+ *       valid CRC and the whole record lies within the file; it is "whole"
+ *       when every chunk CRC matches too.  Whole records are passed to the
+ *       callback at once.  A record with a bad chunk is held back and passed
+ *       (data_ok false) only once a whole record follows it, or at the end
+ *       of a segment that is not the last.
+ *   R4  Where no record starts, the scan searches forward at 8-byte steps
+ *       for the next position where one does (R3's first test); the bytes
+ *       skipped are logged as corruption with their range.
+ *   R5  In the last segment, everything after the last whole record that
+ *       is bad (garbage, a header whose record runs past the end of the file,
+ *       records with bad chunks) is a torn tail: the file is truncated to the
+ *       end of the last whole record and fdatasynced ("cut torn tail").  A
+ *       second scan then finds the same records and cuts nothing.
+ *   R6  In any other segment nothing is cut: damage there is corruption,
+ *       logged, not a crash artefact.
+ *
+ * LOCKING
+ *
+ * The segment table (number, fd, size) and the broken flag are protected by
+ * w->lock, held only for lookups and updates, never across I/O.  A segment's
+ * fd, once in the table, stays open until close, so a reader may pread on an
+ * fd it looked up after dropping the lock.  The append state (cur_*,
+ * must_rotate, next_no) belongs to the appending thread; scan() runs alone.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "log.h"
+#include "wal.h"
+#include "walrec.h"
+
+#define SEG_MAGIC	"NRSWALSG"
+#define SEG_VERSION	1
+#define SEG_HDR		64
+#define SEG_CRC_OFF	60
+#define SEG_NAME_MAX	32
+#define DEFAULT_SEG_SIZE (64ull << 20)
+#define SCAN_BUF_SIZE	(8u << 20)	/* grows to the largest record */
+#define NO_CUT		UINT64_MAX
+#ifdef IOV_MAX
+#define WAL_IOV_MAX	IOV_MAX
+#else
+#define WAL_IOV_MAX	1024
+#endif
+
+_Static_assert(sizeof(SEG_MAGIC) - 1 == 8, "segment magic is 8 bytes");
+
+struct seg {
+	uint64_t no;
+	int fd;			/* -1 until first used; then open until close */
+	uint64_t size;		/* file size as last known */
+};
+
+struct wal_local {
+	struct nrs_wal base;
+	char *dir;
+	int dirfd;
+	uint64_t seg_size;
+
+	pthread_mutex_t lock;
+	struct seg *segs;	/* protected by lock; sorted by no */
+	size_t nsegs, cap;	/* protected by lock */
+	uint64_t cur_no;	/* protected by lock; 0 = no current segment */
+	bool broken;		/* protected by lock */
+
+	/* The appending thread's (and scan's) own state. */
+	bool scanned, appended, must_rotate;
+	uint64_t next_no;
+	int cur_fd;		/* also in segs[]: closed by close only */
+	uint64_t cur_end;
+	struct iovec *iovwin;	/* WAL_IOV_MAX entries for pwritev */
+};
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void seg_name(char buf[SEG_NAME_MAX], uint64_t no)
+{
+	snprintf(buf, SEG_NAME_MAX, "%016" PRIx64 ".seg", no);
+}
+
+/* True if name is a segment file name; *no is its number. */
+static bool parse_seg_name(const char *name, uint64_t *no)
+{
+	uint64_t v = 0;
+
+	if (strlen(name) != 20 || strcmp(name + 16, ".seg") != 0)
+		return false;
+	for (int i = 0; i < 16; i++) {
+		char c = name[i];
+
+		if (c >= '0' && c <= '9')
+			v = v << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return false;
+	}
+	*no = v;
+	return true;
+}
+
+static void seg_hdr_encode(unsigned char *h, uint64_t no)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	memset(h, 0, SEG_HDR);
+	memcpy(h, SEG_MAGIC, 8);
+	put32(h + 8, SEG_VERSION);
+	put32(h + 12, SEG_HDR);
+	put64(h + 16, no);
+	put64(h + 24, (uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec));
+	put32(h + SEG_CRC_OFF, nrs_crc32c(0, h, SEG_CRC_OFF));
+}
+
+static bool seg_hdr_ok(const unsigned char *h, uint64_t no)
+{
+	static const unsigned char zero[28];
+
+	return memcmp(h, SEG_MAGIC, 8) == 0 &&
+	       get32(h + SEG_CRC_OFF) == nrs_crc32c(0, h, SEG_CRC_OFF) &&
+	       get32(h + 8) == SEG_VERSION && get32(h + 12) == SEG_HDR &&
+	       get64(h + 16) == no && memcmp(h + 32, zero, sizeof(zero)) == 0;
+}
+
+/* Index of segment no, or -1.  Caller holds w->lock. */
+static ssize_t seg_find(const struct wal_local *w, uint64_t no)
+{
+	size_t lo = 0, hi = w->nsegs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w->segs[mid].no == no)
+			return (ssize_t)mid;
+		if (w->segs[mid].no < no)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+/* Insert a segment not yet in the table.  Caller holds w->lock. */
+static int seg_insert(struct wal_local *w, uint64_t no, int fd, uint64_t size)
+{
+	size_t i = w->nsegs;
+
+	if (w->nsegs == w->cap) {
+		size_t ncap = w->cap ? 2 * w->cap : 16;
+		struct seg *n = realloc(w->segs, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		w->segs = n;
+		w->cap = ncap;
+	}
+	while (i > 0 && w->segs[i - 1].no > no) {
+		w->segs[i] = w->segs[i - 1];
+		i--;
+	}
+	w->segs[i] = (struct seg){ .no = no, .fd = fd, .size = size };
+	w->nsegs++;
+	return 0;
+}
+
+static void seg_set_size(struct wal_local *w, uint64_t no, uint64_t size)
+{
+	ssize_t i;
+
+	pthread_mutex_lock(&w->lock);
+	i = seg_find(w, no);
+	if (i >= 0)
+		w->segs[i].size = size;
+	pthread_mutex_unlock(&w->lock);
+}
+
+/*
+ * The fd of segment no, opened (read-only) on first use.  The fd stays valid
+ * until close.  -ENOENT for a segment not in the table (never listed nor
+ * created by this WAL, or removed by scan) or whose file is gone.
+ */
+static int seg_fd(struct wal_local *w, uint64_t no, int *out)
+{
+	char name[SEG_NAME_MAX];
+	ssize_t i;
+	int fd;
+
+	pthread_mutex_lock(&w->lock);
+	i = seg_find(w, no);
+	fd = i >= 0 ? w->segs[i].fd : -1;
+	pthread_mutex_unlock(&w->lock);
+	if (i < 0)
+		return -ENOENT;
+	if (fd < 0) {
+		seg_name(name, no);
+		fd = openat(w->dirfd, name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		pthread_mutex_lock(&w->lock);
+		i = seg_find(w, no);
+		if (i >= 0 && w->segs[i].fd < 0) {
+			w->segs[i].fd = fd;
+		} else {
+			close(fd);	/* another thread was first */
+			fd = i >= 0 ? w->segs[i].fd : -ENOENT;
+		}
+		pthread_mutex_unlock(&w->lock);
+		if (fd < 0)
+			return fd;
+	}
+	*out = fd;
+	return 0;
+}
+
+static int fsync_dir(struct wal_local *w)
+{
+	if (fsync(w->dirfd) < 0) {
+		int rc = -errno;
+
+		nrs_err("local WAL %s: fsync of the directory: %s", w->dir,
+			strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+/* Read up to len bytes at off, stopping only at end of file. */
+static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done,
+				  (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+/* Write iov[0..iovcnt) back to back at off: A2's loop. */
+static int pwritev_full(struct wal_local *w, int fd, const struct iovec *iov,
+			int iovcnt, uint64_t off)
+{
+	size_t skip = 0;	/* bytes of iov[i] already written */
+	int i = 0;
+
+	while (i < iovcnt) {
+		size_t want = 0;
+		ssize_t n;
+		int cnt = 0;
+
+		for (; cnt < WAL_IOV_MAX && i + cnt < iovcnt; cnt++) {
+			w->iovwin[cnt] = iov[i + cnt];
+			want += iov[i + cnt].iov_len;
+		}
+		w->iovwin[0].iov_base = (char *)w->iovwin[0].iov_base + skip;
+		w->iovwin[0].iov_len -= skip;
+		want -= skip;
+		if (want == 0) {
+			i += cnt;
+			skip = 0;
+			continue;
+		}
+		n = pwritev(fd, w->iovwin, cnt, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		off += (uint64_t)n;
+		for (size_t left = (size_t)n; left > 0;) {
+			size_t rest = iov[i].iov_len - skip;
+
+			if (left < rest) {
+				skip += left;
+				break;
+			}
+			left -= rest;
+			i++;
+			skip = 0;
+		}
+	}
+	return 0;
+}
+
+/* A1: start segment next_no and make it current. */
+static int rotate(struct wal_local *w)
+{
+	unsigned char hdr[SEG_HDR];
+	char name[SEG_NAME_MAX];
+	uint64_t no = w->next_no;
+	ssize_t n;
+	int fd, rc;
+
+	seg_name(name, no);
+	fd = openat(w->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		nrs_err("local WAL %s: create %s: %s", w->dir, name,
+			strerror(-rc));
+		return rc;
+	}
+	w->next_no = no + 1;	/* never reuse a number, even on failure */
+	seg_hdr_encode(hdr, no);
+	n = pwrite(fd, hdr, SEG_HDR, 0);
+	if (n != SEG_HDR) {
+		rc = n < 0 ? -errno : -EIO;
+		goto out_unlink;
+	}
+	if (fdatasync(fd) < 0) {
+		rc = -errno;
+		goto out_unlink;
+	}
+	rc = fsync_dir(w);
+	if (rc < 0)
+		goto out_unlink;
+	pthread_mutex_lock(&w->lock);
+	rc = seg_insert(w, no, fd, SEG_HDR);
+	if (rc == 0)
+		w->cur_no = no;
+	pthread_mutex_unlock(&w->lock);
+	if (rc < 0)
+		goto out_unlink;
+	w->cur_fd = fd;
+	w->cur_end = SEG_HDR;
+	w->must_rotate = false;
+	return 0;
+
+out_unlink:
+	nrs_err("local WAL %s: starting segment %s: %s", w->dir, name,
+		strerror(-rc));
+	close(fd);
+	/* Best effort: a leftover header-only or torn file holds no record. */
+	if (unlinkat(w->dirfd, name, 0) == 0)
+		(void)fsync(w->dirfd);
+	return rc;
+}
+
+/* A3: the batch written at end failed with err. */
+static int undo_append(struct wal_local *w, uint64_t end, int err,
+		       bool sync_failed)
+{
+	int rc = 0;
+
+	if (ftruncate(w->cur_fd, (off_t)end) < 0)
+		rc = -errno;
+	else if (fdatasync(w->cur_fd) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		nrs_err("local WAL %s: append to segment %016" PRIx64 " failed "
+			"(%s) and truncating it back to %" PRIu64 " failed (%s): "
+			"WAL broken, refusing all appends", w->dir, w->cur_no,
+			strerror(-err), end, strerror(-rc));
+		pthread_mutex_lock(&w->lock);
+		w->broken = true;
+		pthread_mutex_unlock(&w->lock);
+		return err;
+	}
+	if (sync_failed)
+		w->must_rotate = true;	/* A4 */
+	nrs_err("local WAL %s: append to segment %016" PRIx64 " at %" PRIu64
+		" failed: %s (undone)", w->dir, w->cur_no, end, strerror(-err));
+	return err;
+}
+
+static int local_append(struct nrs_wal *base, const struct iovec *iov,
+			int iovcnt, struct nrs_wal_pos *pos)
+{
+	struct wal_local *w = (struct wal_local *)base;
+	uint64_t start;
+	size_t total = 0;
+	bool broken;
+	int rc;
+
+	if (!w->scanned || iovcnt <= 0 || !iov || !pos)
+		return -EINVAL;
+	pthread_mutex_lock(&w->lock);
+	broken = w->broken;
+	pthread_mutex_unlock(&w->lock);
+	if (broken)
+		return -EIO;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > (size_t)INT64_MAX - total)
+			return -EFBIG;
+		total += iov[i].iov_len;
+	}
+	if (total == 0 || total % NRS_WALREC_ALIGN != 0)
+		return -EINVAL;
+	w->appended = true;
+
+	if (w->cur_fd < 0 || w->must_rotate ||
+	    total > (uint64_t)INT64_MAX - w->cur_end ||
+	    (w->cur_end > SEG_HDR && w->cur_end + total > w->seg_size)) {
+		rc = rotate(w);
+		if (rc < 0)
+			return rc;
+	}
+	start = w->cur_end;
+	rc = pwritev_full(w, w->cur_fd, iov, iovcnt, start);
+	if (rc < 0)
+		return undo_append(w, start, rc, false);
+	if (fdatasync(w->cur_fd) < 0)
+		return undo_append(w, start, -errno, true);
+	w->cur_end = start + total;
+	seg_set_size(w, w->cur_no, w->cur_end);
+	pos->seg = w->cur_no;
+	pos->off = start;
+	return 0;
+}
+
+static ssize_t local_read(struct nrs_wal *base, struct nrs_wal_pos pos,
+			  void *buf, size_t len)
+{
+	struct wal_local *w = (struct wal_local *)base;
+	int fd, rc;
+
+	if (pos.off > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	if (len > (uint64_t)INT64_MAX - pos.off)
+		len = (size_t)((uint64_t)INT64_MAX - pos.off);
+	rc = seg_fd(w, pos.seg, &fd);
+	if (rc < 0)
+		return rc;
+	return pread_full(fd, buf, len, pos.off);
+}
+
+/* ---- recovery ---------------------------------------------------------- */
+
+struct scan {
+	struct wal_local *w;
+	nrs_wal_scan_cb cb;
+	void *ctx;
+	char name[SEG_NAME_MAX];	/* segment being scanned */
+	int fd;
+	uint64_t fsize;
+	unsigned char *buf;		/* file bytes [bstart, bstart + blen) */
+	size_t cap, blen;
+	uint64_t bstart;
+	struct nrs_wal_rec_info *pend;	/* R3: bad-chunk records held back */
+	size_t npend, pcap;
+};
+
+/*
+ * Point *p at file bytes [off, off + want), reading them if the buffer does
+ * not hold them.  *avail is how many bytes from off the buffer holds: less
+ * than want only at end of file.
+ */
+static int sb_get(struct scan *s, uint64_t off, size_t want,
+		  const unsigned char **p, size_t *avail)
+{
+	ssize_t n;
+
+	if (off >= s->fsize) {
+		*avail = 0;
+		return 0;
+	}
+	if (want > s->fsize - off)
+		want = (size_t)(s->fsize - off);
+	if (off < s->bstart || off - s->bstart > s->blen ||
+	    want > s->blen - (off - s->bstart)) {
+		size_t len;
+
+		if (want > s->cap) {
+			/* Bounded: want <= walrec total_len(MAX_LEN). */
+			size_t ncap = (want + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+			unsigned char *nb = realloc(s->buf, ncap);
+
+			if (!nb)
+				return -ENOMEM;
+			s->buf = nb;
+			s->cap = ncap;
+		}
+		len = s->fsize - off < s->cap ? (size_t)(s->fsize - off) : s->cap;
+		s->blen = 0;
+		n = pread_full(s->fd, s->buf, len, off);
+		if (n < 0) {
+			nrs_err("local WAL %s/%s: read at %" PRIu64 ": %s",
+				s->w->dir, s->name, off, strerror((int)-n));
+			return (int)n;
+		}
+		s->bstart = off;
+		s->blen = (size_t)n;
+	}
+	*p = s->buf + (off - s->bstart);
+	*avail = (size_t)(s->bstart + s->blen - off);
+	return 0;
+}
+
+/*
+ * R3's first test at off: 1 if a record with a valid header lies wholly
+ * within the file there (*r, *rec point at it, the whole record in the
+ * buffer), 0 if not, or -errno.
+ */
+static int record_at(struct scan *s, uint64_t off, struct nrs_walrec *r,
+		     const unsigned char **rec)
+{
+	const unsigned char *p;
+	size_t avail, tl;
+	int rc;
+
+	rc = sb_get(s, off, NRS_WALREC_FIXED, &p, &avail);
+	if (rc < 0)
+		return rc;
+	rc = nrs_walrec_decode_hdr(p, avail, r);
+	if (rc == -ENODATA && avail >= NRS_WALREC_FIXED) {
+		rc = sb_get(s, off, nrs_walrec_hdr_len(r->len), &p, &avail);
+		if (rc < 0)
+			return rc;
+		rc = nrs_walrec_decode_hdr(p, avail, r);
+	}
+	if (rc < 0)
+		return 0;
+	tl = nrs_walrec_total_len(r->len);
+	if (tl > s->fsize - off)
+		return 0;
+	rc = sb_get(s, off, tl, &p, &avail);
+	if (rc < 0)
+		return rc;
+	if (avail < tl)
+		return 0;
+	*rec = p;
+	return 1;
+}
+
+static int flush_pending(struct scan *s)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < s->npend && rc == 0; i++)
+		rc = s->cb(s->ctx, &s->pend[i]);
+	s->npend = 0;
+	return rc;
+}
+
+static int hold_back(struct scan *s, const struct nrs_wal_rec_info *ri)
+{
+	if (s->npend == s->pcap) {
+		size_t ncap = s->pcap ? 2 * s->pcap : 8;
+		struct nrs_wal_rec_info *n = realloc(s->pend, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		s->pend = n;
+		s->pcap = ncap;
+	}
+	s->pend[s->npend++] = *ri;
+	return 0;
+}
+
+/* R5: truncate the last segment to end. */
+static int cut_tail(struct scan *s, uint64_t no, uint64_t end)
+{
+	struct wal_local *w = s->w;
+	int fd, rc = 0;
+
+	fd = openat(w->dirfd, s->name, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		rc = -errno;
+	else if (ftruncate(fd, (off_t)end) < 0 || fdatasync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0) {
+		nrs_err("local WAL %s/%s: cutting torn tail at %" PRIu64 ": %s",
+			w->dir, s->name, end, strerror(-rc));
+		return rc;
+	}
+	nrs_warn("local WAL %s/%s: cut torn tail: %" PRIu64 " bytes at "
+		 "offset %" PRIu64, w->dir, s->name, s->fsize - end, end);
+	seg_set_size(w, no, end);
+	return 0;
+}
+
+/* R2..R6 for one segment. */
+static int scan_segment(struct scan *s, uint64_t no, bool last)
+{
+	struct wal_local *w = s->w;
+	uint64_t off = SEG_HDR, cut = NO_CUT;
+	const unsigned char *p;
+	struct stat st;
+	size_t avail;
+	int rc;
+
+	seg_name(s->name, no);
+	rc = seg_fd(w, no, &s->fd);
+	if (rc < 0 || fstat(s->fd, &st) < 0) {
+		rc = rc < 0 ? rc : -errno;
+		nrs_err("local WAL %s/%s: open: %s", w->dir, s->name,
+			strerror(-rc));
+		return rc;
+	}
+	s->fsize = (uint64_t)st.st_size;
+	s->blen = 0;
+	s->npend = 0;
+	seg_set_size(w, no, s->fsize);
+	rc = sb_get(s, 0, SEG_HDR, &p, &avail);
+	if (rc < 0)
+		return rc;
+	if (avail < SEG_HDR || !seg_hdr_ok(p, no)) {
+		nrs_err("local WAL %s/%s: corrupt segment header (%" PRIu64
+			" bytes): segment skipped", w->dir, s->name, s->fsize);
+		return 0;					/* R2 */
+	}
+	while (off < s->fsize) {
+		struct nrs_wal_rec_info ri = { .pos = { no, off } };
+		uint32_t bad = 0;
+		uint64_t q;
+
+		rc = record_at(s, off, &ri.rec, &p);
+		if (rc < 0)
+			return rc;
+		if (rc == 0) {					/* R4 */
+			for (q = off + NRS_WALREC_ALIGN; q < s->fsize;
+			     q += NRS_WALREC_ALIGN) {
+				rc = record_at(s, q, &ri.rec, &p);
+				if (rc < 0)
+					return rc;
+				if (rc == 1)
+					break;
+			}
+			if (q > s->fsize)
+				q = s->fsize;
+			if (q < s->fsize || !last)
+				nrs_err("local WAL %s/%s: corrupt bytes [%" PRIu64
+					", %" PRIu64 ") skipped", w->dir,
+					s->name, off, q);
+			if (cut == NO_CUT)
+				cut = off;
+			off = q;
+			continue;
+		}
+		ri.data_ok = nrs_walrec_verify_chunks(p, &ri.rec, 0,
+				nrs_walrec_nchunks(ri.rec.len),
+				p + nrs_walrec_hdr_len(ri.rec.len), &bad) == 0;
+		off += nrs_walrec_total_len(ri.rec.len);
+		if (!ri.data_ok) {				/* R3 */
+			nrs_err("local WAL %s/%s: record lsn %" PRIu64 " at %"
+				PRIu64 ": payload chunk %" PRIu32 " fails its "
+				"CRC", w->dir, s->name, ri.rec.lsn,
+				ri.pos.off, bad);
+			rc = hold_back(s, &ri);
+			if (rc < 0)
+				return rc;
+			if (cut == NO_CUT)
+				cut = ri.pos.off;
+			continue;
+		}
+		rc = flush_pending(s);
+		if (rc == 0)
+			rc = s->cb(s->ctx, &ri);
+		if (rc != 0)
+			return rc;
+		cut = NO_CUT;
+	}
+	if (cut != NO_CUT && last) {			/* R5 */
+		s->npend = 0;
+		return cut_tail(s, no, cut);
+	}
+	return flush_pending(s);			/* R6 */
+}
+
+/* R1: unlink trailing segments a crash left during their creation. */
+static int drop_torn_creations(struct wal_local *w)
+{
+	unsigned char h[SEG_HDR];
+	char name[SEG_NAME_MAX];
+	struct stat st;
+	uint64_t no;
+	ssize_t n;
+	int fd, rc;
+
+	for (;;) {
+		pthread_mutex_lock(&w->lock);
+		no = w->nsegs ? w->segs[w->nsegs - 1].no : 0;
+		pthread_mutex_unlock(&w->lock);
+		if (no == 0)
+			return 0;
+		seg_name(name, no);
+		rc = seg_fd(w, no, &fd);
+		if (rc < 0)
+			return rc;
+		if (fstat(fd, &st) < 0)
+			return -errno;
+		if (st.st_size > SEG_HDR)
+			return 0;
+		n = pread_full(fd, h, SEG_HDR, 0);
+		if (n < 0)
+			return (int)n;
+		if (n == SEG_HDR && seg_hdr_ok(h, no))
+			return 0;
+		if (unlinkat(w->dirfd, name, 0) < 0) {
+			rc = -errno;
+			nrs_err("local WAL %s: unlink torn segment %s: %s",
+				w->dir, name, strerror(-rc));
+			return rc;
+		}
+		rc = fsync_dir(w);
+		if (rc < 0)
+			return rc;
+		nrs_warn("local WAL %s: removed segment %s, torn at creation "
+			 "(%lld bytes)", w->dir, name, (long long)st.st_size);
+		pthread_mutex_lock(&w->lock);
+		w->nsegs--;
+		pthread_mutex_unlock(&w->lock);
+		close(fd);
+	}
+}
+
+static int local_scan(struct nrs_wal *base, nrs_wal_scan_cb cb, void *ctx)
+{
+	struct wal_local *w = (struct wal_local *)base;
+	struct scan s = { .w = w, .cb = cb, .ctx = ctx, .fd = -1 };
+	int rc;
+
+	if (w->appended || !cb)
+		return -EINVAL;
+	rc = drop_torn_creations(w);
+	if (rc < 0)
+		return rc;
+	s.buf = malloc(SCAN_BUF_SIZE);
+	if (!s.buf)
+		return -ENOMEM;
+	s.cap = SCAN_BUF_SIZE;
+	for (size_t i = 0;; i++) {
+		uint64_t no;
+		bool last;
+
+		pthread_mutex_lock(&w->lock);
+		if (i >= w->nsegs) {
+			pthread_mutex_unlock(&w->lock);
+			break;
+		}
+		no = w->segs[i].no;
+		last = i + 1 == w->nsegs;
+		pthread_mutex_unlock(&w->lock);
+		rc = scan_segment(&s, no, last);
+		if (rc != 0)
+			break;
+	}
+	free(s.pend);
+	free(s.buf);
+	if (rc == 0)
+		w->scanned = true;
+	return rc;
+}
+
+static void local_stats(struct nrs_wal *base, struct nrs_wal_stats *out)
+{
+	struct wal_local *w = (struct wal_local *)base;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->nsegs; i++)
+		out->bytes += w->segs[i].size;
+	out->segments = w->nsegs;
+	out->cur_seg = w->cur_no;
+	out->broken = w->broken;
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void local_close(struct nrs_wal *base)
+{
+	struct wal_local *w = (struct wal_local *)base;
+
+	for (size_t i = 0; i < w->nsegs; i++)
+		if (w->segs[i].fd >= 0)
+			close(w->segs[i].fd);
+	if (w->dirfd >= 0)
+		close(w->dirfd);
+	pthread_mutex_destroy(&w->lock);
+	free(w->segs);
+	free(w->iovwin);
+	free(w->dir);
+	free(w);
+}
+
+static const struct nrs_wal_ops local_ops = {
+	.name = "local",
+	.append = local_append,
+	.read = local_read,
+	.scan = local_scan,
+	.stats = local_stats,
+	.close = local_close,
+};
+
+/* mkdir -p, fsyncing the parent of every directory it creates. */
+static int mkdir_p(const char *path)
+{
+	char *p = strdup(path);
+	int rc = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1;; s++) {
+		char c = *s;
+
+		if (c != '/' && c != '\0')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0700) == 0) {
+			char *slash = strrchr(p, '/');
+			int fd;
+
+			if (slash == p)
+				fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			else if (slash) {
+				*slash = '\0';
+				fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+				*slash = '/';
+			} else {
+				fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			}
+			if (fd < 0 || fsync(fd) < 0)
+				rc = -errno;
+			if (fd >= 0)
+				close(fd);
+		} else if (errno != EEXIST) {
+			rc = -errno;
+		}
+		*s = c;
+		if (rc < 0 || c == '\0')
+			break;
+	}
+	free(p);
+	return rc;
+}
+
+/* Fill the table from the directory listing (no file is read). */
+static int list_segments(struct wal_local *w)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, rc = 0;
+
+	fd = dup(w->dirfd);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	for (;;) {
+		struct stat st;
+		uint64_t no;
+
+		errno = 0;
+		de = readdir(d);
+		if (!de) {
+			rc = -errno;
+			break;
+		}
+		if (!parse_seg_name(de->d_name, &no))
+			continue;
+		if (fstatat(w->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = -errno;
+			break;
+		}
+		if (no == 0 || !S_ISREG(st.st_mode)) {
+			nrs_warn("local WAL %s: ignoring %s", w->dir, de->d_name);
+			continue;
+		}
+		rc = seg_insert(w, no, -1, (uint64_t)st.st_size);
+		if (rc < 0)
+			break;
+		if (no >= w->next_no)
+			w->next_no = no + 1;
+	}
+	closedir(d);
+	return rc;
+}
+
+int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
+		       struct nrs_wal **out)
+{
+	struct wal_local *w;
+	int rc;
+
+	if (!dir || !*dir || !out)
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->base.ops = &local_ops;
+	w->dirfd = -1;
+	w->cur_fd = -1;
+	w->next_no = 1;
+	w->seg_size = o && o->segment_size ? o->segment_size : DEFAULT_SEG_SIZE;
+	rc = pthread_mutex_init(&w->lock, NULL);
+	if (rc != 0) {
+		free(w);
+		return -rc;
+	}
+	w->dir = strdup(dir);
+	w->iovwin = calloc(WAL_IOV_MAX, sizeof(*w->iovwin));
+	if (!w->dir || !w->iovwin) {
+		rc = -ENOMEM;
+		goto out_close;
+	}
+	rc = mkdir_p(dir);
+	if (rc < 0) {
+		nrs_err("local WAL %s: create directory: %s", dir, strerror(-rc));
+		goto out_close;
+	}
+	w->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (w->dirfd < 0) {
+		rc = -errno;
+		nrs_err("local WAL %s: open directory: %s", dir, strerror(-rc));
+		goto out_close;
+	}
+	rc = list_segments(w);
+	if (rc < 0) {
+		nrs_err("local WAL %s: list segments: %s", dir, strerror(-rc));
+		goto out_close;
+	}
+	*out = &w->base;
+	return 0;
+
+out_close:
+	local_close(&w->base);
+	return rc;
+}
