@@ -264,7 +264,7 @@ ssize_t nrs_core_listxattr(struct nrs_core *c, uint64_t ino, char *buf,
 {
 	struct nrs_attr a;
 	size_t total = 0;
-	ssize_t n;
+	ssize_t stored;
 	int err;
 
 	if (nrs_is_virtual(ino))
@@ -293,13 +293,18 @@ ssize_t nrs_core_listxattr(struct nrs_core *c, uint64_t ino, char *buf,
 		}
 		total += len;
 	}
-	n = nrs_meta_xattr_list(c->meta, ino, size ? buf + total : NULL,
-				size ? size - total : 0);
-	if (n == -ERANGE || (size > 0 && n < 0))
-		return n;
-	if (n < 0)
-		return n;
-	return (ssize_t)(total + (size_t)n);
+	/* the stored user.* names follow */
+	stored = nrs_meta_xattr_list(c->meta, ino, NULL, 0);
+	if (stored < 0)
+		return stored;
+	if (size == 0 || stored == 0)
+		return (ssize_t)total + stored;
+	if (total + (size_t)stored > size)
+		return -ERANGE;
+	stored = nrs_meta_xattr_list(c->meta, ino, buf + total, size - total);
+	if (stored < 0)
+		return stored;
+	return (ssize_t)(total + (size_t)stored);
 }
 
 /* ---- virtual files -------------------------------------------------- */

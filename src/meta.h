@@ -120,7 +120,9 @@ int nrs_meta_rename(struct nrs_meta *m, uint64_t parent, const char *name,
 int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino, const struct nrs_attr *a,
 		     int mask, int64_t now_ns, struct nrs_attr *out);
 
-/* Return non-zero to stop the listing. */
+/* Return non-zero to stop the listing; a negative value is then returned
+ * by the listing.  Callbacks (here and below) run under the store's lock
+ * and must not call the store (-EDEADLK). */
 typedef int (*nrs_meta_dirent_cb)(void *ctx, const char *name,
 				  const struct nrs_attr *a, uint64_t cookie);
 /*
@@ -157,7 +159,8 @@ int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
 int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t value);
 
-/* Raise a stream's start offset (durable).  -ENOENT */
+/* Raise a stream's start offset (durable).  -ENOENT, -EINVAL if below
+ * the current start or above the head. */
 int nrs_meta_set_start(struct nrs_meta *m, uint64_t stream_id, uint64_t start);
 /* Raise a stream's epoch (durable).  -ENOENT, -EINVAL if not larger. */
 int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch);

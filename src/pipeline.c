@@ -484,7 +484,8 @@ static void fail_pipeline(struct nrs_pipeline *p, int err)
 	if (!atomic_exchange(&p->failed, true))
 		nrs_err("commit pipeline failed (%s): durable WAL records could "
 			"not be published; appends are refused until remount, "
-			"which recovers them", strerror(-err));
+			"which recovers them",
+			err == -ESTALE ? "lost head CAS" : strerror(-err));
 }
 
 static void run_batch(struct nrs_pipeline *p, struct nrs_req *list)

@@ -1,0 +1,1284 @@
+/*
+ * test_meta.c - unit tests of the SQLite metadata store (meta_sqlite.c):
+ * namespace rules, persistence, cookies, xattrs, settings, head CAS.
+ * Each test gets a fresh database in its own mkdtemp directory.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "meta.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE	(1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE		(1 << 1)
+#endif
+
+#define ROOT	NRS_ROOT_INO
+#define NOW	1000000000000LL
+
+/*
+ * Count syncs: these definitions take the place of libc's for the shared
+ * libsqlite3 (its calls go through the PLT), so a test can tell which calls
+ * sync.  Built against a static or no-sync SQLite the count stays 0 and
+ * test_sync_only_when_durable fails, which is what we want to know.
+ */
+static atomic_int sync_calls;
+
+int fdatasync(int fd)
+{
+	atomic_fetch_add(&sync_calls, 1);
+	return (int)syscall(SYS_fdatasync, fd);
+}
+
+int fsync(int fd)
+{
+	atomic_fetch_add(&sync_calls, 1);
+	return (int)syscall(SYS_fsync, fd);
+}
+
+struct fx {
+	char dir[64];
+	char path[128];
+	struct nrs_meta *m;
+};
+
+static int fx_setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	strcpy(f->dir, "/tmp/nrs-test-meta-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->path, sizeof(f->path), "%s/meta.db", f->dir);
+	if (nrs_meta_open(f->path, &f->m) != 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *f = *state;
+	static const char *const sfx[] = { "", "-wal", "-shm", "-journal" };
+	char p[160];
+	size_t i;
+
+	nrs_meta_close(f->m);
+	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", f->path, sfx[i]);
+		unlink(p);
+	}
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static void reopen(struct fx *f)
+{
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+}
+
+static uint64_t mkdir_ok(struct nrs_meta *m, uint64_t parent, const char *name)
+{
+	struct nrs_attr a;
+
+	assert_int_equal(nrs_meta_mkdir(m, parent, name, 0750, 10, 20, NOW, &a),
+			 0);
+	return a.ino;
+}
+
+static uint64_t create_ok(struct nrs_meta *m, uint64_t parent,
+			  const char *name, struct nrs_stream_row *sr)
+{
+	struct nrs_attr a;
+	struct nrs_stream_row r;
+
+	assert_int_equal(nrs_meta_create(m, parent, name, 0640, 10, 20, NOW, &a,
+					 &r), 0);
+	if (sr)
+		*sr = r;
+	return a.ino;
+}
+
+static struct nrs_attr getattr_ok(struct nrs_meta *m, uint64_t ino)
+{
+	struct nrs_attr a;
+
+	assert_int_equal(nrs_meta_getattr(m, ino, &a), 0);
+	return a;
+}
+
+/* ---- readdir collection ------------------------------------------------ */
+
+struct listing {
+	int n, stop_after;
+	char names[16][NRS_NAME_MAX + 1];
+	uint64_t ino[16], cookie[16];
+};
+
+static int collect(void *ctx, const char *name, const struct nrs_attr *a,
+		   uint64_t cookie)
+{
+	struct listing *l = ctx;
+
+	assert_true(l->n < 16);
+	strcpy(l->names[l->n], name);
+	l->ino[l->n] = a->ino;
+	l->cookie[l->n] = cookie;
+	l->n++;
+	return l->stop_after && l->n >= l->stop_after;
+}
+
+static void list_dir(struct nrs_meta *m, uint64_t dir, uint64_t after,
+		     struct listing *l)
+{
+	memset(l, 0, sizeof(*l));
+	assert_int_equal(nrs_meta_readdir(m, dir, after, collect, l), 0);
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+static void test_open_creates_root(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_attr a = getattr_ok(f->m, ROOT);
+	struct listing l;
+	uint64_t d, s;
+	int p;
+
+	assert_int_equal(a.ino, ROOT);
+	assert_int_equal(a.mode, S_IFDIR | 0755);
+	assert_int_equal(a.uid, geteuid());
+	assert_int_equal(a.gid, getegid());
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(a.stream_id, 0);
+	assert_true(a.mtime_ns > 0);
+	list_dir(f->m, ROOT, 0, &l);
+	assert_int_equal(l.n, 0);
+	assert_int_equal(nrs_meta_counts(f->m, &d, &s), 0);
+	assert_int_equal(d, 1);
+	assert_int_equal(s, 0);
+	assert_int_equal(nrs_meta_get_profile(f->m, ROOT, &p), 0);
+	assert_int_equal(p, NRS_PROFILE_UNSET);
+	/* reserved inodes do not exist */
+	assert_int_equal(nrs_meta_getattr(f->m, 2, &a), -ENOENT);
+	assert_int_equal(nrs_meta_getattr(f->m, 15, &a), -ENOENT);
+}
+
+static void test_mkdir_create_lookup(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_attr a, b;
+	struct nrs_stream_row sr, sr2;
+	uint64_t d, s, nd, ns;
+
+	assert_int_equal(nrs_meta_mkdir(f->m, ROOT, "kafka", 01777 | S_IFREG,
+					1, 2, NOW + 5, &a), 0);
+	d = a.ino;
+	assert_int_equal(d, NRS_FIRST_INO);
+	assert_int_equal(a.mode, S_IFDIR | 01777);
+	assert_int_equal(a.parent, ROOT);
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(a.uid, 1);
+	assert_int_equal(a.gid, 2);
+	assert_int_equal(a.mtime_ns, NOW + 5);
+	b = getattr_ok(f->m, ROOT);
+	assert_int_equal(b.nlink, 3);
+	assert_int_equal(b.mtime_ns, NOW + 5);
+	assert_int_equal(b.ctime_ns, NOW + 5);
+
+	assert_int_equal(nrs_meta_create(f->m, d, "orders", 0644, 3, 4, NOW + 7,
+					 &a, &sr), 0);
+	s = a.ino;
+	assert_int_equal(s, NRS_FIRST_INO + 1);
+	assert_int_equal(a.mode, S_IFREG | 0644);
+	assert_int_equal(a.nlink, 1);
+	assert_int_equal(a.parent, d);
+	assert_int_equal(a.stream_id, 1);
+	assert_int_equal(sr.id, 1);
+	assert_int_equal(sr.ino, s);
+	assert_int_equal(sr.head, 0);
+	assert_int_equal(sr.version, 0);
+	assert_int_equal(sr.start, 0);
+	assert_int_equal(sr.epoch, 0);
+	assert_int_equal(sr.last_lsn, 0);
+	assert_int_equal(sr.mtime_ns, NOW + 7);
+	assert_int_equal(sr.profile, NRS_PROFILE_LOCAL_WAL);
+	assert_false(sr.unlinked);
+	assert_int_equal(nrs_meta_stream_get(f->m, 1, &sr2), 0);
+	assert_int_equal(sr2.id, sr.id);
+	assert_int_equal(sr2.ino, sr.ino);
+	assert_int_equal(sr2.head + sr2.version + sr2.start + sr2.epoch +
+			 sr2.last_lsn, 0);
+	assert_int_equal(sr2.mtime_ns, sr.mtime_ns);
+	assert_int_equal(sr2.profile, sr.profile);
+	assert_false(sr2.unlinked);
+	assert_int_equal(getattr_ok(f->m, d).nlink, 2);	/* a stream */
+	assert_int_equal(getattr_ok(f->m, d).mtime_ns, NOW + 7);
+
+	assert_int_equal(nrs_meta_lookup(f->m, d, "orders", &b), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	b = getattr_ok(f->m, s);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_int_equal(nrs_meta_lookup(f->m, ROOT, "kafka", &b), 0);
+	assert_int_equal(b.ino, d);
+	assert_int_equal(nrs_meta_counts(f->m, &nd, &ns), 0);
+	assert_int_equal(nd, 2);
+	assert_int_equal(ns, 1);
+	/* NULL out parameters are allowed */
+	assert_int_equal(nrs_meta_create(f->m, d, "x", 0600, 0, 0, NOW, NULL,
+					 NULL), 0);
+	assert_int_equal(nrs_meta_mkdir(f->m, d, "y", 0700, 0, 0, NOW, NULL), 0);
+}
+
+static void test_errors(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_attr a;
+	uint64_t d, s, e;
+
+	d = mkdir_ok(f->m, ROOT, "d");
+	s = create_ok(f->m, d, "s", NULL);
+	e = mkdir_ok(f->m, d, "e");
+
+	assert_int_equal(nrs_meta_mkdir(f->m, ROOT, "d", 0755, 0, 0, NOW, &a),
+			 -EEXIST);
+	assert_int_equal(nrs_meta_create(f->m, ROOT, "d", 0644, 0, 0, NOW, &a,
+					 NULL), -EEXIST);
+	assert_int_equal(nrs_meta_mkdir(f->m, d, "s", 0755, 0, 0, NOW, &a),
+			 -EEXIST);
+	assert_int_equal(nrs_meta_mkdir(f->m, 999, "x", 0755, 0, 0, NOW, &a),
+			 -ENOENT);
+	assert_int_equal(nrs_meta_create(f->m, 999, "x", 0644, 0, 0, NOW, &a,
+					 NULL), -ENOENT);
+	assert_int_equal(nrs_meta_mkdir(f->m, s, "x", 0755, 0, 0, NOW, &a),
+			 -ENOTDIR);
+	assert_int_equal(nrs_meta_create(f->m, s, "x", 0644, 0, 0, NOW, &a,
+					 NULL), -ENOTDIR);
+	assert_int_equal(nrs_meta_lookup(f->m, s, "x", &a), -ENOTDIR);
+	assert_int_equal(nrs_meta_lookup(f->m, 999, "x", &a), -ENOENT);
+	assert_int_equal(nrs_meta_lookup(f->m, d, "nope", &a), -ENOENT);
+	assert_int_equal(nrs_meta_getattr(f->m, 999, &a), -ENOENT);
+	assert_int_equal(nrs_meta_unlink(f->m, d, "e", NOW, &a), -EISDIR);
+	assert_int_equal(nrs_meta_unlink(f->m, d, "nope", NOW, &a), -ENOENT);
+	assert_int_equal(nrs_meta_unlink(f->m, s, "x", NOW, &a), -ENOTDIR);
+	assert_int_equal(nrs_meta_rmdir(f->m, d, "s", NOW), -ENOTDIR);
+	assert_int_equal(nrs_meta_rmdir(f->m, ROOT, "d", NOW), -ENOTEMPTY);
+	assert_int_equal(nrs_meta_rmdir(f->m, d, "nope", NOW), -ENOENT);
+	assert_int_equal(nrs_meta_rmdir(f->m, 999, "e", NOW), -ENOENT);
+	assert_int_equal(nrs_meta_readdir(f->m, s, 0, collect, NULL), -ENOTDIR);
+	assert_int_equal(nrs_meta_readdir(f->m, 999, 0, collect, NULL), -ENOENT);
+	assert_int_equal(nrs_meta_setattr(f->m, 999, &a, NRS_SET_MODE, NOW, &a),
+			 -ENOENT);
+
+	/* names no entry may have */
+	assert_int_equal(nrs_meta_mkdir(f->m, d, "", 0755, 0, 0, NOW, &a),
+			 -EINVAL);
+	assert_int_equal(nrs_meta_mkdir(f->m, d, ".", 0755, 0, 0, NOW, &a),
+			 -EINVAL);
+	assert_int_equal(nrs_meta_mkdir(f->m, d, "..", 0755, 0, 0, NOW, &a),
+			 -EINVAL);
+	assert_int_equal(nrs_meta_create(f->m, d, "a/b", 0644, 0, 0, NOW, &a,
+					 NULL), -EINVAL);
+	assert_int_equal(nrs_meta_lookup(f->m, d, "a/b", &a), -ENOENT);
+	assert_int_equal(nrs_meta_lookup(f->m, d, "", &a), -ENOENT);
+
+	/* a failed call changed nothing */
+	assert_int_equal(getattr_ok(f->m, d).nlink, 3);
+	assert_int_equal(getattr_ok(f->m, e).nlink, 2);
+	assert_int_equal(getattr_ok(f->m, s).nlink, 1);
+	assert_int_equal(nrs_meta_rmdir(f->m, d, "e", NOW), 0);
+	assert_int_equal(nrs_meta_getattr(f->m, e, &a), -ENOENT);
+	assert_int_equal(getattr_ok(f->m, d).nlink, 2);
+}
+
+static void test_name_bytes(void **state)
+{
+	struct fx *f = *state;
+	char n255[NRS_NAME_MAX + 2];
+	const char *odd[] = { "line\nbreak", "\xff\xfe\x80 bad utf8", "tab\t",
+			      " ", "...", "\xc3\xa9t\xc3\xa9" };
+	struct nrs_attr a;
+	struct listing l;
+	uint64_t d, ino[6];
+	size_t i;
+
+	d = mkdir_ok(f->m, ROOT, "d");
+	for (i = 0; i < 6; i++)
+		ino[i] = create_ok(f->m, d, odd[i], NULL);
+	/* a prefix or a different byte is a different name */
+	assert_int_equal(nrs_meta_lookup(f->m, d, "line", &a), -ENOENT);
+	assert_int_equal(nrs_meta_lookup(f->m, d, "\xff\xfe\x81 bad utf8", &a),
+			 -ENOENT);
+	for (i = 0; i < 6; i++) {
+		assert_int_equal(nrs_meta_lookup(f->m, d, odd[i], &a), 0);
+		assert_int_equal(a.ino, ino[i]);
+	}
+	list_dir(f->m, d, 0, &l);
+	assert_int_equal(l.n, 6);
+	for (i = 0; i < 6; i++) {
+		assert_string_equal(l.names[i], odd[i]);
+		assert_int_equal(l.ino[i], ino[i]);
+	}
+
+	memset(n255, 'n', sizeof(n255));
+	n255[NRS_NAME_MAX] = '\0';
+	assert_int_equal(nrs_meta_mkdir(f->m, d, n255, 0755, 0, 0, NOW, &a), 0);
+	assert_int_equal(nrs_meta_lookup(f->m, d, n255, &a), 0);
+	n255[NRS_NAME_MAX] = 'n';
+	n255[NRS_NAME_MAX + 1] = '\0';
+	assert_int_equal(nrs_meta_mkdir(f->m, d, n255, 0755, 0, 0, NOW, &a),
+			 -ENAMETOOLONG);
+	assert_int_equal(nrs_meta_create(f->m, d, n255, 0644, 0, 0, NOW, &a,
+					 NULL), -ENAMETOOLONG);
+	assert_int_equal(nrs_meta_lookup(f->m, d, n255, &a), -ENAMETOOLONG);
+	assert_int_equal(nrs_meta_rename(f->m, d, odd[0], d, n255, 0, NOW, NULL),
+			 -ENAMETOOLONG);
+}
+
+static void test_persistence(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row sr;
+	struct nrs_head_update u = { 0 };
+	struct nrs_attr a, b;
+	char buf[16];
+	uint64_t d, s, v;
+	int p;
+
+	d = mkdir_ok(f->m, ROOT, "d");
+	s = create_ok(f->m, d, "s", &sr);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.ckpt", "42", 2, 0), 0);
+	assert_int_equal(nrs_meta_set_profile(f->m, d, NRS_PROFILE_OBJECT_WAL),
+			 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, d, NRS_RET_MS, 3600000),
+			 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, s, NRS_RET_BYTES, 0), 0);
+	u.id = sr.id;
+	u.head = 100;
+	u.version = 1;
+	u.epoch = 2;
+	u.last_lsn = 9;
+	u.mtime_ns = NOW + 100;
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	a = getattr_ok(f->m, s);
+
+	reopen(f);
+	b = getattr_ok(f->m, s);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_int_equal(nrs_meta_lookup(f->m, ROOT, "d", &b), 0);
+	assert_int_equal(b.ino, d);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.ckpt", buf,
+					    sizeof(buf)), 2);
+	assert_memory_equal(buf, "42", 2);
+	assert_int_equal(nrs_meta_get_profile(f->m, d, &p), 0);
+	assert_int_equal(p, NRS_PROFILE_OBJECT_WAL);
+	assert_int_equal(nrs_meta_get_retention(f->m, s, NRS_RET_MS, &v), 0);
+	assert_int_equal(v, 3600000);
+	v = 7;
+	assert_int_equal(nrs_meta_get_retention(f->m, s, NRS_RET_BYTES, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(nrs_meta_stream_get(f->m, sr.id, &sr), 0);
+	assert_int_equal(sr.head, 100);
+	assert_int_equal(sr.version, 1);
+	assert_int_equal(sr.epoch, 2);
+	assert_int_equal(sr.last_lsn, 9);
+	assert_int_equal(sr.mtime_ns, NOW + 100);
+	/* numbering continues after the reopen */
+	assert_int_equal(create_ok(f->m, d, "t", &sr), s + 1);
+	assert_int_equal(sr.id, 2);
+	assert_int_equal(sr.profile, NRS_PROFILE_OBJECT_WAL);
+}
+
+static void test_ids_never_reused(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row sr;
+	struct nrs_attr a;
+	uint64_t s, t, dd;
+
+	s = create_ok(f->m, ROOT, "s", &sr);
+	assert_int_equal(sr.id, 1);
+	assert_int_equal(nrs_meta_unlink(f->m, ROOT, "s", NOW, &a), 0);
+	assert_int_equal(nrs_meta_forget_inode(f->m, s), 0);
+	assert_int_equal(nrs_meta_stream_get(f->m, 1, &sr), -ENOENT);
+	t = create_ok(f->m, ROOT, "s", &sr);
+	assert_int_equal(sr.id, 2);
+	assert_true(t > s);
+	dd = mkdir_ok(f->m, ROOT, "dd");
+	assert_int_equal(nrs_meta_rmdir(f->m, ROOT, "dd", NOW), 0);
+	assert_int_equal(nrs_meta_unlink(f->m, ROOT, "s", NOW, &a), 0);
+	assert_int_equal(nrs_meta_forget_inode(f->m, t), 0);
+	reopen(f);
+	assert_int_equal(create_ok(f->m, ROOT, "s", &sr), dd + 1);
+	assert_int_equal(sr.id, 3);
+}
+
+static void test_setattr(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_attr in = { 0 }, a;
+	uint64_t s = create_ok(f->m, ROOT, "s", NULL);
+
+	in.mode = S_IFDIR | 04711;
+	in.uid = 77;
+	in.gid = 88;
+	in.atime_ns = 5;
+	in.mtime_ns = 6;
+	assert_int_equal(nrs_meta_setattr(f->m, s, &in, NRS_SET_MODE, NOW + 1,
+					  &a), 0);
+	assert_int_equal(a.mode, S_IFREG | 04711);	/* type kept */
+	assert_int_equal(a.uid, 10);
+	assert_int_equal(a.ctime_ns, NOW + 1);
+	assert_int_equal(nrs_meta_setattr(f->m, s, &in, NRS_SET_UID |
+					  NRS_SET_GID | NRS_SET_ATIME |
+					  NRS_SET_MTIME, NOW + 2, NULL), 0);
+	reopen(f);
+	a = getattr_ok(f->m, s);
+	assert_int_equal(a.mode, S_IFREG | 04711);
+	assert_int_equal(a.uid, 77);
+	assert_int_equal(a.gid, 88);
+	assert_int_equal(a.atime_ns, 5);
+	assert_int_equal(a.mtime_ns, 6);
+	assert_int_equal(a.ctime_ns, NOW + 2);
+}
+
+static void test_rename_basic(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row sr;
+	struct nrs_attr a;
+	uint64_t d1, d2, s, sub, rep = 99;
+
+	d1 = mkdir_ok(f->m, ROOT, "d1");
+	d2 = mkdir_ok(f->m, ROOT, "d2");
+	s = create_ok(f->m, d1, "s", &sr);
+	/* within a directory */
+	assert_int_equal(nrs_meta_rename(f->m, d1, "s", d1, "t", 0, NOW + 1,
+					 &rep), 0);
+	assert_int_equal(rep, 0);
+	assert_int_equal(nrs_meta_lookup(f->m, d1, "s", &a), -ENOENT);
+	assert_int_equal(nrs_meta_lookup(f->m, d1, "t", &a), 0);
+	assert_int_equal(a.ino, s);
+	assert_int_equal(a.stream_id, sr.id);
+	assert_int_equal(a.ctime_ns, NOW + 1);
+	/* across directories: stream id kept, both parents touched */
+	assert_int_equal(nrs_meta_rename(f->m, d1, "t", d2, "u", 0, NOW + 2,
+					 &rep), 0);
+	a = getattr_ok(f->m, s);
+	assert_int_equal(a.parent, d2);
+	assert_int_equal(a.stream_id, sr.id);
+	assert_int_equal(getattr_ok(f->m, d1).mtime_ns, NOW + 2);
+	assert_int_equal(getattr_ok(f->m, d2).ctime_ns, NOW + 2);
+	assert_int_equal(getattr_ok(f->m, d1).nlink, 2);
+	/* a directory across directories moves a link */
+	sub = mkdir_ok(f->m, d1, "sub");
+	assert_int_equal(getattr_ok(f->m, d1).nlink, 3);
+	assert_int_equal(nrs_meta_rename(f->m, d1, "sub", d2, "sub", 0, NOW,
+					 &rep), 0);
+	assert_int_equal(getattr_ok(f->m, d1).nlink, 2);
+	assert_int_equal(getattr_ok(f->m, d2).nlink, 3);
+	assert_int_equal(getattr_ok(f->m, sub).parent, d2);
+	/* a directory within its directory: no change */
+	assert_int_equal(nrs_meta_rename(f->m, d2, "sub", d2, "sub2", 0, NOW,
+					 &rep), 0);
+	assert_int_equal(getattr_ok(f->m, d2).nlink, 3);
+	assert_int_equal(getattr_ok(f->m, ROOT).nlink, 4);
+	/* NOREPLACE onto a free name works */
+	assert_int_equal(nrs_meta_rename(f->m, d2, "u", ROOT, "top",
+					 RENAME_NOREPLACE, NOW, &rep), 0);
+	assert_int_equal(getattr_ok(f->m, s).parent, ROOT);
+	/* errors of the source and destination directories */
+	assert_int_equal(nrs_meta_rename(f->m, d1, "gone", d2, "x", 0, NOW,
+					 &rep), -ENOENT);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "top", 999, "x", 0, NOW,
+					 &rep), -ENOENT);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "d1", s, "x", 0, NOW,
+					 &rep), -ENOTDIR);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "d1", ROOT, "a/b", 0, NOW,
+					 &rep), -EINVAL);
+	assert_int_equal(rep, 0);
+}
+
+static void test_rename_noop_flags(void **state)
+{
+	struct fx *f = *state;
+	uint64_t s, rep = 99;
+	struct nrs_attr a, b;
+
+	s = create_ok(f->m, ROOT, "s", NULL);
+	create_ok(f->m, ROOT, "t", NULL);
+	a = getattr_ok(f->m, s);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "s", ROOT, "s", 0, NOW + 9,
+					 &rep), 0);
+	assert_int_equal(rep, 0);
+	b = getattr_ok(f->m, s);
+	assert_memory_equal(&a, &b, sizeof(a));	/* not even ctime */
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "s", ROOT, "t",
+					 RENAME_NOREPLACE, NOW, &rep), -EEXIST);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "s", ROOT, "t",
+					 RENAME_EXCHANGE, NOW, &rep), -EINVAL);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "s", ROOT, "u", 0x100, NOW,
+					 &rep), -EINVAL);
+	assert_int_equal(nrs_meta_lookup(f->m, ROOT, "s", &a), 0);
+	assert_int_equal(a.ino, s);
+}
+
+static void test_rename_into_subtree(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_attr a;
+	uint64_t d, e, g, rep;
+
+	d = mkdir_ok(f->m, ROOT, "d");
+	e = mkdir_ok(f->m, d, "e");
+	g = mkdir_ok(f->m, e, "g");
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "d", d, "x", 0, NOW, &rep),
+			 -EINVAL);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "d", e, "x", 0, NOW, &rep),
+			 -EINVAL);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "d", g, "x", 0, NOW, &rep),
+			 -EINVAL);
+	assert_int_equal(nrs_meta_rename(f->m, d, "e", g, "x", 0, NOW, &rep),
+			 -EINVAL);
+	/* onto an ancestor: that ancestor is not empty */
+	assert_int_equal(nrs_meta_rename(f->m, e, "g", ROOT, "d", 0, NOW, &rep),
+			 -ENOTEMPTY);
+	/* moving up is fine */
+	assert_int_equal(nrs_meta_rename(f->m, e, "g", ROOT, "g", 0, NOW, &rep),
+			 0);
+	assert_int_equal(nrs_meta_lookup(f->m, ROOT, "g", &a), 0);
+	assert_int_equal(a.ino, g);
+	assert_int_equal(getattr_ok(f->m, e).nlink, 2);
+	assert_int_equal(getattr_ok(f->m, ROOT).nlink, 4);
+}
+
+static void test_rename_type_conflicts(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_attr a;
+	uint64_t d, full, empty, s, rep;
+
+	d = mkdir_ok(f->m, ROOT, "d");
+	full = mkdir_ok(f->m, ROOT, "full");
+	create_ok(f->m, full, "inside", NULL);
+	empty = mkdir_ok(f->m, ROOT, "empty");
+	s = create_ok(f->m, ROOT, "s", NULL);
+	assert_int_equal(nrs_meta_xattr_set(f->m, empty, "user.k", "v", 1, 0),
+			 0);
+
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "d", ROOT, "s", 0, NOW,
+					 &rep), -ENOTDIR);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "s", ROOT, "d", 0, NOW,
+					 &rep), -EISDIR);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "d", ROOT, "full", 0, NOW,
+					 &rep), -ENOTEMPTY);
+	assert_int_equal(getattr_ok(f->m, ROOT).nlink, 5);
+
+	rep = 99;
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "d", ROOT, "empty", 0,
+					 NOW + 3, &rep), 0);
+	assert_int_equal(rep, 0);
+	assert_int_equal(nrs_meta_getattr(f->m, empty, &a), -ENOENT);
+	assert_int_equal(nrs_meta_xattr_list(f->m, empty, NULL, 0), -ENOENT);
+	assert_int_equal(nrs_meta_lookup(f->m, ROOT, "empty", &a), 0);
+	assert_int_equal(a.ino, d);
+	assert_int_equal(nrs_meta_lookup(f->m, ROOT, "d", &a), -ENOENT);
+	assert_int_equal(getattr_ok(f->m, ROOT).nlink, 4);
+	assert_int_equal(getattr_ok(f->m, ROOT).mtime_ns, NOW + 3);
+
+	/* same for a directory coming from elsewhere */
+	mkdir_ok(f->m, full, "sub");
+	mkdir_ok(f->m, ROOT, "target");
+	assert_int_equal(getattr_ok(f->m, full).nlink, 3);
+	assert_int_equal(nrs_meta_rename(f->m, full, "sub", ROOT, "target", 0,
+					 NOW, &rep), 0);
+	assert_int_equal(getattr_ok(f->m, full).nlink, 2);
+	assert_int_equal(getattr_ok(f->m, ROOT).nlink, 5);
+	assert_int_equal(getattr_ok(f->m, s).nlink, 1);
+}
+
+static int collect_ino(void *ctx, uint64_t ino)
+{
+	uint64_t *v = ctx;
+
+	v[++v[0]] = ino;
+	return 0;
+}
+
+static void test_rename_replace_stream(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row ra, rb;
+	struct nrs_attr a;
+	uint64_t d, sa, sb, rep = 0, found[8] = { 0 };
+
+	d = mkdir_ok(f->m, ROOT, "d");
+	sa = create_ok(f->m, ROOT, "a", &ra);
+	sb = create_ok(f->m, d, "b", &rb);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "a", d, "b", 0, NOW + 4,
+					 &rep), 0);
+	assert_int_equal(rep, sb);
+	assert_int_equal(nrs_meta_lookup(f->m, d, "b", &a), 0);
+	assert_int_equal(a.ino, sa);
+	assert_int_equal(a.stream_id, ra.id);
+	a = getattr_ok(f->m, sb);
+	assert_int_equal(a.nlink, 0);
+	assert_int_equal(a.parent, 0);
+	assert_int_equal(a.ctime_ns, NOW + 4);
+	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &rb), 0);
+	assert_true(rb.unlinked);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &ra), 0);
+	assert_false(ra.unlinked);
+	assert_int_equal(nrs_meta_unlinked_foreach(f->m, collect_ino, found), 0);
+	assert_int_equal(found[0], 1);
+	assert_int_equal(found[1], sb);
+	assert_int_equal(getattr_ok(f->m, d).nlink, 2);
+}
+
+static void test_readdir_cookies(void **state)
+{
+	struct fx *f = *state;
+	const char *names[] = { "a", "b", "c", "d", "e" };
+	struct listing l, l2;
+	struct nrs_attr a;
+	uint64_t d;
+	int i;
+
+	d = mkdir_ok(f->m, ROOT, "d");
+	for (i = 0; i < 5; i++)
+		create_ok(f->m, d, names[i], NULL);
+	list_dir(f->m, d, 0, &l);
+	assert_int_equal(l.n, 5);
+	assert_true(l.cookie[0] >= 3);
+	for (i = 0; i < 5; i++) {
+		assert_string_equal(l.names[i], names[i]);
+		if (i > 0)
+			assert_true(l.cookie[i] > l.cookie[i - 1]);
+	}
+	/* the first cookie ever handed out is 3 */
+	list_dir(f->m, ROOT, 0, &l2);
+	assert_int_equal(l2.cookie[0], 3);
+
+	/* stop early, then resume from the last cookie seen */
+	memset(&l2, 0, sizeof(l2));
+	l2.stop_after = 2;
+	assert_int_equal(nrs_meta_readdir(f->m, d, 0, collect, &l2), 0);
+	assert_int_equal(l2.n, 2);
+	assert_int_equal(nrs_meta_unlink(f->m, d, "a", NOW, &a), 0);
+	assert_int_equal(nrs_meta_unlink(f->m, d, "b", NOW, &a), 0);
+	create_ok(f->m, d, "f", NULL);
+	list_dir(f->m, d, l2.cookie[1], &l2);
+	assert_int_equal(l2.n, 4);
+	for (i = 0; i < 3; i++) {
+		assert_string_equal(l2.names[i], names[i + 2]);
+		assert_int_equal(l2.cookie[i], l.cookie[i + 2]);
+	}
+	assert_string_equal(l2.names[3], "f");
+	assert_true(l2.cookie[3] > l.cookie[4]);
+	/* a rename keeps the cookie; a recreated name gets a new one */
+	assert_int_equal(nrs_meta_rename(f->m, d, "c", d, "cc", 0, NOW, NULL),
+			 0);
+	create_ok(f->m, d, "a", NULL);
+	list_dir(f->m, d, l.cookie[1], &l2);
+	assert_int_equal(l2.n, 5);
+	assert_string_equal(l2.names[0], "cc");
+	assert_int_equal(l2.cookie[0], l.cookie[2]);
+	assert_string_equal(l2.names[4], "a");
+	assert_true(l2.cookie[4] > l.cookie[0]);
+	/* past the end, and a huge cookie */
+	list_dir(f->m, d, l2.cookie[4], &l2);
+	assert_int_equal(l2.n, 0);
+	list_dir(f->m, d, UINT64_MAX, &l2);
+	assert_int_equal(l2.n, 0);
+}
+
+static void test_dir_nlink(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d;
+
+	d = mkdir_ok(f->m, ROOT, "d");
+	mkdir_ok(f->m, d, "x");
+	mkdir_ok(f->m, d, "y");
+	create_ok(f->m, d, "s", NULL);
+	assert_int_equal(getattr_ok(f->m, d).nlink, 4);
+	assert_int_equal(getattr_ok(f->m, ROOT).nlink, 3);
+	assert_int_equal(nrs_meta_rmdir(f->m, d, "x", NOW), 0);
+	assert_int_equal(getattr_ok(f->m, d).nlink, 3);
+	reopen(f);
+	assert_int_equal(getattr_ok(f->m, d).nlink, 3);
+}
+
+static void test_xattrs(void **state)
+{
+	struct fx *f = *state;
+	char name[NRS_XATTR_NAME_MAX + 2], buf[64], *big;
+	uint64_t s = create_ok(f->m, ROOT, "s", NULL);
+
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.a", buf, sizeof(buf)),
+			 -ENODATA);
+	assert_int_equal(nrs_meta_xattr_get(f->m, 999, "user.a", buf, 8),
+			 -ENOENT);
+	assert_int_equal(nrs_meta_xattr_set(f->m, 999, "user.a", "x", 1, 0),
+			 -ENOENT);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.b", "hello", 5,
+					    XATTR_CREATE), 0);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.b", "again", 5,
+					    XATTR_CREATE), -EEXIST);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.a", "x", 1,
+					    XATTR_REPLACE), -ENODATA);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.a", "x", 1,
+					    XATTR_CREATE | XATTR_REPLACE),
+			 -EINVAL);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.a", NULL, 0, 0), 0);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.a", buf, sizeof(buf)),
+			 0);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.a", NULL, 0), 0);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.b", NULL, 0), 5);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.b", buf, 4), -ERANGE);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.b", "bye", 3,
+					    XATTR_REPLACE), 0);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.b", buf, 3), 3);
+	assert_memory_equal(buf, "bye", 3);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.b", "\0\1\2", 3, 0),
+			 0);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.b", buf, 3), 3);
+	assert_memory_equal(buf, "\0\1\2", 3);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "trusted.c", "c", 1, 0), 0);
+
+	/* sorted, NUL-terminated; ERANGE when short */
+	assert_int_equal(nrs_meta_xattr_list(f->m, s, NULL, 0), 24);
+	memset(buf, '#', sizeof(buf));
+	assert_int_equal(nrs_meta_xattr_list(f->m, s, buf, 23), -ERANGE);
+	assert_int_equal(buf[0], '#');		/* untouched on error */
+	assert_int_equal(nrs_meta_xattr_list(f->m, s, buf, 24), 24);
+	assert_memory_equal(buf, "trusted.c\0user.a\0user.b\0", 24);
+	assert_int_equal(nrs_meta_xattr_remove(f->m, s, "user.a"), 0);
+	assert_int_equal(nrs_meta_xattr_remove(f->m, s, "user.a"), -ENODATA);
+	assert_int_equal(nrs_meta_xattr_remove(f->m, 999, "user.a"), -ENOENT);
+	assert_int_equal(nrs_meta_xattr_list(f->m, s, buf, sizeof(buf)), 17);
+	assert_int_equal(nrs_meta_xattr_list(f->m, ROOT, buf, sizeof(buf)), 0);
+
+	/* limits */
+	big = calloc(1, NRS_XATTR_VALUE_MAX + 1);
+	assert_non_null(big);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.big", big,
+					    NRS_XATTR_VALUE_MAX, 0), 0);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.big", NULL, 0),
+			 NRS_XATTR_VALUE_MAX);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.big", big,
+					    NRS_XATTR_VALUE_MAX + 1, 0), -E2BIG);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.big", NULL, 0),
+			 NRS_XATTR_VALUE_MAX);
+	free(big);
+	memset(name, 'x', sizeof(name));
+	name[NRS_XATTR_NAME_MAX] = '\0';
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, name, "v", 1, 0), 0);
+	name[NRS_XATTR_NAME_MAX] = 'x';
+	name[NRS_XATTR_NAME_MAX + 1] = '\0';
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, name, "v", 1, 0), -ERANGE);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, name, buf, 8), -ERANGE);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "", "v", 1, 0), -ERANGE);
+
+	/* xattrs go with the inode */
+	assert_int_equal(nrs_meta_unlink(f->m, ROOT, "s", NOW, NULL), 0);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.b", NULL, 0), 3);
+	assert_int_equal(nrs_meta_forget_inode(f->m, s), 0);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.b", NULL, 0),
+			 -ENOENT);
+}
+
+static void test_profile_inheritance(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row sr;
+	uint64_t a, b, c, s;
+	int p;
+
+	a = mkdir_ok(f->m, ROOT, "a");
+	b = mkdir_ok(f->m, a, "b");
+	c = mkdir_ok(f->m, b, "c");
+	create_ok(f->m, c, "s0", &sr);
+	assert_int_equal(sr.profile, NRS_PROFILE_LOCAL_WAL);
+	assert_int_equal(nrs_meta_set_profile(f->m, a, NRS_PROFILE_OBJECT_WAL),
+			 0);
+	s = create_ok(f->m, c, "s1", &sr);
+	assert_int_equal(sr.profile, NRS_PROFILE_OBJECT_WAL);
+	assert_int_equal(nrs_meta_get_profile(f->m, s, &p), 0);
+	assert_int_equal(p, NRS_PROFILE_OBJECT_WAL);
+	assert_int_equal(nrs_meta_get_profile(f->m, c, &p), 0);
+	assert_int_equal(p, NRS_PROFILE_UNSET);
+	/* the nearest one wins, the directory itself first */
+	assert_int_equal(nrs_meta_set_profile(f->m, b, NRS_PROFILE_LOCAL_WAL), 0);
+	create_ok(f->m, c, "s2", &sr);
+	assert_int_equal(sr.profile, NRS_PROFILE_LOCAL_WAL);
+	assert_int_equal(nrs_meta_set_profile(f->m, c, NRS_PROFILE_OBJECT_WAL),
+			 0);
+	create_ok(f->m, c, "s3", &sr);
+	assert_int_equal(sr.profile, NRS_PROFILE_OBJECT_WAL);
+	/* a stream's own profile updates its stream row */
+	assert_int_equal(nrs_meta_set_profile(f->m, s, NRS_PROFILE_LOCAL_WAL), 0);
+	assert_int_equal(nrs_meta_stream_get(f->m, getattr_ok(f->m, s).stream_id,
+					     &sr), 0);
+	assert_int_equal(sr.profile, NRS_PROFILE_LOCAL_WAL);
+	assert_int_equal(nrs_meta_set_profile(f->m, s, NRS_PROFILE_UNSET),
+			 -EINVAL);
+	assert_int_equal(nrs_meta_set_profile(f->m, s, 3), -EINVAL);
+	assert_int_equal(nrs_meta_set_profile(f->m, 999, NRS_PROFILE_LOCAL_WAL),
+			 -ENOENT);
+	assert_int_equal(nrs_meta_get_profile(f->m, 999, &p), -ENOENT);
+}
+
+static void test_retention(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, b, s, v;
+
+	a = mkdir_ok(f->m, ROOT, "a");
+	b = mkdir_ok(f->m, a, "b");
+	s = create_ok(f->m, b, "s", NULL);
+	assert_int_equal(nrs_meta_get_retention(f->m, s, NRS_RET_BYTES, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, ROOT, NRS_RET_BYTES, 1000),
+			 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, a, NRS_RET_BYTES, 500), 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, a, NRS_RET_MS, 60000), 0);
+	assert_int_equal(nrs_meta_get_retention(f->m, s, NRS_RET_BYTES, &v), 0);
+	assert_int_equal(v, 500);
+	assert_int_equal(nrs_meta_get_retention(f->m, s, NRS_RET_MS, &v), 0);
+	assert_int_equal(v, 60000);
+	assert_int_equal(nrs_meta_get_retention(f->m, ROOT, NRS_RET_MS, &v), 0);
+	assert_int_equal(v, 0);
+	/* an explicit 0 (keep forever) on the way up stops the walk */
+	assert_int_equal(nrs_meta_set_retention(f->m, b, NRS_RET_BYTES, 0), 0);
+	v = 1;
+	assert_int_equal(nrs_meta_get_retention(f->m, s, NRS_RET_BYTES, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, s, NRS_RET_BYTES,
+						UINT64_MAX), 0);
+	assert_int_equal(nrs_meta_get_retention(f->m, s, NRS_RET_BYTES, &v), 0);
+	assert_true(v == UINT64_MAX);
+	/* moving the stream changes what it inherits */
+	assert_int_equal(nrs_meta_rename(f->m, b, "s", ROOT, "s", 0, NOW, NULL),
+			 0);
+	assert_int_equal(nrs_meta_get_retention(f->m, s, NRS_RET_MS, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(nrs_meta_get_retention(f->m, s, 2, &v), -EINVAL);
+	assert_int_equal(nrs_meta_set_retention(f->m, s, 2, 1), -EINVAL);
+	assert_int_equal(nrs_meta_get_retention(f->m, 999, NRS_RET_MS, &v),
+			 -ENOENT);
+	assert_int_equal(nrs_meta_set_retention(f->m, 999, NRS_RET_MS, 1),
+			 -ENOENT);
+}
+
+static void test_publish_cas(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row ra, rb;
+	struct nrs_head_update u[2];
+	uint64_t sa, sb;
+	struct nrs_attr a;
+
+	sa = create_ok(f->m, ROOT, "a", &ra);
+	sb = create_ok(f->m, ROOT, "b", &rb);
+	assert_int_equal(nrs_meta_publish(f->m, NULL, 0, false), 0);
+	memset(u, 0, sizeof(u));
+	u[0].id = ra.id;
+	u[0].old_version = 0;
+	u[0].head = 10;
+	u[0].version = 1;
+	u[0].epoch = 1;
+	u[0].last_lsn = 100;
+	u[0].mtime_ns = NOW + 10;
+	u[1] = u[0];
+	u[1].id = rb.id;
+	u[1].head = 20;
+	u[1].version = 2;
+	u[1].mtime_ns = NOW + 20;
+	assert_int_equal(nrs_meta_publish(f->m, u, 2, false), 0);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &ra), 0);
+	assert_int_equal(ra.head, 10);
+	assert_int_equal(ra.version, 1);
+	assert_int_equal(ra.epoch, 1);
+	assert_int_equal(ra.last_lsn, 100);
+	assert_int_equal(ra.mtime_ns, NOW + 10);
+	a = getattr_ok(f->m, sa);
+	assert_int_equal(a.mtime_ns, NOW + 10);
+	assert_int_equal(a.ctime_ns, NOW + 10);
+	assert_int_equal(getattr_ok(f->m, sb).mtime_ns, NOW + 20);
+
+	/* a batch whose second CAS loses changes nothing, not even a */
+	u[0].old_version = 1;
+	u[0].head = 15;
+	u[0].version = 2;
+	u[0].mtime_ns = NOW + 30;
+	u[1].old_version = 1;		/* b is at 2 */
+	u[1].head = 25;
+	u[1].version = 3;
+	assert_int_equal(nrs_meta_publish(f->m, u, 2, true), -ESTALE);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &ra), 0);
+	assert_int_equal(ra.head, 10);
+	assert_int_equal(ra.version, 1);
+	assert_int_equal(getattr_ok(f->m, sa).mtime_ns, NOW + 10);
+	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &rb), 0);
+	assert_int_equal(rb.head, 20);
+	assert_int_equal(rb.version, 2);
+	/* unknown stream */
+	u[1].id = 999;
+	assert_int_equal(nrs_meta_publish(f->m, &u[1], 1, false), -ESTALE);
+	/* the right versions go through, durable or not */
+	u[1].id = rb.id;
+	u[1].old_version = 2;
+	assert_int_equal(nrs_meta_publish(f->m, u, 2, true), 0);
+	reopen(f);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &ra), 0);
+	assert_int_equal(ra.head, 15);
+	assert_int_equal(ra.version, 2);
+	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &rb), 0);
+	assert_int_equal(rb.head, 25);
+	assert_int_equal(rb.version, 3);
+}
+
+static void test_start_epoch(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_head_update u = { 0 };
+	struct nrs_stream_row r;
+
+	create_ok(f->m, ROOT, "s", &r);
+	assert_int_equal(nrs_meta_set_start(f->m, r.id, 1), -EINVAL);
+	assert_int_equal(nrs_meta_set_start(f->m, r.id, 0), 0);
+	u.id = r.id;
+	u.head = 100;
+	u.version = 1;
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	assert_int_equal(nrs_meta_set_start(f->m, r.id, 40), 0);
+	assert_int_equal(nrs_meta_set_start(f->m, r.id, 39), -EINVAL);
+	assert_int_equal(nrs_meta_set_start(f->m, r.id, 101), -EINVAL);
+	assert_int_equal(nrs_meta_set_start(f->m, r.id, 100), 0);
+	assert_int_equal(nrs_meta_set_start(f->m, 999, 0), -ENOENT);
+	assert_int_equal(nrs_meta_set_epoch(f->m, r.id, 0), -EINVAL);
+	assert_int_equal(nrs_meta_set_epoch(f->m, r.id, 5), 0);
+	assert_int_equal(nrs_meta_set_epoch(f->m, r.id, 5), -EINVAL);
+	assert_int_equal(nrs_meta_set_epoch(f->m, r.id, 4), -EINVAL);
+	assert_int_equal(nrs_meta_set_epoch(f->m, 999, 9), -ENOENT);
+	reopen(f);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(r.start, 100);
+	assert_int_equal(r.epoch, 5);
+	assert_int_equal(r.head, 100);
+}
+
+static int count_streams(void *ctx, const struct nrs_stream_row *s)
+{
+	uint64_t *v = ctx;
+
+	v[++v[0]] = s->id;
+	return 0;
+}
+
+static void test_unlinked_forget(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row r;
+	struct nrs_attr a;
+	uint64_t s, t, ids[8] = { 0 }, inos[8] = { 0 }, nd, ns;
+
+	s = create_ok(f->m, ROOT, "s", &r);
+	t = create_ok(f->m, ROOT, "t", NULL);
+	assert_int_equal(nrs_meta_forget_inode(f->m, s), -EBUSY);
+	assert_int_equal(nrs_meta_forget_inode(f->m, ROOT), -EBUSY);
+	assert_int_equal(nrs_meta_forget_inode(f->m, 999), -ENOENT);
+	assert_int_equal(nrs_meta_unlink(f->m, ROOT, "s", NOW + 1, &a), 0);
+	assert_int_equal(a.ino, s);
+	assert_int_equal(a.nlink, 0);
+	assert_int_equal(a.parent, 0);
+	assert_int_equal(a.ctime_ns, NOW + 1);
+	assert_int_equal(getattr_ok(f->m, ROOT).mtime_ns, NOW + 1);
+	assert_int_equal(nrs_meta_lookup(f->m, ROOT, "s", &a), -ENOENT);
+	assert_int_equal(nrs_meta_counts(f->m, &nd, &ns), 0);
+	assert_int_equal(ns, 1);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_true(r.unlinked);
+	/* unlinked streams are still listed, id ascending */
+	assert_int_equal(nrs_meta_stream_foreach(f->m, count_streams, ids), 0);
+	assert_int_equal(ids[0], 2);
+	assert_int_equal(ids[1], 1);
+	assert_int_equal(ids[2], 2);
+	/* they survive a restart (a crash with open handles) */
+	reopen(f);
+	assert_int_equal(nrs_meta_unlinked_foreach(f->m, collect_ino, inos), 0);
+	assert_int_equal(inos[0], 1);
+	assert_int_equal(inos[1], s);
+	assert_int_equal(nrs_meta_forget_inode(f->m, s), 0);
+	assert_int_equal(nrs_meta_getattr(f->m, s, &a), -ENOENT);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), -ENOENT);
+	assert_int_equal(nrs_meta_forget_inode(f->m, s), -ENOENT);
+	memset(inos, 0, sizeof(inos));
+	assert_int_equal(nrs_meta_unlinked_foreach(f->m, collect_ino, inos), 0);
+	assert_int_equal(inos[0], 0);
+	assert_int_equal(getattr_ok(f->m, t).nlink, 1);
+}
+
+static int reenter(void *ctx, uint64_t ino)
+{
+	struct nrs_meta *m = ctx;
+	struct nrs_attr a;
+
+	assert_int_equal(nrs_meta_getattr(m, ino, &a), -EDEADLK);
+	return 1;
+}
+
+static int fail_ino(void *ctx, uint64_t ino)
+{
+	(void)ctx, (void)ino;
+	return -ENOMEM;
+}
+
+static int fail_stream(void *ctx, const struct nrs_stream_row *s)
+{
+	(void)ctx, (void)s;
+	return -EIO;
+}
+
+static int fail_dirent(void *ctx, const char *name, const struct nrs_attr *a,
+		       uint64_t cookie)
+{
+	(void)ctx, (void)name, (void)a, (void)cookie;
+	return -EOVERFLOW;
+}
+
+static void test_callback_reentry(void **state)
+{
+	struct fx *f = *state;
+	uint64_t s = create_ok(f->m, ROOT, "s", NULL);
+
+	/* a negative callback result stops the listing and is its result */
+	assert_int_equal(nrs_meta_readdir(f->m, ROOT, 0, fail_dirent, NULL),
+			 -EOVERFLOW);
+	assert_int_equal(nrs_meta_stream_foreach(f->m, fail_stream, NULL),
+			 -EIO);
+	assert_int_equal(nrs_meta_unlink(f->m, ROOT, "s", NOW, NULL), 0);
+	assert_int_equal(nrs_meta_unlinked_foreach(f->m, fail_ino, NULL),
+			 -ENOMEM);
+	assert_int_equal(nrs_meta_unlinked_foreach(f->m, reenter, f->m), 0);
+	/* the store is still usable */
+	assert_int_equal(nrs_meta_forget_inode(f->m, s), 0);
+}
+
+static void patch_byte(const char *path, off_t off, unsigned char v)
+{
+	int fd = open(path, O_WRONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &v, 1, off), 1);
+	close(fd);
+}
+
+static void test_newer_version_refused(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_meta *m2 = NULL;
+
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	/* user_version: big-endian 32 bits at offset 60 of the header */
+	patch_byte(f->path, 63, 2);
+	assert_int_equal(nrs_meta_open(f->path, &m2), -EPROTO);
+	assert_null(m2);
+	patch_byte(f->path, 63, 1);
+	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+	assert_int_equal(getattr_ok(f->m, ROOT).ino, ROOT);
+}
+
+static void test_not_a_database(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_meta *m2 = NULL;
+	char path[160], junk[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/junk.db", f->dir);
+	memset(junk, 'j', sizeof(junk));
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	assert_int_equal(nrs_meta_open(path, &m2), -EUCLEAN);
+	assert_null(m2);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/no/such/dir/x.db", f->dir);
+	assert_int_equal(nrs_meta_open(path, &m2), -ENOENT);
+	nrs_meta_close(NULL);
+}
+
+/* Several threads publishing and creating at once: every call serialised,
+ * every CAS against the version it saw wins exactly once. */
+struct worker {
+	struct nrs_meta *m;
+	uint64_t stream_id;
+	int id, errors;
+};
+
+#define ROUNDS 200
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	struct nrs_head_update u = { 0 };
+	char name[32];
+	int i;
+
+	u.id = w->stream_id;
+	for (i = 0; i < ROUNDS; i++) {
+		u.old_version = (uint64_t)i;
+		u.version = (uint64_t)i + 1;
+		u.head = (uint64_t)(i + 1) * 10;
+		u.mtime_ns = NOW + i;
+		if (nrs_meta_publish(w->m, &u, 1, false) != 0)
+			w->errors++;
+		if (i % 20 == 0) {
+			snprintf(name, sizeof(name), "w%d-%d", w->id, i);
+			if (nrs_meta_create(w->m, ROOT, name, 0600, 0, 0, NOW,
+					    NULL, NULL) != 0)
+				w->errors++;
+		}
+	}
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	struct fx *f = *state;
+	struct worker w[4];
+	pthread_t th[4];
+	struct nrs_stream_row r;
+	uint64_t nd, ns;
+	char name[8];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		create_ok(f->m, ROOT, name, &r);
+		w[i].m = f->m;
+		w[i].stream_id = r.id;
+		w[i].id = i;
+		w[i].errors = 0;
+		assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].errors, 0);
+		assert_int_equal(nrs_meta_stream_get(f->m, w[i].stream_id, &r),
+				 0);
+		assert_int_equal(r.version, ROUNDS);
+		assert_int_equal(r.head, ROUNDS * 10);
+	}
+	assert_int_equal(nrs_meta_counts(f->m, &nd, &ns), 0);
+	assert_int_equal(nd, 1);
+	assert_int_equal(ns, 4 + 4 * (ROUNDS / 20));
+}
+
+/* DESIGN.md 6: heads are published without a sync unless asked;
+ * everything else is synced before the call returns. */
+static void test_sync_only_when_durable(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_head_update u = { 0 };
+	struct nrs_stream_row r;
+	uint64_t s, i;
+	int before;
+
+	s = create_ok(f->m, ROOT, "s", &r);
+	u.id = r.id;
+	before = atomic_load(&sync_calls);
+	for (i = 0; i < 10; i++) {
+		u.old_version = i;
+		u.version = u.head = i + 1;
+		assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	}
+	assert_int_equal(nrs_meta_getattr(f->m, s, &(struct nrs_attr){ 0 }), 0);
+	assert_int_equal(atomic_load(&sync_calls), before);
+
+	u.old_version = 10;
+	u.version = 11;
+#define SYNCS(call) do { \
+		before = atomic_load(&sync_calls); \
+		assert_int_equal(call, 0); \
+		assert_true(atomic_load(&sync_calls) > before); \
+	} while (0)
+	SYNCS(nrs_meta_publish(f->m, &u, 1, true));
+	SYNCS(nrs_meta_mkdir(f->m, ROOT, "d", 0700, 0, 0, NOW, NULL));
+	SYNCS(nrs_meta_create(f->m, ROOT, "t", 0600, 0, 0, NOW, NULL, NULL));
+	SYNCS(nrs_meta_rename(f->m, ROOT, "t", ROOT, "t2", 0, NOW, NULL));
+	SYNCS(nrs_meta_xattr_set(f->m, s, "user.k", "v", 1, 0));
+	SYNCS(nrs_meta_set_epoch(f->m, r.id, 3));
+	SYNCS(nrs_meta_set_start(f->m, r.id, 5));
+	SYNCS(nrs_meta_unlink(f->m, ROOT, "t2", NOW, NULL));
+#undef SYNCS
+	/* and the connection is back to unsynced commits afterwards */
+	u.old_version = 11;
+	u.version = 12;
+	before = atomic_load(&sync_calls);
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	assert_int_equal(atomic_load(&sync_calls), before);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_open_creates_root),
+		T(test_mkdir_create_lookup),
+		T(test_errors),
+		T(test_name_bytes),
+		T(test_persistence),
+		T(test_ids_never_reused),
+		T(test_setattr),
+		T(test_rename_basic),
+		T(test_rename_noop_flags),
+		T(test_rename_into_subtree),
+		T(test_rename_type_conflicts),
+		T(test_rename_replace_stream),
+		T(test_readdir_cookies),
+		T(test_dir_nlink),
+		T(test_xattrs),
+		T(test_profile_inheritance),
+		T(test_retention),
+		T(test_publish_cas),
+		T(test_start_epoch),
+		T(test_unlinked_forget),
+		T(test_callback_reentry),
+		T(test_newer_version_refused),
+		T(test_not_a_database),
+		T(test_threads),
+		T(test_sync_only_when_durable),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,472 @@
+/*
+ * test_pipeline.c - the commit pipeline: ordering, batching, the commit
+ * chain, conditional appends, fencing and failure handling.
+ *
+ * The WAL provider is a mock that keeps batches in memory (and can be held
+ * or made to fail); the metadata store is the real SQLite one in a
+ * temporary directory, since the head CAS is what is under test.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core_priv.h"
+#include "meta.h"
+#include "metrics.h"
+#include "pipeline.h"
+#include "stream.h"
+#include "wal.h"
+#include "walrec.h"
+
+/* ---- a mock WAL: one growing buffer, one "segment" -------------------- */
+
+struct mock_wal {
+	struct nrs_wal base;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned char *buf;
+	size_t len, cap;
+	unsigned int batches;
+	int fail_next;		/* error for the next append */
+	bool hold;		/* appends wait while set */
+	bool waiting;		/* an append is waiting */
+};
+
+static int mock_append(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
+		       struct nrs_wal_pos *pos)
+{
+	struct mock_wal *m = (struct mock_wal *)w;
+	int err = 0;
+
+	pthread_mutex_lock(&m->lock);
+	m->waiting = true;
+	pthread_cond_broadcast(&m->cond);
+	while (m->hold)
+		pthread_cond_wait(&m->cond, &m->lock);
+	m->waiting = false;
+	if (m->fail_next) {
+		err = m->fail_next;
+		m->fail_next = 0;
+		goto out;
+	}
+	pos->seg = 1;
+	pos->off = m->len;
+	for (int i = 0; i < iovcnt; i++) {
+		if (m->len + iov[i].iov_len > m->cap) {
+			m->cap = (m->len + iov[i].iov_len) * 2;
+			m->buf = realloc(m->buf, m->cap);
+			assert_non_null(m->buf);
+		}
+		memcpy(m->buf + m->len, iov[i].iov_base, iov[i].iov_len);
+		m->len += iov[i].iov_len;
+	}
+	m->batches++;
+out:
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+static ssize_t mock_read(struct nrs_wal *w, struct nrs_wal_pos pos, void *buf,
+			 size_t len)
+{
+	struct mock_wal *m = (struct mock_wal *)w;
+
+	pthread_mutex_lock(&m->lock);
+	if (pos.off > m->len)
+		len = 0;
+	else if (len > m->len - pos.off)
+		len = m->len - pos.off;
+	memcpy(buf, m->buf + pos.off, len);
+	pthread_mutex_unlock(&m->lock);
+	return (ssize_t)len;
+}
+
+static int mock_scan(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx)
+{
+	(void)w; (void)cb; (void)ctx;
+	return 0;
+}
+
+static void mock_stats(struct nrs_wal *w, struct nrs_wal_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->bytes = ((struct mock_wal *)w)->len;
+}
+
+static void mock_close(struct nrs_wal *w)
+{
+	(void)w;
+}
+
+static const struct nrs_wal_ops mock_ops = {
+	"mock", mock_append, mock_read, mock_scan, mock_stats, mock_close,
+};
+
+/* ---- fixture ---------------------------------------------------------- */
+
+struct fix {
+	char dir[64];
+	struct mock_wal wal;
+	struct nrs_meta *meta;
+	struct nrs_metrics metrics;
+	struct nrs_pipeline *p;
+	struct nrs_stream *st[2];
+};
+
+static void put(struct nrs_stream *st)
+{
+	nrs_stream_put(st);
+}
+
+static int setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	struct nrs_pipeline_cfg cfg;
+	char path[128];
+
+	assert_non_null(f);
+	strcpy(f->dir, "/tmp/nrs-test-pipeline-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(path, sizeof(path), "%s/meta.db", f->dir);
+	assert_int_equal(nrs_meta_open(path, &f->meta), 0);
+	f->wal.base.ops = &mock_ops;
+	pthread_mutex_init(&f->wal.lock, NULL);
+	pthread_cond_init(&f->wal.cond, NULL);
+	nrs_metrics_init(&f->metrics);
+	for (int i = 0; i < 2; i++) {
+		struct nrs_stream_row row;
+		struct nrs_attr a;
+		char name[8];
+
+		snprintf(name, sizeof(name), "s%d", i);
+		assert_int_equal(nrs_meta_create(f->meta, NRS_ROOT_INO, name, 0644,
+						 0, 0, 1, &a, &row), 0);
+		f->st[i] = nrs_stream_new(&row);
+		assert_non_null(f->st[i]);
+	}
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.wal = &f->wal.base;
+	cfg.meta = f->meta;
+	cfg.metrics = &f->metrics;
+	cfg.next_lsn = 1;
+	cfg.put = put;
+	assert_int_equal(nrs_pipeline_start(&cfg, &f->p), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	char cmd[128];
+
+	nrs_pipeline_stop(f->p);
+	nrs_stream_put(f->st[0]);
+	nrs_stream_put(f->st[1]);
+	nrs_meta_close(f->meta);
+	free(f->wal.buf);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+/* ---- requests --------------------------------------------------------- */
+
+struct treq {
+	struct nrs_req req;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int err;
+	char data[64];
+};
+
+static void treq_done(struct nrs_req *r, int err)
+{
+	struct treq *t = (struct treq *)r;
+
+	pthread_mutex_lock(&t->lock);
+	t->err = err;
+	t->done = true;
+	pthread_cond_signal(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+}
+
+static struct treq *submit(struct fix *f, int s, enum nrs_req_kind kind,
+			   uint64_t epoch, uint64_t expect, const char *data)
+{
+	struct treq *t = calloc(1, sizeof(*t));
+
+	assert_non_null(t);
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->cond, NULL);
+	t->req.kind = kind;
+	t->req.st = f->st[s];
+	atomic_fetch_add(&f->st[s]->refs, 1);
+	t->req.epoch = epoch;
+	t->req.expect = expect;
+	if (data) {
+		snprintf(t->data, sizeof(t->data), "%s", data);
+		t->req.data = t->data;
+		t->req.len = strlen(t->data);
+	}
+	t->req.done = treq_done;
+	nrs_pipeline_submit(f->p, &t->req);
+	return t;
+}
+
+/* Wait for t; return its error and offset; free it. */
+static int wait_req(struct treq *t, uint64_t *offset)
+{
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	while (!t->done)
+		pthread_cond_wait(&t->cond, &t->lock);
+	pthread_mutex_unlock(&t->lock);
+	err = t->err;
+	if (offset)
+		*offset = t->req.offset;
+	free(t);
+	return err;
+}
+
+static void hold_wal(struct fix *f, bool on)
+{
+	pthread_mutex_lock(&f->wal.lock);
+	f->wal.hold = on;
+	pthread_cond_broadcast(&f->wal.cond);
+	pthread_mutex_unlock(&f->wal.lock);
+}
+
+static void wait_wal_waiting(struct fix *f)
+{
+	pthread_mutex_lock(&f->wal.lock);
+	while (!f->wal.waiting)
+		pthread_cond_wait(&f->wal.cond, &f->wal.lock);
+	pthread_mutex_unlock(&f->wal.lock);
+}
+
+/* Decode every record in the mock WAL into out (max n); returns count. */
+static size_t decode_all(struct fix *f, struct nrs_walrec *out, size_t n)
+{
+	size_t off = 0, k = 0;
+
+	while (off < f->wal.len && k < n) {
+		struct nrs_walrec r;
+		size_t hl;
+
+		assert_int_equal(nrs_walrec_decode_hdr(f->wal.buf + off,
+						       f->wal.len - off, &r), 0);
+		hl = nrs_walrec_hdr_len(r.len);
+		assert_int_equal(nrs_walrec_verify_chunks(f->wal.buf + off, &r, 0,
+				 nrs_walrec_nchunks(r.len), f->wal.buf + off + hl,
+				 NULL), 0);
+		out[k++] = r;
+		off += nrs_walrec_total_len(r.len);
+	}
+	assert_int_equal(off, f->wal.len);
+	return k;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void test_order_and_batch(void **state)
+{
+	struct fix *f = *state;
+	struct treq *t[41];
+	struct nrs_walrec recs[64] = { 0 };
+	struct nrs_stream_row row;
+	uint64_t off, want[2] = { 0, 0 };
+	size_t n;
+
+	/* Hold the first batch in the WAL so the next 40 queue up. */
+	hold_wal(f, true);
+	t[0] = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "first");
+	wait_wal_waiting(f);
+	for (int i = 1; i <= 40; i++) {
+		char data[16];
+
+		snprintf(data, sizeof(data), "r%02d", i);
+		t[i] = submit(f, i % 2, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, data);
+	}
+	hold_wal(f, false);
+	assert_int_equal(wait_req(t[0], &off), 0);
+	assert_int_equal(off, 0);
+	want[0] = 5;
+	for (int i = 1; i <= 40; i++) {
+		assert_int_equal(wait_req(t[i], &off), 0);
+		/* submission order within a stream, back to back */
+		assert_int_equal(off, want[i % 2]);
+		want[i % 2] += 3;
+	}
+	/* two batches: the held one, then all 40 as one group commit */
+	assert_int_equal(f->wal.batches, 2);
+	assert_int_equal(nrs_counter(&f->metrics.batches), 2);
+	n = decode_all(f, recs, 64);
+	assert_int_equal(n, 3);		/* one record per stream per batch */
+	assert_int_equal(recs[0].stream_id, f->st[0]->id);
+	assert_int_equal(recs[1].n_appends + recs[2].n_appends, 40);
+	/* the commit chain: stream 0's second record names its first */
+	for (size_t i = 1; i < n; i++) {
+		assert_true(recs[i].lsn > recs[i - 1].lsn);
+		if (recs[i].stream_id == f->st[0]->id) {
+			assert_int_equal(recs[i].prev_lsn, recs[0].lsn);
+			assert_int_equal(recs[i].base, 5);
+		} else {
+			assert_int_equal(recs[i].prev_lsn, 0);
+			assert_int_equal(recs[i].base, 0);
+		}
+	}
+	/* published: memory and the store agree; version counts appends */
+	assert_int_equal(f->st[0]->head, 5 + 20 * 3);
+	assert_int_equal(f->st[0]->version, 21);
+	assert_int_equal(f->st[1]->version, 20);
+	assert_int_equal(nrs_meta_stream_get(f->meta, f->st[0]->id, &row), 0);
+	assert_int_equal(row.head, 65);
+	assert_int_equal(row.version, 21);
+	assert_int_equal(row.last_lsn, f->st[0]->last_lsn);
+	assert_int_equal(f->st[0]->index.n, 2);
+	assert_true(nrs_index_check(&f->st[0]->index));
+}
+
+static void test_conditional(void **state)
+{
+	struct fix *f = *state;
+	uint64_t off;
+
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, 0, "abc"),
+				  &off), 0);
+	assert_int_equal(off, 0);
+	/* not the head: refused, nothing written */
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, 0, "xyz"),
+				  NULL), -ESPIPE);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, 7, "xyz"),
+				  NULL), -ESPIPE);
+	assert_int_equal(f->st[0]->head, 3);
+	assert_int_equal(f->st[0]->version, 1);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, 3, "def"),
+				  &off), 0);
+	assert_int_equal(off, 3);
+	assert_int_equal(nrs_counter(&f->metrics.espipe), 2);
+}
+
+static void test_conditional_in_one_batch(void **state)
+{
+	struct fix *f = *state;
+	struct treq *a, *b, *c;
+
+	/* Three conditional appends for offset 0 in one batch: one wins. */
+	hold_wal(f, true);
+	a = submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "x");
+	wait_wal_waiting(f);
+	b = submit(f, 0, NRS_REQ_APPEND, 0, 0, "bb");
+	c = submit(f, 0, NRS_REQ_APPEND, 0, 0, "cc");
+	hold_wal(f, false);
+	assert_int_equal(wait_req(a, NULL), 0);
+	assert_int_equal(wait_req(b, NULL), 0);
+	assert_int_equal(wait_req(c, NULL), -ESPIPE);
+	assert_int_equal(f->st[0]->head, 2);
+}
+
+static void test_fence(void **state)
+{
+	struct fix *f = *state;
+	struct nrs_stream_row row;
+	struct treq *a, *fence, *b, *c;
+
+	hold_wal(f, true);
+	a = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "old0");
+	wait_wal_waiting(f);
+	/* next batch: an old-epoch append ordered before the fence completes,
+	 * one ordered after it fails, a new-epoch one succeeds */
+	b = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "old1");
+	fence = submit(f, 0, NRS_REQ_FENCE, 5, 0, NULL);
+	c = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "old2");
+	hold_wal(f, false);
+	assert_int_equal(wait_req(a, NULL), 0);
+	assert_int_equal(wait_req(b, NULL), 0);
+	assert_int_equal(wait_req(fence, NULL), 0);
+	assert_int_equal(wait_req(c, NULL), -ESTALE);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 5, NRS_EXPECT_ANY,
+					 "new"), NULL), 0);
+	assert_int_equal(f->st[0]->head, 11);
+	assert_int_equal(f->st[0]->epoch, 5);
+	assert_int_equal(nrs_meta_stream_get(f->meta, f->st[0]->id, &row), 0);
+	assert_int_equal(row.epoch, 5);
+	/* lower: EINVAL; equal: a no-op */
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_FENCE, 4, 0, NULL), NULL),
+			 -EINVAL);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_FENCE, 5, 0, NULL), NULL),
+			 0);
+	assert_int_equal(nrs_counter(&f->metrics.estale), 1);
+}
+
+static void test_wal_failure_resets(void **state)
+{
+	struct fix *f = *state;
+	uint64_t off;
+
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "keep"), NULL), 0);
+	f->wal.fail_next = -ENOSPC;
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "lost"), NULL), -ENOSPC);
+	assert_int_equal(f->st[0]->head, 4);
+	/* the failed append left no trace: the next one gets its offset */
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, 4, "next"),
+				  &off), 0);
+	assert_int_equal(off, 4);
+	assert_false(nrs_pipeline_failed(f->p));
+	assert_int_equal(nrs_counter(&f->metrics.wal_errors), 1);
+}
+
+static void test_lost_cas_fails_pipeline(void **state)
+{
+	struct fix *f = *state;
+	struct nrs_head_update u = { 0 };
+
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "one"), NULL), 0);
+	/* someone else moves the head behind the pipeline's back */
+	u.id = f->st[0]->id;
+	u.old_version = 1;
+	u.head = 100;
+	u.version = 2;
+	assert_int_equal(nrs_meta_publish(f->meta, &u, 1, false), 0);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "two"), NULL), -EIO);
+	assert_true(nrs_pipeline_failed(f->p));
+	/* the published view was not moved by the failed batch */
+	assert_int_equal(f->st[0]->head, 3);
+	assert_int_equal(wait_req(submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "x"), NULL), -EIO);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_order_and_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_conditional, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_conditional_in_one_batch,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_failure_resets, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lost_cas_fails_pipeline, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
