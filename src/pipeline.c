@@ -2,39 +2,45 @@
  * pipeline.c - ordering and group commit of appends (DESIGN.md section 1,
  * events 1 and 2; section 3's append semantics; section 5 local-wal).
  *
- * One committer thread takes everything queued (up to max_batch_bytes) as a
- * batch and runs it through five steps.  Each step's failure rule is given
- * beside it; the numbers are cited in the code.
+ * Two threads, each owning one stage, hand batches to each other through
+ * two batch buffers, so that the sync of batch k+1 overlaps the publication
+ * and replies of batch k.  The committer takes everything queued (up to
+ * max_batch_bytes) as a batch and runs P1 and P2; the publisher runs P3 to
+ * P5, in batch order.  Each step's failure rule is given beside it.
  *
- *  P1 Order.  Requests are taken in submission order.  A fence raises the
- *     stream's ordering epoch (a value below it is -EINVAL, equal is a
- *     no-op).  An append whose handle epoch is below the stream's ordering
- *     epoch fails -ESTALE; a conditional append whose expected offset is not
- *     the ordering head fails -ESPIPE; both fail at once and change nothing.
- *     Otherwise the append gets offset = ordering head, and the head moves by
- *     its length.  Appends of one stream in one batch become one WAL record
- *     (a fence starts a new record, so one record has one epoch); each record
- *     gets the next LSN and names the stream's previous commit (prev_lsn):
- *     the commit chain.
- *  P2 Write.  Every record of the batch goes to the WAL provider as one
- *     write and one sync.  On failure the provider has undone the write (or
- *     refuses all later writes), so the batch's requests fail with its error
- *     and each stream's ordering view is reset to its published view.
- *  P3 Publish.  One metadata transaction moves every head of the batch from
- *     (head, version) to the new values by compare-and-set.  It syncs only
- *     when the batch holds a fence (epochs must survive power loss; heads are
- *     re-published from the WAL by recovery).  Transient errors are retried
- *     for a while.  A lost CAS, or an error that outlives the retries, leaves
- *     records durable in the WAL that are not published: later appends would
- *     build a second chain from the same head, and recovery could re-publish
- *     the first over the second (losing acknowledged bytes, I1).  So the
- *     pipeline then fails the batch with -EIO and refuses every later append
- *     (it "fails"); a remount recovers (DESIGN.md section 6, I3).
- *  P4 Apply.  The published view of each stream (head, version, epoch,
- *     index entries) is updated under the stream lock: readers see the new
- *     bytes only now, and only bytes the metadata store has published (I4).
- *  P5 Reply.  Each request's callback runs; then the commit hook (page cache
- *     invalidation in the FUSE layer).
+ *  P1 Order (committer).  Requests are taken in submission order.  A fence
+ *     raises the stream's ordering epoch (a value below it is -EINVAL,
+ *     equal is a no-op).  An append whose handle epoch is below the
+ *     stream's ordering epoch fails -ESTALE; a conditional append whose
+ *     expected offset is not the ordering head fails -ESPIPE; both fail at
+ *     once and change nothing.  Otherwise the append gets offset = ordering
+ *     head, and the head moves by its length.  Appends of one stream in one
+ *     batch become one WAL record (a fence starts a new record, so a record
+ *     has one epoch); each record gets the next LSN and names the stream's
+ *     previous commit (prev_lsn): the commit chain.  Each stream touched
+ *     gets one head update, whose CAS goes from the ordering view before the
+ *     batch (which batch k-1 will have published by the time batch k is).
+ *  P2 Write (committer).  Every record of the batch goes to the WAL
+ *     provider as one write and one sync.  On failure the provider has
+ *     undone the write (or refuses all later writes), so the batch's
+ *     requests fail with its error and each stream's ordering view goes
+ *     back to what it was before the batch.
+ *  P3 Publish (publisher).  One metadata transaction moves every head of
+ *     the batch by compare-and-set.  It syncs only when the batch holds a
+ *     fence (epochs must survive power loss; heads are re-published from the
+ *     WAL by recovery).  Transient errors are retried for a while.  A lost
+ *     CAS, or an error that outlives the retries, leaves records durable in
+ *     the WAL that are not published: later appends would build a second
+ *     chain from the same head, and recovery could re-publish the first over
+ *     the second (losing acknowledged bytes, I1).  So the pipeline then
+ *     fails this and every later batch with -EIO and refuses new appends
+ *     ("failed"); a remount recovers (DESIGN.md section 6, I3).
+ *  P4 Apply (publisher).  The published view of each stream (head,
+ *     version, epoch, index entries) is updated under the stream lock:
+ *     readers see the new bytes only now, and only bytes the metadata store
+ *     has published (I4).
+ *  P5 Reply (publisher).  Each request's callback runs; then the commit
+ *     hook (page cache invalidation in the FUSE layer).
  *
  * Appends to one stream are therefore published in the order they were
  * submitted, and a request is completed only after both its WAL write is
@@ -69,9 +75,36 @@ struct batch_rec {
 	uint64_t seg, off;		/* where it starts, once written */
 };
 
+/* One stream's part of a batch, beside its head update. */
+struct batch_upd {
+	struct nrs_stream *st;
+	/* the ordering view before the batch: to undo P1, and the old head */
+	uint64_t head, version, epoch, lsn;
+	bool inval;			/* the commit hook is owed a call */
+};
+
+struct batch {
+	struct nrs_req *list;		/* every request taken, in order */
+	struct nrs_req **reqs;
+	size_t *rnext;			/* next request of the same record */
+	size_t nreqs, cap_reqs, cap_rnext;
+	struct batch_rec *recs;
+	size_t nrecs, cap_recs;
+	struct nrs_head_update *upds;	/* parallel to bu */
+	struct batch_upd *bu;
+	size_t nupds, cap_upds, cap_bu;
+	struct iovec *iov;
+	size_t cap_iov;
+	unsigned char *hdrs;
+	size_t cap_hdrs;
+	bool durable;			/* publish with a sync (a fence) */
+	int err;			/* the outcome of P2 (then P3) */
+	uint64_t payload, appends;
+};
+
 struct nrs_pipeline {
 	struct nrs_pipeline_cfg cfg;
-	pthread_t thread;
+	pthread_t committer, publisher;
 
 	pthread_mutex_t qlock;
 	pthread_cond_t qcond;
@@ -80,23 +113,15 @@ struct nrs_pipeline {
 	bool stopping;
 
 	atomic_bool failed;
+	uint64_t next_lsn;		/* committer only */
 
-	/* committer thread only */
-	uint64_t next_lsn;
-	struct nrs_req **reqs;
-	size_t *rnext;			/* next request of the same record */
-	size_t nreqs, cap_reqs, cap_rnext;
-	struct batch_rec *recs;
-	size_t nrecs, cap_recs;
-	struct nrs_head_update *upds;
-	struct nrs_stream **upd_st;
-	uint64_t *upd_old_head;
-	bool *upd_inval;		/* the commit hook is owed a call */
-	size_t nupds, cap_upds;
-	struct iovec *iov;
-	size_t cap_iov;
-	unsigned char *hdrs;
-	size_t cap_hdrs;
+	pthread_mutex_t hlock;
+	pthread_cond_t hcond;
+	/* protected by hlock: which batch buffers wait for the publisher */
+	bool full[2];
+	bool committer_done;
+	struct batch b[2];	/* b[i] belongs to the committer while !full[i],
+				 * to the publisher while full[i] */
 };
 
 static const unsigned char zero_pad[NRS_WALREC_ALIGN];
@@ -217,51 +242,33 @@ static bool take_batch(struct nrs_pipeline *p, struct nrs_req **list)
 	return true;
 }
 
-/* The stream's slot in this batch's head updates, created on first use. */
-static int upd_slot(struct nrs_pipeline *p, struct nrs_stream *st)
+/* The stream's head update in this batch, created on first use. */
+static int upd_slot(struct batch *b, struct nrs_stream *st)
 {
-	struct nrs_head_update *u;
+	struct batch_upd *bu;
 
 	if (st->batch_upd >= 0)
 		return st->batch_upd;
-	if (grow((void **)&p->upds, &p->cap_upds, p->nupds + 1, sizeof(*p->upds)))
+	if (grow((void **)&b->upds, &b->cap_upds, b->nupds + 1, sizeof(*b->upds)) ||
+	    grow((void **)&b->bu, &b->cap_bu, b->nupds + 1, sizeof(*b->bu)))
 		return -ENOMEM;
-	/* the parallel arrays follow cap_upds; grow them to the same size */
-	{
-		struct nrs_stream **s = realloc(p->upd_st, p->cap_upds * sizeof(*s));
-
-		if (!s)
-			return -ENOMEM;
-		p->upd_st = s;
-	}
-	{
-		uint64_t *h = realloc(p->upd_old_head,
-				      p->cap_upds * sizeof(*h));
-
-		if (!h)
-			return -ENOMEM;
-		p->upd_old_head = h;
-	}
-	{
-		bool *v = realloc(p->upd_inval, p->cap_upds * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		p->upd_inval = v;
-	}
-	u = &p->upds[p->nupds];
-	pthread_mutex_lock(&st->lock);
-	u->id = st->id;
-	u->old_version = st->version;
-	p->upd_old_head[p->nupds] = st->head;
-	pthread_mutex_unlock(&st->lock);
-	p->upd_st[p->nupds] = st;
-	st->batch_upd = (int)p->nupds++;
+	memset(&b->upds[b->nupds], 0, sizeof(b->upds[0]));
+	b->upds[b->nupds].id = st->id;
+	b->upds[b->nupds].old_version = st->ord_version;
+	bu = &b->bu[b->nupds];
+	bu->st = st;
+	bu->head = st->ord_head;
+	bu->version = st->ord_version;
+	bu->epoch = st->ord_epoch;
+	bu->lsn = st->ord_lsn;
+	bu->inval = false;
+	st->batch_upd = (int)b->nupds++;
 	return st->batch_upd;
 }
 
 /* P1 for one append; returns 0 or the error to complete it with. */
-static int order_append(struct nrs_pipeline *p, struct nrs_req *r, size_t ri)
+static int order_append(struct nrs_pipeline *p, struct batch *b,
+			struct nrs_req *r, size_t ri)
 {
 	struct nrs_stream *st = r->st;
 	struct batch_rec *br;
@@ -271,20 +278,19 @@ static int order_append(struct nrs_pipeline *p, struct nrs_req *r, size_t ri)
 		return -ESTALE;
 	if (r->expect != NRS_EXPECT_ANY && r->expect != st->ord_head)
 		return -ESPIPE;
-	if (r->len > NRS_WALREC_MAX_LEN ||
-	    st->ord_head + r->len < st->ord_head)
+	if (r->len > NRS_WALREC_MAX_LEN || st->ord_head + r->len < st->ord_head)
 		return -EFBIG;
-	err = upd_slot(p, st);
+	err = upd_slot(b, st);
 	if (err < 0)
 		return err;
 	if (st->batch_slot >= 0 &&
-	    p->recs[st->batch_slot].rec.len + r->len > NRS_WALREC_MAX_LEN)
+	    b->recs[st->batch_slot].rec.len + r->len > NRS_WALREC_MAX_LEN)
 		st->batch_slot = -1;	/* start another record */
 	if (st->batch_slot < 0) {
-		if (grow((void **)&p->recs, &p->cap_recs, p->nrecs + 1,
-			 sizeof(*p->recs)))
+		if (grow((void **)&b->recs, &b->cap_recs, b->nrecs + 1,
+			 sizeof(*b->recs)))
 			return -ENOMEM;
-		br = &p->recs[p->nrecs];
+		br = &b->recs[b->nrecs];
 		memset(br, 0, sizeof(*br));
 		br->st = st;
 		br->rec.kind = NRS_WALREC_DATA;
@@ -295,13 +301,13 @@ static int order_append(struct nrs_pipeline *p, struct nrs_req *r, size_t ri)
 		br->rec.prev_lsn = st->ord_lsn;
 		br->first_req = ri;
 		st->ord_lsn = br->rec.lsn;
-		st->batch_slot = (int)p->nrecs++;
+		st->batch_slot = (int)b->nrecs++;
 	} else {
-		br = &p->recs[st->batch_slot];
-		p->rnext[br->last_req] = ri;
+		br = &b->recs[st->batch_slot];
+		b->rnext[br->last_req] = ri;
 	}
 	br->last_req = ri;
-	p->rnext[ri] = SIZE_MAX;
+	b->rnext[ri] = SIZE_MAX;
 	br->rec.len += (uint32_t)r->len;
 	br->rec.n_appends++;
 	r->offset = st->ord_head;
@@ -311,7 +317,7 @@ static int order_append(struct nrs_pipeline *p, struct nrs_req *r, size_t ri)
 }
 
 /* P1 for one fence. */
-static int order_fence(struct nrs_pipeline *p, struct nrs_req *r)
+static int order_fence(struct batch *b, struct nrs_req *r)
 {
 	struct nrs_stream *st = r->st;
 	int err;
@@ -320,110 +326,155 @@ static int order_fence(struct nrs_pipeline *p, struct nrs_req *r)
 		return -EINVAL;
 	if (r->epoch == st->ord_epoch)
 		return 0;
-	err = upd_slot(p, st);
+	err = upd_slot(b, st);
 	if (err < 0)
 		return err;
 	st->ord_epoch = r->epoch;
 	st->batch_slot = -1;	/* later appends: a record of the new epoch */
+	b->durable = true;
 	return 0;
 }
 
-/* Undo P1 for every stream of the batch: the published view is the truth. */
-static void reset_ordering(struct nrs_pipeline *p)
-{
-	for (size_t i = 0; i < p->nupds; i++) {
-		struct nrs_stream *st = p->upd_st[i];
-
-		pthread_mutex_lock(&st->lock);
-		st->ord_head = st->head;
-		st->ord_version = st->version;
-		st->ord_epoch = st->epoch;
-		st->ord_lsn = st->last_lsn;
-		pthread_mutex_unlock(&st->lock);
-	}
-}
-
 /* P2: format the records into iovecs and write them. */
-static int write_batch(struct nrs_pipeline *p)
+static int write_batch(struct nrs_pipeline *p, struct batch *b)
 {
 	size_t hdr_bytes = 0, niov = 0, k = 0, h = 0;
 	struct nrs_wal_pos pos;
 	uint64_t off;
 	int err;
 
-	if (p->nrecs == 0)
+	if (b->nrecs == 0)
 		return 0;
-	for (size_t i = 0; i < p->nrecs; i++) {
-		hdr_bytes += nrs_walrec_hdr_len(p->recs[i].rec.len);
-		niov += 2 + p->recs[i].rec.n_appends;
+	for (size_t i = 0; i < b->nrecs; i++) {
+		hdr_bytes += nrs_walrec_hdr_len(b->recs[i].rec.len);
+		niov += 2 + b->recs[i].rec.n_appends;
 	}
-	if (grow((void **)&p->hdrs, &p->cap_hdrs, hdr_bytes, 1) ||
-	    grow((void **)&p->iov, &p->cap_iov, niov, sizeof(*p->iov)))
+	if (grow((void **)&b->hdrs, &b->cap_hdrs, hdr_bytes, 1) ||
+	    grow((void **)&b->iov, &b->cap_iov, niov, sizeof(*b->iov)))
 		return -ENOMEM;
-	for (size_t i = 0; i < p->nrecs; i++) {
-		struct batch_rec *br = &p->recs[i];
+	for (size_t i = 0; i < b->nrecs; i++) {
+		struct batch_rec *br = &b->recs[i];
 		size_t hl = nrs_walrec_hdr_len(br->rec.len);
 		size_t first = k + 1, pad;
 		ssize_t n;
 
-		p->iov[k].iov_base = p->hdrs + h;
-		p->iov[k++].iov_len = hl;
-		for (size_t ri = br->first_req; ri != SIZE_MAX; ri = p->rnext[ri]) {
-			p->iov[k].iov_base = (void *)p->reqs[ri]->data;
-			p->iov[k++].iov_len = p->reqs[ri]->len;
+		b->iov[k].iov_base = b->hdrs + h;
+		b->iov[k++].iov_len = hl;
+		for (size_t ri = br->first_req; ri != SIZE_MAX; ri = b->rnext[ri]) {
+			b->iov[k].iov_base = (void *)b->reqs[ri]->data;
+			b->iov[k++].iov_len = b->reqs[ri]->len;
 		}
-		n = nrs_walrec_encode_hdr(&br->rec, &p->iov[first],
-					  (int)(k - first), p->hdrs + h, hl);
+		n = nrs_walrec_encode_hdr(&br->rec, &b->iov[first],
+					  (int)(k - first), b->hdrs + h, hl);
 		if (n < 0)
 			return (int)n;
 		br->total = nrs_walrec_total_len(br->rec.len);
 		pad = br->total - hl - br->rec.len;
 		if (pad) {
-			p->iov[k].iov_base = (void *)zero_pad;
-			p->iov[k++].iov_len = pad;
+			b->iov[k].iov_base = (void *)zero_pad;
+			b->iov[k++].iov_len = pad;
 		}
 		h += hl;
 	}
-	err = nrs_wal_append(p->cfg.wal, p->iov, (int)k, &pos);
+	err = nrs_wal_append(p->cfg.wal, b->iov, (int)k, &pos);
 	if (err < 0)
 		return err;
 	off = pos.off;
-	for (size_t i = 0; i < p->nrecs; i++) {
-		p->recs[i].seg = pos.seg;
-		p->recs[i].off = off;
-		off += p->recs[i].total;
+	for (size_t i = 0; i < b->nrecs; i++) {
+		b->recs[i].seg = pos.seg;
+		b->recs[i].off = off;
+		off += b->recs[i].total;
 	}
 	return 0;
 }
 
+/* Stage 1: P1 and P2, in the committer thread. */
+static void stage_write(struct nrs_pipeline *p, struct batch *b,
+			struct nrs_req *list)
+{
+	struct nrs_metrics *m = p->cfg.metrics;
+
+	b->list = list;
+	b->nreqs = b->nrecs = b->nupds = 0;
+	b->durable = false;
+	b->err = 0;
+	b->payload = b->appends = 0;
+	if (atomic_load(&p->failed)) {
+		b->err = -EIO;
+		return;
+	}
+	for (struct nrs_req *r = list; r; r = r->next) {
+		if (grow((void **)&b->reqs, &b->cap_reqs, b->nreqs + 1,
+			 sizeof(*b->reqs)) ||
+		    grow((void **)&b->rnext, &b->cap_rnext, b->nreqs + 1,
+			 sizeof(*b->rnext)))
+			r->err = -ENOMEM;	/* completed with it in P5 */
+		else
+			b->reqs[b->nreqs++] = r;
+	}
+	/* P1 */
+	for (size_t i = 0; i < b->nreqs; i++) {
+		struct nrs_req *r = b->reqs[i];
+
+		if (r->kind == NRS_REQ_FENCE) {
+			r->err = order_fence(b, r);
+		} else {
+			r->err = order_append(p, b, r, i);
+			if (r->err == 0) {
+				b->payload += r->len;
+				b->appends++;
+			}
+		}
+	}
+	/* P2 */
+	b->err = write_batch(p, b);
+	for (size_t i = 0; i < b->nupds; i++) {
+		struct batch_upd *bu = &b->bu[i];
+		struct nrs_stream *st = bu->st;
+		struct nrs_head_update *u = &b->upds[i];
+
+		if (b->err) {	/* undo P1 */
+			st->ord_head = bu->head;
+			st->ord_version = bu->version;
+			st->ord_epoch = bu->epoch;
+			st->ord_lsn = bu->lsn;
+		} else {	/* what P3 publishes */
+			u->head = st->ord_head;
+			u->version = st->ord_version;
+			u->epoch = st->ord_epoch;
+			u->last_lsn = st->ord_lsn;
+		}
+		st->batch_upd = -1;
+		st->batch_slot = -1;
+	}
+	if (b->err) {
+		if (m)
+			nrs_count(&m->wal_errors, 1);
+		nrs_err("WAL write of %zu records failed: %s", b->nrecs,
+			strerror(-b->err));
+	}
+}
+
 /* P3 */
-static int publish(struct nrs_pipeline *p, bool durable)
+static int publish(struct nrs_pipeline *p, struct batch *b)
 {
 	int64_t now = nrs_now_real_ns();
 	long backoff = PUBLISH_BACKOFF_NS;
 	int err = 0;
 
-	if (p->nupds == 0)
+	if (b->nupds == 0)
 		return 0;
-	for (size_t i = 0; i < p->nupds; i++) {
-		struct nrs_stream *st = p->upd_st[i];
-		struct nrs_head_update *u = &p->upds[i];
-
-		u->head = st->ord_head;
-		u->version = st->ord_version;
-		u->epoch = st->ord_epoch;
-		u->last_lsn = st->ord_lsn;
-		u->mtime_ns = now;
-	}
+	for (size_t i = 0; i < b->nupds; i++)
+		b->upds[i].mtime_ns = now;
 	for (int attempt = 0; attempt < PUBLISH_RETRIES; attempt++) {
 		struct timespec ts;
 
-		err = nrs_meta_publish(p->cfg.meta, p->upds, p->nupds, durable);
+		err = nrs_meta_publish(p->cfg.meta, b->upds, b->nupds, b->durable);
 		if (err == 0 || err == -ESTALE)
 			break;
 		if (p->cfg.metrics)
 			nrs_count(&p->cfg.metrics->publish_errors, 1);
-		nrs_warn("publishing %zu heads failed (%s), retrying", p->nupds,
+		nrs_warn("publishing %zu heads failed (%s), retrying", b->nupds,
 			 strerror(-err));
 		ts.tv_sec = backoff / 1000000000L;
 		ts.tv_nsec = backoff % 1000000000L;
@@ -435,10 +486,10 @@ static int publish(struct nrs_pipeline *p, bool durable)
 }
 
 /* P4 */
-static void apply(struct nrs_pipeline *p)
+static void apply(struct batch *b)
 {
-	for (size_t i = 0; i < p->nrecs; i++) {
-		struct batch_rec *br = &p->recs[i];
+	for (size_t i = 0; i < b->nrecs; i++) {
+		struct batch_rec *br = &b->recs[i];
 		struct nrs_stream *st = br->st;
 		struct nrs_index_ent e = {
 			.start = br->rec.base,
@@ -461,9 +512,10 @@ static void apply(struct nrs_pipeline *p)
 				PRIu64 "): %s; reads of it will fail", st->id,
 				e.start, e.end, strerror(-err));
 	}
-	for (size_t i = 0; i < p->nupds; i++) {
-		struct nrs_stream *st = p->upd_st[i];
-		const struct nrs_head_update *u = &p->upds[i];
+	for (size_t i = 0; i < b->nupds; i++) {
+		struct batch_upd *bu = &b->bu[i];
+		struct nrs_stream *st = bu->st;
+		const struct nrs_head_update *u = &b->upds[i];
 
 		pthread_mutex_lock(&st->lock);
 		st->head = u->head;
@@ -472,8 +524,8 @@ static void apply(struct nrs_pipeline *p)
 		st->last_lsn = u->last_lsn;
 		st->mtime_ns = u->mtime_ns;
 		/* a reader that saw the old head may cache its page */
-		p->upd_inval[i] = st->tail_cached && u->head != p->upd_old_head[i];
-		if (p->upd_inval[i])
+		bu->inval = st->tail_cached && u->head != bu->head;
+		if (bu->inval)
 			st->tail_cached = false;
 		pthread_mutex_unlock(&st->lock);
 	}
@@ -488,89 +540,112 @@ static void fail_pipeline(struct nrs_pipeline *p, int err)
 			err == -ESTALE ? "lost head CAS" : strerror(-err));
 }
 
-static void run_batch(struct nrs_pipeline *p, struct nrs_req *list)
+/* Stage 2: P3, P4 and P5, in the publisher thread. */
+static void stage_publish(struct nrs_pipeline *p, struct batch *b)
 {
 	struct nrs_metrics *m = p->cfg.metrics;
-	bool durable = false;
-	uint64_t payload = 0, appends = 0;
-	int err;
+	int err = b->err;
 
-	p->nreqs = p->nrecs = p->nupds = 0;
-	for (struct nrs_req *r = list; r; r = r->next) {
-		if (grow((void **)&p->reqs, &p->cap_reqs, p->nreqs + 1,
-			 sizeof(*p->reqs)) ||
-		    grow((void **)&p->rnext, &p->cap_rnext, p->nreqs + 1,
-			 sizeof(*p->rnext)))
-			r->err = -ENOMEM;	/* completed with it below */
-		else
-			p->reqs[p->nreqs++] = r;
-	}
-	/* P1 */
-	for (size_t i = 0; i < p->nreqs; i++) {
-		struct nrs_req *r = p->reqs[i];
-
-		if (r->kind == NRS_REQ_FENCE) {
-			r->err = order_fence(p, r);
-			if (r->err == 0 && r->st->batch_upd >= 0)
-				durable = true;
-		} else {
-			r->err = order_append(p, r, i);
-		}
-		if (r->err == 0 && r->kind == NRS_REQ_APPEND) {
-			payload += r->len;
-			appends++;
+	if (!err && atomic_load(&p->failed))
+		err = -EIO;	/* a batch before this one was not published */
+	if (!err) {
+		err = publish(p, b);
+		if (err) {
+			fail_pipeline(p, err);
+			err = -EIO;
 		}
 	}
-	/* P2 */
-	err = write_batch(p);
-	if (err < 0) {
-		if (m)
-			nrs_count(&m->wal_errors, 1);
-		nrs_err("WAL write of %zu records failed: %s", p->nrecs,
-			strerror(-err));
-		reset_ordering(p);
-		goto out_complete;
+	if (!err) {
+		apply(b);
+		if (m) {
+			nrs_count(&m->batches, 1);
+			nrs_hist_observe(&m->batch_appends, b->appends);
+			nrs_hist_observe(&m->batch_bytes, b->payload);
+		}
+		/* before the replies: the requests' references keep the
+		 * streams alive, and a writer whose write() returned finds
+		 * the cache already invalidated */
+		if (p->cfg.hook)
+			for (size_t i = 0; i < b->nupds; i++)
+				if (b->bu[i].inval)
+					p->cfg.hook(p->cfg.hook_ctx, b->bu[i].st,
+						    b->bu[i].head);
 	}
-	/* P3 */
-	err = publish(p, durable);
-	if (err < 0) {
-		fail_pipeline(p, err);
-		err = -EIO;
-		goto out_complete;
-	}
-	/* P4 */
-	apply(p);
-	if (m) {
-		nrs_count(&m->batches, 1);
-		nrs_hist_observe(&m->batch_appends, appends);
-		nrs_hist_observe(&m->batch_bytes, payload);
-	}
-out_complete:
-	/* P5 */
-	for (size_t i = 0; i < p->nupds; i++) {
-		p->upd_st[i]->batch_upd = -1;
-		p->upd_st[i]->batch_slot = -1;
-	}
-	for (struct nrs_req *r = list, *next; r; r = next) {
+	for (struct nrs_req *r = b->list, *next; r; r = next) {
 		next = r->next;
 		complete(p, r, r->err ? r->err : err);
 	}
-	if (err == 0 && p->cfg.hook) {
-		for (size_t i = 0; i < p->nupds; i++)
-			if (p->upd_inval[i])
-				p->cfg.hook(p->cfg.hook_ctx, p->upd_st[i],
-					    p->upd_old_head[i]);
-	}
+	b->list = NULL;
 }
 
 static void *committer(void *arg)
 {
 	struct nrs_pipeline *p = arg;
 	struct nrs_req *list;
+	int i = 0;
 
-	while (take_batch(p, &list))
-		run_batch(p, list);
+	while (take_batch(p, &list)) {
+		pthread_mutex_lock(&p->hlock);
+		while (p->full[i])
+			pthread_cond_wait(&p->hcond, &p->hlock);
+		pthread_mutex_unlock(&p->hlock);
+		stage_write(p, &p->b[i], list);
+		pthread_mutex_lock(&p->hlock);
+		p->full[i] = true;
+		pthread_cond_broadcast(&p->hcond);
+		pthread_mutex_unlock(&p->hlock);
+		i ^= 1;
+	}
+	pthread_mutex_lock(&p->hlock);
+	p->committer_done = true;
+	pthread_cond_broadcast(&p->hcond);
+	pthread_mutex_unlock(&p->hlock);
 	return NULL;
+}
+
+static void *publisher(void *arg)
+{
+	struct nrs_pipeline *p = arg;
+	int i = 0;
+
+	for (;;) {
+		pthread_mutex_lock(&p->hlock);
+		while (!p->full[i] && !p->committer_done)
+			pthread_cond_wait(&p->hcond, &p->hlock);
+		if (!p->full[i]) {	/* done, and nothing left */
+			pthread_mutex_unlock(&p->hlock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&p->hlock);
+		stage_publish(p, &p->b[i]);
+		pthread_mutex_lock(&p->hlock);
+		p->full[i] = false;
+		pthread_cond_broadcast(&p->hcond);
+		pthread_mutex_unlock(&p->hlock);
+		i ^= 1;
+	}
+}
+
+static void batch_free(struct batch *b)
+{
+	free(b->reqs);
+	free(b->rnext);
+	free(b->recs);
+	free(b->upds);
+	free(b->bu);
+	free(b->iov);
+	free(b->hdrs);
+}
+
+static void pipeline_free(struct nrs_pipeline *p)
+{
+	pthread_cond_destroy(&p->hcond);
+	pthread_mutex_destroy(&p->hlock);
+	pthread_cond_destroy(&p->qcond);
+	pthread_mutex_destroy(&p->qlock);
+	batch_free(&p->b[0]);
+	batch_free(&p->b[1]);
+	free(p);
 }
 
 int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
@@ -592,11 +667,21 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 	atomic_init(&p->failed, false);
 	pthread_mutex_init(&p->qlock, NULL);
 	pthread_cond_init(&p->qcond, NULL);
-	err = -pthread_create(&p->thread, NULL, committer, p);
+	pthread_mutex_init(&p->hlock, NULL);
+	pthread_cond_init(&p->hcond, NULL);
+	err = -pthread_create(&p->publisher, NULL, publisher, p);
 	if (err) {
-		pthread_cond_destroy(&p->qcond);
-		pthread_mutex_destroy(&p->qlock);
-		free(p);
+		pipeline_free(p);
+		return err;
+	}
+	err = -pthread_create(&p->committer, NULL, committer, p);
+	if (err) {
+		pthread_mutex_lock(&p->hlock);
+		p->committer_done = true;
+		pthread_cond_broadcast(&p->hcond);
+		pthread_mutex_unlock(&p->hlock);
+		pthread_join(p->publisher, NULL);
+		pipeline_free(p);
 		return err;
 	}
 	*out = p;
@@ -611,17 +696,7 @@ void nrs_pipeline_stop(struct nrs_pipeline *p)
 	p->stopping = true;
 	pthread_cond_signal(&p->qcond);
 	pthread_mutex_unlock(&p->qlock);
-	pthread_join(p->thread, NULL);
-	pthread_cond_destroy(&p->qcond);
-	pthread_mutex_destroy(&p->qlock);
-	free(p->reqs);
-	free(p->rnext);
-	free(p->recs);
-	free(p->upds);
-	free(p->upd_st);
-	free(p->upd_old_head);
-	free(p->upd_inval);
-	free(p->iov);
-	free(p->hdrs);
-	free(p);
+	pthread_join(p->committer, NULL);
+	pthread_join(p->publisher, NULL);
+	pipeline_free(p);
 }
