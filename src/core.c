@@ -20,7 +20,12 @@
  * committed bytes never change (I2) -- except the page holding the head,
  * zero-filled past it.  A read that reaches the head marks the stream
  * (reader.c), and the commit that moves the head invalidates from that
- * page on (the pipeline's commit hook, below).
+ * page on (the pipeline's commit hook, below).  The start offset is the
+ * other edge: the cache reads whole pages, which would turn ENODATA below
+ * an unaligned start into data, so a stream whose start is not a multiple
+ * of 4096 is opened with direct I/O, and a trim drops the cached pages of
+ * handles opened before it (those then read zeros below start within its
+ * page: never trimmed bytes).
  */
 #include "config.h"
 
@@ -255,6 +260,9 @@ static int open_stream(struct nrs_core *c, struct nrs_stream *st, uint64_t ino,
 	}
 	st->open_handles++;
 	h->epoch = st->epoch;
+	/* The page cache reads whole pages; below an unaligned start that
+	 * would hide ENODATA, so such a stream is read with direct I/O. */
+	h->direct = (flags & O_ACCMODE) != O_RDONLY || (st->start & 4095) != 0;
 	pthread_mutex_unlock(&st->lock);
 	h->kind = NRS_H_STREAM;
 	h->ino = ino;
@@ -344,7 +352,7 @@ int nrs_core_create(struct nrs_core *c, uint64_t parent, const char *name,
 
 bool nrs_core_handle_direct(const struct nrs_handle *h)
 {
-	return h->kind == NRS_H_VIRTUAL || (h->flags & O_ACCMODE) != O_RDONLY;
+	return h->kind == NRS_H_VIRTUAL || h->direct;
 }
 
 void nrs_core_release(struct nrs_core *c, struct nrs_handle *h)
@@ -380,7 +388,8 @@ ssize_t nrs_core_read(struct nrs_core *c, struct nrs_handle *h, void *buf,
 		memcpy(buf, h->vbuf + off, size);
 		return (ssize_t)size;
 	}
-	return nrs_reader_read(c->wal, &c->metrics, h->st, buf, size, off);
+	return nrs_reader_read(c->wal, &c->metrics, h->st, buf, size, off,
+			       !nrs_core_handle_direct(h));
 }
 
 /* ---- appends -------------------------------------------------------- */

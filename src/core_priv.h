@@ -49,6 +49,7 @@ struct nrs_handle {
 	int flags;
 	struct nrs_stream *st;		/* NRS_H_STREAM: a reference */
 	uint64_t epoch;			/* the writer epoch opened under */
+	bool direct;			/* bypasses the kernel page cache */
 	char *vbuf;			/* NRS_H_VIRTUAL: a snapshot */
 	size_t vlen;
 };

@@ -160,6 +160,9 @@ static int set_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v)
 	st->start = v;
 	nrs_index_drop_below(&st->index, v);
 	pthread_mutex_unlock(&st->lock);
+	/* pages cached below the new start must not be read again */
+	if (c->inval)
+		c->inval(c->inval_ctx, st->ino, 0);
 	return 0;
 }
 

@@ -98,7 +98,7 @@ out_free:
 
 ssize_t nrs_reader_read(struct nrs_wal *wal, struct nrs_metrics *m,
 			struct nrs_stream *st, void *buf, size_t size,
-			uint64_t off)
+			uint64_t off, bool whole_pages)
 {
 	struct nrs_index_ent ents[ENTS_PER_ROUND];
 	uint64_t head, start, end, cur;
@@ -111,15 +111,24 @@ ssize_t nrs_reader_read(struct nrs_wal *wal, struct nrs_metrics *m,
 	/* The kernel may cache the page holding the head, zero-filled past
 	 * it; the next commit must invalidate it (see core.c).  Set under
 	 * the lock that the commit's head change takes. */
-	if (off >= start && size > 0 && head - off <= size)
+	if (off < head && size > 0 && head - off <= size)
 		st->tail_cached = true;
 	pthread_mutex_unlock(&st->lock);
-	if (off < start)
-		return -ENODATA;
 	if (off >= head || size == 0)
 		return 0;
 	end = head - off < size ? head : off + size;
 	cur = off;
+	if (off < start) {
+		/* The page cache reads whole pages: a read of the page that
+		 * holds start (by a handle opened before an unaligned trim,
+		 * see core.c) gets zeros below start, never trimmed bytes
+		 * (I4).  Any other read below start is ENODATA. */
+		if (!whole_pages || end <= start ||
+		    off != (start & ~(uint64_t)4095))
+			return -ENODATA;
+		memset(buf, 0, start - off);
+		cur = start;
+	}
 	while (cur < end) {
 		pthread_mutex_lock(&st->lock);
 		n = nrs_index_collect(&st->index, cur, end, ents, ENTS_PER_ROUND);

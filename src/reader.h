@@ -6,6 +6,7 @@
 #ifndef NRS_READER_H
 #define NRS_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -17,13 +18,14 @@ struct nrs_wal;
 /*
  * Read up to size bytes at logical offset off of st.  Returns the bytes
  * copied (short at the head, 0 at or past it), -ENODATA below the start
- * offset, -EIO when a copy is missing or fails its checksum (logged with
+ * offset (but for a page-cache read, whole_pages, that reaches start: the
+ * bytes below start are zeros), -EIO when a copy is missing or fails its checksum (logged with
  * stream, offset and file).  Takes st->lock briefly; no lock held by caller.
  * A read that reaches the head sets st->tail_cached (the kernel may now
  * cache the page holding the head, which the next commit extends).
  */
 ssize_t nrs_reader_read(struct nrs_wal *wal, struct nrs_metrics *m,
 			struct nrs_stream *st, void *buf, size_t size,
-			uint64_t off);
+			uint64_t off, bool whole_pages);
 
 #endif

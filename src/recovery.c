@@ -304,7 +304,8 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 		nrs_err("recovery: WAL scan failed: %s", strerror(-err));
 		goto out;
 	}
-	qsort(s.v, s.n, sizeof(*s.v), cmp_lsn);
+	if (s.n > 1)
+		qsort(s.v, s.n, sizeof(*s.v), cmp_lsn);
 	err = republish(c, &s);
 	if (err)
 		goto out;

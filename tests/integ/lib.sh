@@ -1,0 +1,451 @@
+# lib.sh - shared by the numbered integration tests (tests/integ/tNNNN-*.sh).
+#
+# A test script sets test_description, sources this file, then runs
+# test_expect_success steps and ends with test_done:
+#
+#	test_description='what this script covers'
+#	. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+#	test_expect_success 'stream appends' '
+#		nrs_mount &&
+#		echo abc >>"$MNT/s" &&
+#		test "$(cat "$MNT/s")" = abc
+#	'
+#	test_done
+#
+# Each step's body is eval'd in the script's own shell (variables set by
+# one step are seen by the next), as a chain of &&-joined commands; a step
+# fails if the chain does, if the daemon died under it, or if a sanitizer
+# reported anything in the daemon's log.  Output is "ok N - ..." /
+# "not ok N - ..." with the body and the log tail for failures, then a
+# summary; the exit status is 0 only if every step passed.
+#
+# Every script gets a scratch directory $TRASH with $MNT (mount point),
+# $DATA (the daemon's data directory) and $LOG (the daemon's stderr, every
+# mount of the script appended).  An EXIT trap unmounts (lazily if need
+# be), kills the daemon and every process started with nrs_bg, and removes
+# $TRASH: a stuck FUSE mount would hang the next run.  A watchdog aborts a
+# script that runs longer than NRS_TEST_TIMEOUT seconds (default 300) by
+# killing the daemon, which fails every request blocked on the mount.
+#
+# Environment (set by make check; defaults suit a run from the build tree):
+#   NEREUSFS        the daemon binary
+#   NRS_HELPERS     directory of nrs-syscalls, nrs-appender, nrs-verify,
+#                   nrs-tail (put first in PATH)
+#   NRS_MOUNT_TIMEOUT, NRS_UMOUNT_TIMEOUT  seconds (10, 30): raise them
+#                   for slow builds (valgrind)
+#   CI=true         a missing /dev/fuse fails instead of skipping (77)
+#   NRS_KEEP_TRASH=1  keep $TRASH (not when it is still mounted)
+# The daemon may be a sanitizer build; ASAN_OPTIONS/UBSAN_OPTIONS pass
+# through, and any sanitizer report in $LOG fails the step that caused it.
+
+: "${test_description:?set test_description before sourcing lib.sh}"
+
+this_test=$(basename "$0" .sh)
+nrs_top=$(cd "$(dirname "$0")/../.." && pwd)
+NEREUSFS=${NEREUSFS:-$nrs_top/nereusfs}
+NRS_HELPERS=${NRS_HELPERS:-$nrs_top/tests/helpers}
+NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT:-10}
+NRS_UMOUNT_TIMEOUT=${NRS_UMOUNT_TIMEOUT:-30}
+NRS_TEST_TIMEOUT=${NRS_TEST_TIMEOUT:-300}
+PATH=$NRS_HELPERS:$PATH
+export PATH NEREUSFS NRS_HELPERS
+# Predictable tools output.
+LC_ALL=C
+export LC_ALL
+
+echo "# $this_test: $test_description"
+
+# ---- prerequisites ----------------------------------------------------
+
+# Skip (77) only when the machine cannot mount FUSE at all; in CI, fail.
+nrs_skip_all () {
+	if [ "${CI:-}" = true ]; then
+		echo "FATAL: $1 (CI=true: a missing prerequisite is a failure)"
+		exit 1
+	fi
+	echo "1..0 # SKIP $1"
+	exit 77
+}
+
+# Anything else missing is an error of the test machine's setup (99).
+nrs_error () {
+	echo "ERROR: $*"
+	exit 99
+}
+
+[ -c /dev/fuse ] || nrs_skip_all "/dev/fuse is missing"
+[ -x "$NEREUSFS" ] || nrs_error "no daemon binary at $NEREUSFS (run make)"
+for t in nrs-syscalls nrs-appender nrs-verify nrs-tail; do
+	[ -x "$NRS_HELPERS/$t" ] || nrs_error "no helper $NRS_HELPERS/$t (run make check)"
+done
+for t in fusermount3 getfattr setfattr python3 timeout; do
+	command -v $t >/dev/null 2>&1 ||
+		nrs_error "missing tool $t (contrib/ has the dependency installer)"
+done
+
+# ---- scratch directory, cleanup, watchdog -----------------------------
+
+TRASH=$(mktemp -d "${TMPDIR:-/tmp}/nrs-$this_test.XXXXXX") ||
+	nrs_error "mktemp failed"
+MNT=$TRASH/mnt
+DATA=$TRASH/data
+LOG=$TRASH/daemon.log
+if ! mkdir "$MNT" "$DATA" || ! : >"$LOG"; then
+	nrs_error "cannot populate $TRASH"
+fi
+
+NRS_PID=		# the daemon, while it runs
+NRS_BG_PIDS=		# processes started by nrs_bg
+NRS_LAST_BG=
+NRS_EXIT=
+
+# Is $MNT in the mount table?  (stat would hang or fail on a dead mount.)
+nrs_is_mounted () {
+	awk -v m="$MNT" '$5 == m { found = 1 } END { exit !found }' \
+		/proc/self/mountinfo
+}
+
+# Detach whatever is mounted on $MNT, lazily: a dead FUSE mount is not
+# busy but cannot be unmounted normally either.
+nrs_detach () {
+	nrs_is_mounted || return 0
+	fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	! nrs_is_mounted
+}
+
+# Is process $1 one of ours (its command line names $TRASH)?  Guards the
+# kills that work from pid files against reused pids.
+nrs_is_ours () {
+	[ -n "$1" ] && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF "$TRASH"
+}
+
+# The daemon is gone (exited and reaped, or never started).
+nrs_forget_daemon () {
+	NRS_PID=
+	rm -f "$TRASH/daemon.pid"
+}
+
+nrs_cleanup () {
+	local rc=$? p
+	set +e
+	trap - EXIT
+	[ -n "${nrs_watchdog_pid:-}" ] && kill "$nrs_watchdog_pid" 2>/dev/null
+	if [ -f "$TRASH/timed-out" ]; then
+		cat "$TRASH/timed-out"
+		nrs_show_log
+	fi
+	for p in $NRS_BG_PIDS; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	if [ -n "$NRS_PID" ] && kill -0 "$NRS_PID" 2>/dev/null; then
+		fusermount3 -u "$MNT" 2>/dev/null
+		nrs_wait_exit 10 || kill -9 "$NRS_PID" 2>/dev/null
+		wait "$NRS_PID" 2>/dev/null
+	fi
+	nrs_forget_daemon
+	nrs_detach || echo "WARNING: $MNT is still mounted"
+	for p in $NRS_BG_PIDS; do
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	if nrs_is_mounted; then
+		echo "ERROR: leaving $TRASH (still mounted)"
+		rc=1
+	elif [ "${NRS_KEEP_TRASH:-}" = 1 ]; then
+		echo "# kept $TRASH"
+	else
+		rm -rf --one-file-system "$TRASH"
+	fi
+	exit $rc
+}
+
+# The watchdog, a background loop that outlives nothing: past the time
+# limit it kills the daemon (so requests blocked on the mount fail and the
+# script reaches its EXIT trap) and then the script; and if the script dies
+# without running its trap (SIGKILL, SIGPIPE when piped into head), it
+# kills what the script started, detaches the mount and removes $TRASH.
+nrs_parent=$$
+(
+	trap - EXIT HUP INT TERM PIPE
+	exec >/dev/null 2>&1 </dev/null
+	n=0
+	while [ -d "$TRASH" ]; do
+		if ! kill -0 "$nrs_parent" 2>/dev/null; then
+			for p in $(cat "$TRASH/daemon.pid" "$TRASH/bg.pids" 2>/dev/null); do
+				nrs_is_ours "$p" && kill -9 "$p"
+			done
+			fusermount3 -u -z "$MNT" || umount -l "$MNT"
+			nrs_is_mounted || rm -rf --one-file-system "$TRASH"
+			exit 0
+		fi
+		if [ $n -eq $((NRS_TEST_TIMEOUT * 2)) ]; then
+			echo "FATAL: $this_test ran over $NRS_TEST_TIMEOUT s; aborted" \
+				>"$TRASH/timed-out"
+			p=$(cat "$TRASH/daemon.pid" 2>/dev/null)
+			nrs_is_ours "$p" && kill -9 "$p"
+			kill -TERM "$nrs_parent"
+		fi
+		sleep 0.5
+		n=$((n + 1))
+	done
+) &
+nrs_watchdog_pid=$!
+
+trap nrs_cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 141' PIPE
+
+# ---- the daemon -------------------------------------------------------
+
+nrs_show_log () {
+	echo "--- last lines of $LOG:"
+	tail -n 40 "$LOG" | sed 's/^/| /'
+	echo "---"
+}
+
+# Wait up to $1 seconds for the daemon to exit; its status in NRS_EXIT.
+nrs_wait_exit () {
+	local n=0
+	while kill -0 "$NRS_PID" 2>/dev/null; do
+		[ $n -ge $(($1 * 10)) ] && return 1
+		sleep 0.1
+		n=$((n + 1))
+	done
+	wait "$NRS_PID"
+	NRS_EXIT=$?
+	return 0
+}
+
+# nrs_mount [daemon args, e.g. -o opt]: start the daemon in the foreground
+# on $MNT with -o data=$DATA; return once the mount answers and the daemon
+# is alive.
+nrs_mount () {
+	if [ -n "$NRS_PID" ]; then
+		echo "nrs_mount: already mounted (pid $NRS_PID)"
+		return 1
+	fi
+	nrs_is_mounted && { echo "nrs_mount: something is on $MNT"; return 1; }
+	echo "=== $this_test: mount $*" >>"$LOG"
+	"$NEREUSFS" -f -o "data=$DATA" "$@" "$MNT" >>"$LOG" 2>&1 &
+	NRS_PID=$!
+	echo "$NRS_PID" >"$TRASH/daemon.pid"
+	local n=0
+	while :; do
+		if ! kill -0 "$NRS_PID" 2>/dev/null; then
+			wait "$NRS_PID"
+			echo "nrs_mount: nereusfs exited with status $? before mounting"
+			nrs_forget_daemon
+			nrs_detach
+			nrs_show_log
+			return 1
+		fi
+		if nrs_is_mounted &&
+		   timeout "$NRS_MOUNT_TIMEOUT" stat "$MNT" >/dev/null 2>&1 &&
+		   kill -0 "$NRS_PID" 2>/dev/null; then
+			return 0
+		fi
+		if [ $n -ge $((NRS_MOUNT_TIMEOUT * 10)) ]; then
+			echo "nrs_mount: $MNT not mounted after $NRS_MOUNT_TIMEOUT s"
+			kill -9 "$NRS_PID" 2>/dev/null
+			wait "$NRS_PID" 2>/dev/null
+			nrs_forget_daemon
+			nrs_detach
+			nrs_show_log
+			return 1
+		fi
+		sleep 0.1
+		n=$((n + 1))
+	done
+}
+
+# Clean unmount: fusermount3 -u, the daemon exits with status 0, and its
+# log holds no sanitizer report.
+nrs_umount () {
+	if [ -z "$NRS_PID" ]; then
+		echo "nrs_umount: not mounted"
+		return 1
+	fi
+	echo "=== $this_test: unmount" >>"$LOG"
+	if ! fusermount3 -u "$MNT"; then
+		echo "nrs_umount: fusermount3 -u failed (busy?)"
+		return 1
+	fi
+	if ! nrs_wait_exit "$NRS_UMOUNT_TIMEOUT"; then
+		echo "nrs_umount: nereusfs still running $NRS_UMOUNT_TIMEOUT s after the unmount"
+		kill -9 "$NRS_PID"
+		wait "$NRS_PID" 2>/dev/null
+		nrs_forget_daemon
+		nrs_show_log
+		return 1
+	fi
+	nrs_forget_daemon
+	if [ "$NRS_EXIT" != 0 ]; then
+		echo "nrs_umount: nereusfs exited with status $NRS_EXIT after a clean unmount"
+		nrs_show_log
+		return 1
+	fi
+	nrs_check_sanitizer
+}
+
+nrs_remount () {
+	nrs_umount && nrs_mount "$@"
+}
+
+# kill -9 the daemon, then detach its dead mount.
+nrs_kill9 () {
+	if [ -z "$NRS_PID" ]; then
+		echo "nrs_kill9: no daemon"
+		return 1
+	fi
+	echo "=== $this_test: kill -9 $NRS_PID" >>"$LOG"
+	kill -9 "$NRS_PID"
+	wait "$NRS_PID" 2>/dev/null
+	nrs_forget_daemon
+	nrs_detach || { echo "nrs_kill9: cannot detach $MNT"; return 1; }
+}
+
+# A sanitizer report in the part of $LOG not checked before fails (each
+# report fails one step, not every later one).
+nrs_log_checked=0
+nrs_check_sanitizer () {
+	local total pattern='ERROR: [A-Za-z]*Sanitizer|runtime error:'
+	total=$(wc -l <"$LOG")
+	[ "$total" -gt "$nrs_log_checked" ] || return 0
+	sed -n "$((nrs_log_checked + 1)),${total}p" "$LOG" >"$TRASH/log.new"
+	nrs_log_checked=$total
+	if grep -E "$pattern" "$TRASH/log.new" >/dev/null; then
+		echo "sanitizer report in the daemon log:"
+		grep -E -A 30 "$pattern" "$TRASH/log.new" | head -n 60 | sed 's/^/| /'
+		return 1
+	fi
+}
+
+# The daemon's log since the last mount.
+nrs_log_since_mount () {
+	awk '/^=== .*: mount/ { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' "$LOG"
+}
+
+# ---- background processes ---------------------------------------------
+
+# nrs_bg CMD...: run CMD in the background (redirect at the call site);
+# its pid is NRS_LAST_BG, and the EXIT trap kills it if still running.
+nrs_bg () {
+	"$@" &
+	NRS_LAST_BG=$!
+	NRS_BG_PIDS="$NRS_BG_PIDS $NRS_LAST_BG"
+	echo "$NRS_LAST_BG" >>"$TRASH/bg.pids"
+}
+
+# nrs_wait PID [SECONDS]: its exit status; 124 (and killed) past the limit.
+nrs_wait () {
+	local n=0
+	while kill -0 "$1" 2>/dev/null; do
+		if [ $n -ge $((${2:-60} * 10)) ]; then
+			echo "nrs_wait: process $1 still running after ${2:-60} s; killing it"
+			kill -9 "$1" 2>/dev/null
+			wait "$1" 2>/dev/null
+			return 124
+		fi
+		sleep 0.1
+		n=$((n + 1))
+	done
+	wait "$1"
+}
+
+# ---- assertions -------------------------------------------------------
+
+test_cmp () {
+	diff -u "$1" "$2"
+}
+
+# The command fails (exit 1..125), not by a signal or by not being found.
+test_must_fail () {
+	local rc
+	"$@"
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		echo "test_must_fail: command succeeded: $*"
+		return 1
+	elif [ $rc -gt 125 ]; then
+		echo "test_must_fail: command died or was not found ($rc): $*"
+		return 1
+	fi
+	return 0
+}
+
+# expect_errno ERRNO[|ERRNO...] OP ARG...: one nrs-syscalls step.
+expect_errno () {
+	local want="$1"
+	shift
+	nrs-syscalls expect "$want" "$@"
+}
+
+# The raw value of xattr NAME of FILE (no newline added).
+nrs_xattr () {
+	getfattr --absolute-names --only-values -n "$2" -- "$1"
+}
+
+# I4 for each FILE: st_size == user.nereus.head.
+nrs_check_head () {
+	local f s h
+	for f in "$@"; do
+		s=$(stat -c %s -- "$f") && h=$(nrs_xattr "$f" user.nereus.head) || return 1
+		if [ "$s" != "$h" ]; then
+			echo "I4: $f: st_size $s but user.nereus.head $h"
+			return 1
+		fi
+	done
+}
+
+# ---- steps ------------------------------------------------------------
+
+test_count=0
+test_failures=0
+
+# Run after every step: the daemon that should be running still is, and
+# nothing was reported by a sanitizer.
+nrs_post_check () {
+	if [ -n "$NRS_PID" ] && ! kill -0 "$NRS_PID" 2>/dev/null; then
+		wait "$NRS_PID"
+		echo "nereusfs (pid $NRS_PID) died during this step, status $?"
+		nrs_forget_daemon
+		nrs_detach
+		return 1
+	fi
+	nrs_check_sanitizer
+}
+
+# The body runs in a function of its own, so "|| return 1" in a loop fails
+# the step (as in git's tests).
+nrs_eval_body () {
+	eval "$nrs_body"
+}
+
+test_expect_success () {
+	nrs_desc=$1
+	nrs_body=$2
+	test_count=$((test_count + 1))
+	echo "# --- $test_count: $nrs_desc"
+	nrs_eval_body
+	nrs_rc=$?
+	if [ $nrs_rc -eq 0 ] && nrs_post_check; then
+		echo "ok $test_count - $nrs_desc"
+	else
+		test_failures=$((test_failures + 1))
+		echo "not ok $test_count - $nrs_desc (status $nrs_rc)"
+		echo "$nrs_body" | sed 's/^/#	/'
+		nrs_show_log
+	fi
+}
+
+test_done () {
+	echo "1..$test_count"
+	if [ $test_failures -ne 0 ]; then
+		echo "# $this_test: failed $test_failures of $test_count"
+		exit 1
+	fi
+	echo "# $this_test: passed all $test_count"
+	exit 0
+}
