@@ -35,31 +35,34 @@
  *
  * APPEND PROTOCOL (one appending thread)
  *
- *   A1  A batch (a multiple of 8 bytes) goes whole into one segment, the
- *       current one.  There is no current segment after scan(), after a
- *       failed fdatasync (A4), or when current size + batch > segment_size
- *       and the segment already holds a record: then rotate first, to
- *       segment max + 1: create it O_CREAT|O_EXCL, write its header,
- *       fdatasync it, fsync DIR.  Records are never appended to a segment
- *       that existed before this open.
+ *   A0  append() is refused (-EINVAL) before a successful scan(), and for
+ *       an empty batch or one that is not a multiple of 8 bytes (records
+ *       are padded to 8 so that R4 can search at 8-byte steps).
+ *   A1  A batch goes whole into one segment, the current one.  There is
+ *       no current segment after scan(), after a failed fdatasync (A4), or
+ *       when current size + batch > segment_size and the segment already
+ *       holds a record: then rotate first, to segment max + 1: create it
+ *       O_CREAT|O_EXCL, write its header, fdatasync it, fsync DIR.  A
+ *       segment that existed before this open is never appended to.  A
+ *       batch larger than segment_size fills a segment alone.
  *   A2  One pwritev at the tracked end (repeated for short writes and for
  *       more than IOV_MAX iovecs), then one fdatasync.  Only then is the
  *       position returned: the batch is durable.
  *   A3  On any failure, ftruncate back to the old end and fdatasync.  If
  *       that worked, the batch has left no trace and the error is returned.
  *       If not, the WAL is broken: the error is logged and every later
- *       append fails -EIO (a later scan may then find records of the failed
- *       batch; their commit intents reach no published head unless the
- *       caller publishes them).
+ *       append fails -EIO (a later scan may then return records of the
+ *       failed batch, which DESIGN.md I3 allows: the commit pipeline
+ *       decides whether their intents continue a head).
  *   A4  After a failed fdatasync the kernel may have dropped dirty pages
  *       and will not report it again, so the segment is never written
  *       again: the next append rotates.
  *
- * RECOVERY (scan, before the first append)
+ * RECOVERY (scan: before the first append; again only before one)
  *
- *   R1  Trailing segments of at most 64 bytes whose header is bad are torn
- *       creations (A1 interrupted): they hold no record and are unlinked
- *       (then DIR is fsynced).
+ *   R1  A last segment of at most 64 bytes with a bad header is a torn
+ *       creation (A1 interrupted): it holds no record and is unlinked, then
+ *       DIR is fsynced.
  *   R2  Any other segment with a bad header is logged and skipped whole.
  *   R3  From offset 64, a record is taken when its header decodes with a
  *       valid CRC and the whole record lies within the file; it is "whole"
@@ -67,16 +70,23 @@
  *       callback at once.  A record with a bad chunk is held back and passed
  *       (data_ok false) only once a whole record follows it, or at the end
  *       of a segment that is not the last.
- *   R4  Where no record starts, the scan searches forward at 8-byte steps
- *       for the next position where one does (R3's first test); the bytes
- *       skipped are logged as corruption with their range.
+ *   R4  Where no header verifies, the scan searches forward at 8-byte steps
+ *       for the next position where R3 takes a record, and logs the bytes
+ *       skipped as corruption.  A verified header whose record runs past
+ *       the end of the file is not searched: only its own (torn) payload
+ *       lies after it, and a record image stored in a payload must never be
+ *       taken for a record.  (Inside a range whose header is damaged such an
+ *       image cannot be told from a real record; R3's CRCs are all there is.)
  *   R5  In the last segment, everything after the last whole record that
- *       is bad (garbage, a header whose record runs past the end of the file,
- *       records with bad chunks) is a torn tail: the file is truncated to the
- *       end of the last whole record and fdatasynced ("cut torn tail").  A
- *       second scan then finds the same records and cuts nothing.
+ *       is bad (garbage, a record running past the end of the file, records
+ *       with bad chunks) is a torn tail: the file is truncated to the end of
+ *       the last whole record (64 if none) and fdatasynced, and "cut torn
+ *       tail" is logged with the byte count.  A second scan then returns the
+ *       same records and cuts nothing.
  *   R6  In any other segment nothing is cut: damage there is corruption,
  *       logged, not a crash artefact.
+ *   R7  The callback's nonzero return stops the scan and is returned.  A
+ *       scan that did not return 0 leaves the WAL unscanned (append -EINVAL).
  *
  * LOCKING
  *
@@ -148,27 +158,19 @@ struct wal_local {
 	struct iovec *iovwin;	/* WAL_IOV_MAX entries for pwritev */
 };
 
-static void put32(unsigned char *p, uint32_t v)
+static void put_le(unsigned char *p, uint64_t v, int n)
 {
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < n; i++)
 		p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static void put64(unsigned char *p, uint64_t v)
+static uint64_t get_le(const unsigned char *p, int n)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
+	uint64_t v = 0;
 
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+	while (n-- > 0)
+		v = v << 8 | p[n];
+	return v;
 }
 
 static void seg_name(char buf[SEG_NAME_MAX], uint64_t no)
@@ -204,11 +206,12 @@ static void seg_hdr_encode(unsigned char *h, uint64_t no)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	memset(h, 0, SEG_HDR);
 	memcpy(h, SEG_MAGIC, 8);
-	put32(h + 8, SEG_VERSION);
-	put32(h + 12, SEG_HDR);
-	put64(h + 16, no);
-	put64(h + 24, (uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec));
-	put32(h + SEG_CRC_OFF, nrs_crc32c(0, h, SEG_CRC_OFF));
+	put_le(h + 8, SEG_VERSION, 4);
+	put_le(h + 12, SEG_HDR, 4);
+	put_le(h + 16, no, 8);
+	put_le(h + 24, (uint64_t)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec),
+	       8);
+	put_le(h + SEG_CRC_OFF, nrs_crc32c(0, h, SEG_CRC_OFF), 4);
 }
 
 static bool seg_hdr_ok(const unsigned char *h, uint64_t no)
@@ -216,9 +219,9 @@ static bool seg_hdr_ok(const unsigned char *h, uint64_t no)
 	static const unsigned char zero[28];
 
 	return memcmp(h, SEG_MAGIC, 8) == 0 &&
-	       get32(h + SEG_CRC_OFF) == nrs_crc32c(0, h, SEG_CRC_OFF) &&
-	       get32(h + 8) == SEG_VERSION && get32(h + 12) == SEG_HDR &&
-	       get64(h + 16) == no && memcmp(h + 32, zero, sizeof(zero)) == 0;
+	       get_le(h + SEG_CRC_OFF, 4) == nrs_crc32c(0, h, SEG_CRC_OFF) &&
+	       get_le(h + 8, 4) == SEG_VERSION && get_le(h + 12, 4) == SEG_HDR &&
+	       get_le(h + 16, 8) == no && memcmp(h + 32, zero, sizeof(zero)) == 0;
 }
 
 /* Index of segment no, or -1.  Caller holds w->lock. */
@@ -405,6 +408,8 @@ static int rotate(struct wal_local *w)
 		rc = -errno;
 		nrs_err("local WAL %s: create %s: %s", w->dir, name,
 			strerror(-rc));
+		if (rc == -EEXIST)
+			w->next_no = no + 1;	/* not ours: never touch it */
 		return rc;
 	}
 	w->next_no = no + 1;	/* never reuse a number, even on failure */
@@ -560,6 +565,7 @@ static int sb_get(struct scan *s, uint64_t off, size_t want,
 	ssize_t n;
 
 	if (off >= s->fsize) {
+		*p = s->buf;
 		*avail = 0;
 		return 0;
 	}
@@ -598,13 +604,14 @@ static int sb_get(struct scan *s, uint64_t off, size_t want,
 /*
  * R3's first test at off: 1 if a record with a valid header lies wholly
  * within the file there (*r, *rec point at it, the whole record in the
- * buffer), 0 if not, or -errno.
+ * buffer), 2 if a valid header's record runs past the end of the file, 0 if
+ * no valid header starts at off, or -errno.
  */
 static int record_at(struct scan *s, uint64_t off, struct nrs_walrec *r,
 		     const unsigned char **rec)
 {
-	const unsigned char *p;
-	size_t avail, tl;
+	const unsigned char *p = NULL;
+	size_t avail = 0, tl;
 	int rc;
 
 	rc = sb_get(s, off, NRS_WALREC_FIXED, &p, &avail);
@@ -621,12 +628,12 @@ static int record_at(struct scan *s, uint64_t off, struct nrs_walrec *r,
 		return 0;
 	tl = nrs_walrec_total_len(r->len);
 	if (tl > s->fsize - off)
-		return 0;
+		return 2;
 	rc = sb_get(s, off, tl, &p, &avail);
 	if (rc < 0)
 		return rc;
 	if (avail < tl)
-		return 0;
+		return 2;	/* the file shrank under us */
 	*rec = p;
 	return 1;
 }
@@ -680,6 +687,60 @@ static int cut_tail(struct scan *s, uint64_t no, uint64_t end)
 	return 0;
 }
 
+/* R1: the last segment is a torn creation (A1 interrupted): no record. */
+static int drop_torn_creation(struct scan *s, uint64_t no)
+{
+	struct wal_local *w = s->w;
+	ssize_t i;
+	int rc;
+
+	if (unlinkat(w->dirfd, s->name, 0) < 0) {
+		rc = -errno;
+		nrs_err("local WAL %s/%s: unlink torn segment: %s", w->dir,
+			s->name, strerror(-rc));
+		return rc;
+	}
+	rc = fsync_dir(w);
+	if (rc < 0)
+		return rc;
+	nrs_warn("local WAL %s/%s: removed segment torn at creation (%" PRIu64
+		 " bytes)", w->dir, s->name, s->fsize);
+	pthread_mutex_lock(&w->lock);
+	i = seg_find(w, no);
+	if (i >= 0) {
+		memmove(&w->segs[i], &w->segs[i + 1],
+			(w->nsegs - (size_t)i - 1) * sizeof(w->segs[0]));
+		w->nsegs--;
+	}
+	pthread_mutex_unlock(&w->lock);
+	close(s->fd);
+	return 0;
+}
+
+/*
+ * R4: the next position after off where a record lies wholly in the file
+ * (*q; the file size if none).  The scan never resumes inside the extent of
+ * a valid header (record_at's 2): only that record's own payload is there.
+ */
+static int next_record(struct scan *s, uint64_t off, uint64_t *q)
+{
+	const unsigned char *p;
+	struct nrs_walrec r;
+	int rc;
+
+	for (off += NRS_WALREC_ALIGN; off < s->fsize; off += NRS_WALREC_ALIGN) {
+		rc = record_at(s, off, &r, &p);
+		if (rc < 0)
+			return rc;
+		if (rc == 1) {
+			*q = off;
+			return 0;
+		}
+	}
+	*q = s->fsize;
+	return 0;
+}
+
 /* R2..R6 for one segment. */
 static int scan_segment(struct scan *s, uint64_t no, bool last)
 {
@@ -706,6 +767,8 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 	if (rc < 0)
 		return rc;
 	if (avail < SEG_HDR || !seg_hdr_ok(p, no)) {
+		if (last && s->fsize <= SEG_HDR)
+			return drop_torn_creation(s, no);	/* R1 */
 		nrs_err("local WAL %s/%s: corrupt segment header (%" PRIu64
 			" bytes): segment skipped", w->dir, s->name, s->fsize);
 		return 0;					/* R2 */
@@ -713,22 +776,14 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 	while (off < s->fsize) {
 		struct nrs_wal_rec_info ri = { .pos = { no, off } };
 		uint32_t bad = 0;
-		uint64_t q;
+		uint64_t q = s->fsize;
 
 		rc = record_at(s, off, &ri.rec, &p);
 		if (rc < 0)
 			return rc;
-		if (rc == 0) {					/* R4 */
-			for (q = off + NRS_WALREC_ALIGN; q < s->fsize;
-			     q += NRS_WALREC_ALIGN) {
-				rc = record_at(s, q, &ri.rec, &p);
-				if (rc < 0)
-					return rc;
-				if (rc == 1)
-					break;
-			}
-			if (q > s->fsize)
-				q = s->fsize;
+		if (rc != 1) {					/* R4 */
+			if (rc == 0 && (rc = next_record(s, off, &q)) < 0)
+				return rc;
 			if (q < s->fsize || !last)
 				nrs_err("local WAL %s/%s: corrupt bytes [%" PRIu64
 					", %" PRIu64 ") skipped", w->dir,
@@ -768,64 +823,14 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 	return flush_pending(s);			/* R6 */
 }
 
-/* R1: unlink trailing segments a crash left during their creation. */
-static int drop_torn_creations(struct wal_local *w)
-{
-	unsigned char h[SEG_HDR];
-	char name[SEG_NAME_MAX];
-	struct stat st;
-	uint64_t no;
-	ssize_t n;
-	int fd, rc;
-
-	for (;;) {
-		pthread_mutex_lock(&w->lock);
-		no = w->nsegs ? w->segs[w->nsegs - 1].no : 0;
-		pthread_mutex_unlock(&w->lock);
-		if (no == 0)
-			return 0;
-		seg_name(name, no);
-		rc = seg_fd(w, no, &fd);
-		if (rc < 0)
-			return rc;
-		if (fstat(fd, &st) < 0)
-			return -errno;
-		if (st.st_size > SEG_HDR)
-			return 0;
-		n = pread_full(fd, h, SEG_HDR, 0);
-		if (n < 0)
-			return (int)n;
-		if (n == SEG_HDR && seg_hdr_ok(h, no))
-			return 0;
-		if (unlinkat(w->dirfd, name, 0) < 0) {
-			rc = -errno;
-			nrs_err("local WAL %s: unlink torn segment %s: %s",
-				w->dir, name, strerror(-rc));
-			return rc;
-		}
-		rc = fsync_dir(w);
-		if (rc < 0)
-			return rc;
-		nrs_warn("local WAL %s: removed segment %s, torn at creation "
-			 "(%lld bytes)", w->dir, name, (long long)st.st_size);
-		pthread_mutex_lock(&w->lock);
-		w->nsegs--;
-		pthread_mutex_unlock(&w->lock);
-		close(fd);
-	}
-}
-
 static int local_scan(struct nrs_wal *base, nrs_wal_scan_cb cb, void *ctx)
 {
 	struct wal_local *w = (struct wal_local *)base;
 	struct scan s = { .w = w, .cb = cb, .ctx = ctx, .fd = -1 };
-	int rc;
+	int rc = 0;
 
 	if (w->appended || !cb)
 		return -EINVAL;
-	rc = drop_torn_creations(w);
-	if (rc < 0)
-		return rc;
 	s.buf = malloc(SCAN_BUF_SIZE);
 	if (!s.buf)
 		return -ENOMEM;

@@ -1,0 +1,920 @@
+/*
+ * test_wal_local.c - the local segment-file WAL: append and read back,
+ * rotation, recovery of torn and corrupt segments, and the append failure
+ * protocol (faults injected by interposing pwritev, fdatasync and ftruncate,
+ * which the linker binds to the definitions below).
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "wal.h"
+#include "walrec.h"
+
+/* ---- fault injection --------------------------------------------------- */
+
+static struct {
+	int short_writes;	/* pwritev writes at most half an iovec */
+	int partial_then_errno;	/* one partial pwritev, then fail with this */
+	int fdatasync_fail;	/* fail the next n fdatasync calls (EIO) */
+	int ftruncate_fail;	/* fail the next n ftruncate calls (EIO) */
+	int pwritev_calls, fdatasync_calls;
+} fault;
+
+ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	static ssize_t (*real)(int, const struct iovec *, int, off_t);
+	int j = 0;
+
+	if (!real)
+		real = (ssize_t (*)(int, const struct iovec *, int, off_t))
+			dlsym(RTLD_NEXT, "pwritev");
+	if (++fault.pwritev_calls > 100000) {	/* a writer that never ends */
+		errno = EIO;
+		return -1;
+	}
+	if (fault.partial_then_errno < 0) {
+		errno = -fault.partial_then_errno;
+		fault.partial_then_errno = 0;
+		return -1;
+	}
+	if (!fault.short_writes && !fault.partial_then_errno)
+		return real(fd, iov, cnt, off);
+	while (j < cnt - 1 && iov[j].iov_len == 0)
+		j++;
+	{
+		struct iovec one = iov[j];
+
+		one.iov_len = (one.iov_len + 1) / 2;
+		if (fault.partial_then_errno)
+			fault.partial_then_errno = -fault.partial_then_errno;
+		return real(fd, &one, 1, off);
+	}
+}
+
+int fdatasync(int fd)
+{
+	static int (*real)(int);
+
+	if (!real)
+		real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+	fault.fdatasync_calls++;
+	if (fault.fdatasync_fail > 0) {
+		fault.fdatasync_fail--;
+		errno = EIO;
+		return -1;
+	}
+	return real(fd);
+}
+
+int ftruncate(int fd, off_t len)
+{
+	static int (*real)(int, off_t);
+
+	if (!real)
+		real = (int (*)(int, off_t))dlsym(RTLD_NEXT, "ftruncate");
+	if (fault.ftruncate_fail > 0) {
+		fault.ftruncate_fail--;
+		errno = EIO;
+		return -1;
+	}
+	return real(fd, len);
+}
+
+/* ---- helpers ----------------------------------------------------------- */
+
+struct fx {
+	char root[64];
+	char dir[128];		/* the WAL directory, not created yet */
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	strcpy(f->root, "/tmp/nrs-wal-XXXXXX");
+	if (!mkdtemp(f->root))
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "%s/wal", f->root);
+	memset(&fault, 0, sizeof(fault));
+	*state = f;
+	return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int type,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)type;
+	(void)ftw;
+	return remove(path);
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	int rc = nftw(f->root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+
+	memset(&fault, 0, sizeof(fault));
+	free(f);
+	return rc;
+}
+
+/* A whole record (header, payload, padding) whose bytes derive from lsn. */
+struct rec {
+	unsigned char *buf;
+	size_t len;
+};
+
+static struct rec mkrec(uint64_t lsn, uint32_t plen)
+{
+	struct nrs_walrec r = {
+		.kind = NRS_WALREC_DATA, .lsn = lsn, .stream_id = 5,
+		.base = lsn * 1000, .len = plen, .n_appends = plen ? 1 : 0,
+		.epoch = 1, .prev_lsn = lsn - 1,
+	};
+	struct rec x;
+	struct iovec iov;
+	size_t hl = nrs_walrec_hdr_len(plen);
+
+	x.len = nrs_walrec_total_len(plen);
+	x.buf = calloc(1, x.len);
+	assert_non_null(x.buf);
+	for (uint32_t i = 0; i < plen; i++)
+		x.buf[hl + i] = (unsigned char)(lsn * 31 + i * 7 + (i >> 8));
+	iov.iov_base = x.buf + hl;
+	iov.iov_len = plen;
+	assert_int_equal(nrs_walrec_encode_hdr(&r, &iov, 1, x.buf, hl),
+			 (ssize_t)hl);
+	return x;
+}
+
+static struct nrs_wal *wal_open(const char *dir, uint64_t seg_size)
+{
+	struct nrs_wal_local_opts o = { .segment_size = seg_size };
+	struct nrs_wal *w = NULL;
+
+	assert_int_equal(nrs_wal_local_open(dir, &o, &w), 0);
+	assert_non_null(w);
+	return w;
+}
+
+struct seen {
+	size_t n;
+	struct nrs_wal_rec_info ri[512];
+	size_t stop_at;		/* return -ECANCELED at this record, 0: never */
+};
+
+static int collect(void *ctx, const struct nrs_wal_rec_info *ri)
+{
+	struct seen *s = ctx;
+
+	if (s->n >= sizeof(s->ri) / sizeof(s->ri[0]))
+		return -ENOSPC;
+	s->ri[s->n++] = *ri;
+	if (s->stop_at && s->n == s->stop_at)
+		return -ECANCELED;
+	return 0;
+}
+
+static struct seen *scan_all(struct nrs_wal *w)
+{
+	struct seen *s = calloc(1, sizeof(*s));
+
+	assert_non_null(s);
+	assert_int_equal(nrs_wal_scan(w, collect, s), 0);
+	return s;
+}
+
+/* Append one record per batch: lsn first.. with the given payload sizes. */
+static void append_recs(struct nrs_wal *w, uint64_t first, const uint32_t *plen,
+			size_t n, struct nrs_wal_pos *pos)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct rec x = mkrec(first + i, plen[i]);
+		struct iovec iov = { x.buf, x.len };
+
+		assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[i]), 0);
+		free(x.buf);
+	}
+}
+
+static void check_read(struct nrs_wal *w, struct nrs_wal_pos pos,
+		       uint64_t lsn, uint32_t plen)
+{
+	struct rec x = mkrec(lsn, plen);
+	unsigned char *buf = malloc(x.len);
+
+	assert_non_null(buf);
+	assert_int_equal(nrs_wal_read(w, pos, buf, x.len), (ssize_t)x.len);
+	assert_memory_equal(buf, x.buf, x.len);
+	free(buf);
+	free(x.buf);
+}
+
+static void seg_path(char *buf, size_t size, const char *dir, uint64_t no)
+{
+	snprintf(buf, size, "%s/%016" PRIx64 ".seg", dir, no);
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_size;
+}
+
+static void flip_byte(const char *path, off_t off, unsigned char mask)
+{
+	unsigned char c;
+	int fd = open(path, O_RDWR);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &c, 1, off), 1);
+	c ^= mask;
+	assert_int_equal(pwrite(fd, &c, 1, off), 1);
+	close(fd);
+}
+
+static void append_bytes(const char *path, const void *p, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_APPEND);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, p, n), (ssize_t)n);
+	close(fd);
+}
+
+static const uint32_t five[] = { 100, 70000, 0, 300, 5000 };
+
+/* Segment 1 holds records 1..5 (payloads five[]); *pos gets positions. */
+static void make_five(struct fx *f, struct nrs_wal_pos pos[5])
+{
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	struct seen *s = scan_all(w);
+
+	assert_int_equal(s->n, 0);
+	append_recs(w, 1, five, 5, pos);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(pos[i].seg, 1);
+	nrs_wal_close(w);
+	free(s);
+}
+
+/* Reopen and scan; expect records with the given lsns, each data_ok as
+ * given, at the positions the appends returned. */
+static void expect_scan(struct fx *f, const struct nrs_wal_pos *pos,
+			const uint64_t *lsns, const bool *ok, size_t n)
+{
+	struct nrs_wal *w = wal_open(f->dir, 0);
+
+	for (int round = 0; round < 2; round++) {	/* a second scan agrees */
+		struct seen *s = scan_all(w);
+
+		assert_int_equal(s->n, n);
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(s->ri[i].rec.lsn, lsns[i]);
+			assert_int_equal(s->ri[i].pos.seg, pos[lsns[i] - 1].seg);
+			assert_int_equal(s->ri[i].pos.off, pos[lsns[i] - 1].off);
+			assert_int_equal(s->ri[i].data_ok, ok ? ok[i] : true);
+			assert_int_equal(s->ri[i].rec.len, five[lsns[i] - 1]);
+		}
+		free(s);
+	}
+	nrs_wal_close(w);
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+static void test_append_read(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);	/* creates the dir */
+	struct nrs_wal_pos pos[5], bp;
+	struct nrs_wal_stats st;
+	struct rec a = mkrec(10, 3), b = mkrec(11, 65537);
+	struct iovec iov[3] = { { a.buf, a.len }, { b.buf, 20 },
+				{ b.buf + 20, b.len - 20 } };
+	char path[256];
+	unsigned char tmp[16];
+	struct seen *s = scan_all(w);
+
+	free(s);
+	append_recs(w, 1, five, 5, pos);
+	assert_int_equal(pos[0].off, 64);
+	assert_int_equal(pos[1].off, 64 + nrs_walrec_total_len(100));
+	assert_int_equal(nrs_wal_append(w, iov, 3, &bp), 0);	/* one batch */
+	for (int i = 0; i < 5; i++)
+		check_read(w, pos[i], (uint64_t)i + 1, five[i]);
+	check_read(w, bp, 10, 3);
+	check_read(w, (struct nrs_wal_pos){ bp.seg, bp.off + a.len }, 11, 65537);
+
+	seg_path(path, sizeof(path), f->dir, 1);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.segments, 1);
+	assert_int_equal(st.cur_seg, 1);
+	assert_false(st.broken);
+	assert_int_equal(st.bytes, (uint64_t)file_size(path));
+	assert_int_equal(st.bytes, bp.off + a.len + b.len);
+
+	/* Short at the end of the segment, 0 past it, -ENOENT elsewhere. */
+	assert_int_equal(nrs_wal_read(w, (struct nrs_wal_pos){ 1, st.bytes - 5 },
+				      tmp, sizeof(tmp)), 5);
+	assert_int_equal(nrs_wal_read(w, (struct nrs_wal_pos){ 1, st.bytes + 9 },
+				      tmp, sizeof(tmp)), 0);
+	assert_int_equal(nrs_wal_read(w, (struct nrs_wal_pos){ 2, 64 }, tmp, 1),
+			 -ENOENT);
+	assert_int_equal(nrs_wal_read(w, (struct nrs_wal_pos){ 0, 64 }, tmp, 1),
+			 -ENOENT);
+	/* A batch must keep records 8-aligned. */
+	iov[0].iov_len = 12;
+	assert_int_equal(nrs_wal_append(w, iov, 1, &bp), -EINVAL);
+	assert_int_equal(nrs_wal_append(w, iov, 0, &bp), -EINVAL);
+	nrs_wal_close(w);
+	free(a.buf);
+	free(b.buf);
+}
+
+static void test_rotation(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 4096);
+	struct nrs_wal_pos pos[21];
+	uint32_t plen[21];
+	struct nrs_wal_stats st;
+	uint64_t bytes = 0;
+	char path[256];
+	struct seen *s = scan_all(w);
+
+	free(s);
+	for (int i = 0; i < 20; i++)
+		plen[i] = 900 + (uint32_t)i * 13;
+	plen[20] = 10000;		/* larger than a segment: a segment alone */
+	append_recs(w, 1, plen, 21, pos);
+	for (int i = 1; i < 21; i++) {
+		assert_true(pos[i].seg >= pos[i - 1].seg);
+		if (pos[i].seg == pos[i - 1].seg)
+			assert_int_equal(pos[i].off, pos[i - 1].off +
+					 nrs_walrec_total_len(plen[i - 1]));
+		else
+			assert_int_equal(pos[i].off, 64);
+	}
+	assert_true(pos[19].seg >= 5);
+	assert_int_equal(pos[20].seg, pos[19].seg + 1);
+	for (int i = 0; i < 21; i++)
+		check_read(w, pos[i], (uint64_t)i + 1, plen[i]);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.segments, pos[20].seg);
+	assert_int_equal(st.cur_seg, pos[20].seg);
+	for (uint64_t no = 1; no <= pos[20].seg; no++) {
+		seg_path(path, sizeof(path), f->dir, no);
+		assert_true(no == pos[20].seg || file_size(path) <= 4096);
+		bytes += (uint64_t)file_size(path);
+	}
+	assert_int_equal(st.bytes, bytes);
+	nrs_wal_close(w);
+
+	/* Reopen: every record in order at its position; appends go to a new
+	 * segment; no scan after an append. */
+	w = wal_open(f->dir, 4096);
+	s = scan_all(w);
+	assert_int_equal(s->n, 21);
+	for (int i = 0; i < 21; i++) {
+		assert_int_equal(s->ri[i].rec.lsn, i + 1);
+		assert_int_equal(s->ri[i].rec.len, plen[i]);
+		assert_int_equal(s->ri[i].pos.seg, pos[i].seg);
+		assert_int_equal(s->ri[i].pos.off, pos[i].off);
+		assert_true(s->ri[i].data_ok);
+	}
+	free(s);
+	append_recs(w, 22, plen, 1, pos);
+	assert_int_equal(pos[0].seg, pos[20].seg + 1);
+	assert_int_equal(pos[0].off, 64);
+	check_read(w, pos[0], 22, plen[0]);
+	assert_int_equal(nrs_wal_scan(w, collect, NULL), -EINVAL);
+	nrs_wal_close(w);
+}
+
+static void test_scan_stop_and_order(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[5];
+	struct nrs_wal *w;
+	struct seen s = { .stop_at = 3 };
+	struct rec x = mkrec(9, 8);
+	struct iovec iov = { x.buf, x.len };
+
+	w = wal_open(f->dir, 0);
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[0]), -EINVAL);
+	nrs_wal_close(w);
+	make_five(f, pos);
+	w = wal_open(f->dir, 0);
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[0]), -EINVAL);
+	assert_int_equal(nrs_wal_scan(w, collect, &s), -ECANCELED);
+	assert_int_equal(s.n, 3);
+	/* A stopped scan leaves the WAL unscanned. */
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[0]), -EINVAL);
+	nrs_wal_close(w);
+	expect_scan(f, pos, (uint64_t[]){ 1, 2, 3, 4, 5 }, NULL, 5);
+	free(x.buf);
+}
+
+static void test_torn_header(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[5];
+	char path[256];
+
+	make_five(f, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	assert_int_equal(truncate(path, (off_t)pos[4].off + 30), 0);
+	expect_scan(f, pos, (uint64_t[]){ 1, 2, 3, 4 }, NULL, 4);
+	assert_int_equal(file_size(path), pos[4].off);
+}
+
+static void test_torn_payload(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[5];
+	char path[256];
+
+	make_five(f, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	/* The header is whole, the payload runs past the end of the file. */
+	assert_int_equal(truncate(path, (off_t)(pos[4].off +
+			 nrs_walrec_hdr_len(five[4]) + 1000)), 0);
+	expect_scan(f, pos, (uint64_t[]){ 1, 2, 3, 4 }, NULL, 4);
+	assert_int_equal(file_size(path), pos[4].off);
+}
+
+/* A torn record whose payload holds a record image: the image must never
+ * come back as a record. */
+static void test_torn_embedded(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[5], p6;
+	struct rec inner = mkrec(100, 40);
+	struct nrs_walrec r = {
+		.kind = NRS_WALREC_DATA, .lsn = 6, .stream_id = 5, .base = 1,
+		.len = 70000, .n_appends = 1, .epoch = 1, .prev_lsn = 5,
+	};
+	size_t hl = nrs_walrec_hdr_len(r.len), tl = nrs_walrec_total_len(r.len);
+	unsigned char *outer = calloc(1, tl);
+	struct iovec iov = { outer + hl, r.len };
+	struct nrs_wal *w;
+	struct seen *s;
+	char path[256];
+
+	assert_non_null(outer);
+	memcpy(outer + hl, inner.buf, inner.len);
+	assert_int_equal(nrs_walrec_encode_hdr(&r, &iov, 1, outer, hl),
+			 (ssize_t)hl);
+	iov = (struct iovec){ outer, tl };
+	make_five(f, pos);
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	free(s);
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &p6), 0);
+	assert_int_equal(p6.seg, 2);
+	assert_int_equal((p6.off + hl) % 8, 0);
+	nrs_wal_close(w);
+	seg_path(path, sizeof(path), f->dir, 2);
+	assert_int_equal(truncate(path, (off_t)(p6.off + hl + inner.len + 100)),
+			 0);
+	expect_scan(f, pos, (uint64_t[]){ 1, 2, 3, 4, 5 }, NULL, 5);
+	assert_int_equal(file_size(path), 64);
+	free(outer);
+	free(inner.buf);
+}
+
+static void test_garbage_tail(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[5];
+	unsigned char junk[4096];
+	char path[256];
+	off_t end;
+
+	make_five(f, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	end = file_size(path);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)(i * 2654435761u >> 13);
+	append_bytes(path, junk, 101);
+	expect_scan(f, pos, (uint64_t[]){ 1, 2, 3, 4, 5 }, NULL, 5);
+	assert_int_equal(file_size(path), end);
+
+	memset(junk, 0, sizeof(junk));	/* an extended, never-written tail */
+	append_bytes(path, junk, sizeof(junk));
+	expect_scan(f, pos, (uint64_t[]){ 1, 2, 3, 4, 5 }, NULL, 5);
+	assert_int_equal(file_size(path), end);
+
+	/* A copy of a whole header with its payload missing. */
+	{
+		struct rec x = mkrec(6, 3000);
+
+		append_bytes(path, x.buf, x.len - 8);
+		free(x.buf);
+	}
+	expect_scan(f, pos, (uint64_t[]){ 1, 2, 3, 4, 5 }, NULL, 5);
+	assert_int_equal(file_size(path), end);
+}
+
+static void test_payload_flip_middle(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[5];
+	char path[256];
+	off_t end;
+
+	make_five(f, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	end = file_size(path);
+	/* Record 2's second chunk. */
+	flip_byte(path, (off_t)(pos[1].off + nrs_walrec_hdr_len(five[1]) +
+				65536 + 17), 0x04);
+	expect_scan(f, pos, (uint64_t[]){ 1, 2, 3, 4, 5 },
+		    (bool[]){ true, false, true, true, true }, 5);
+	assert_int_equal(file_size(path), end);
+}
+
+static void test_payload_flip_last(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[5];
+	char path[256];
+
+	make_five(f, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	/* Records 4 and 5 both fail their chunks and nothing whole follows:
+	 * a torn tail, cut from record 4 on. */
+	flip_byte(path, (off_t)(pos[3].off + nrs_walrec_hdr_len(five[3]) + 1), 1);
+	flip_byte(path, (off_t)(pos[4].off + nrs_walrec_hdr_len(five[4]) + 9), 1);
+	expect_scan(f, pos, (uint64_t[]){ 1, 2, 3 }, NULL, 3);
+	assert_int_equal(file_size(path), pos[3].off);
+}
+
+static void test_corrupt_header_middle(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[5];
+	char path[256];
+	off_t end;
+
+	make_five(f, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	end = file_size(path);
+	flip_byte(path, (off_t)pos[1].off + 10, 0x80);	/* record 2's lsn */
+	flip_byte(path, (off_t)pos[2].off, 0xff);	/* record 3's magic */
+	expect_scan(f, pos, (uint64_t[]){ 1, 4, 5 }, NULL, 3);
+	assert_int_equal(file_size(path), end);
+}
+
+static void test_bad_segments(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[5], p2[3];
+	char path[256];
+	struct nrs_wal *w;
+	struct seen *s;
+	uint32_t plen[3] = { 10, 20, 30 };
+	unsigned char junk[40];
+
+	make_five(f, pos);				/* segment 1 */
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	free(s);
+	append_recs(w, 6, plen, 3, p2);			/* segment 2 */
+	assert_int_equal(p2[0].seg, 2);
+	nrs_wal_close(w);
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	free(s);
+	append_recs(w, 9, plen, 1, p2);			/* segment 3 */
+	assert_int_equal(p2[0].seg, 3);
+	nrs_wal_close(w);
+
+	/* Garbage at the end of segment 1 (not the last): logged, kept; its
+	 * last record's payload is damaged: passed on with data_ok false. */
+	seg_path(path, sizeof(path), f->dir, 1);
+	flip_byte(path, (off_t)(pos[4].off + nrs_walrec_hdr_len(five[4]) + 3),
+		  0x40);
+	memset(junk, 0x33, sizeof(junk));
+	append_bytes(path, junk, sizeof(junk));
+	/* Segment 2's header is bad: skipped whole. */
+	seg_path(path, sizeof(path), f->dir, 2);
+	flip_byte(path, 20, 1);
+	/* Segment 4 is a torn creation: removed. */
+	seg_path(path, sizeof(path), f->dir, 4);
+	{
+		int fd = open(path, O_WRONLY | O_CREAT, 0600);
+
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, "NRSWAL", 6), 6);
+		close(fd);
+	}
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 6);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(s->ri[i].rec.lsn, i + 1);
+		assert_int_equal(s->ri[i].data_ok, i != 4);
+	}
+	assert_int_equal(s->ri[5].rec.lsn, 9);
+	assert_true(s->ri[5].data_ok);
+	assert_int_equal(s->ri[5].pos.seg, 3);
+	free(s);
+	assert_int_equal(access(path, F_OK), -1);
+	seg_path(path, sizeof(path), f->dir, 1);
+	assert_int_equal(file_size(path), pos[4].off +
+			 nrs_walrec_total_len(five[4]) + sizeof(junk));
+	append_recs(w, 10, plen, 1, p2);
+	assert_true(p2[0].seg >= 4);
+	check_read(w, p2[0], 10, plen[0]);
+	nrs_wal_close(w);
+}
+
+static void test_directories(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w;
+	struct seen *s;
+	char deep[256];
+
+	snprintf(deep, sizeof(deep), "%s/a/b/c/", f->root);
+	w = wal_open(deep, 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 0);
+	free(s);
+	nrs_wal_close(w);
+	assert_int_equal(mkdir(f->dir, 0700), 0);		/* empty, existing */
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 0);
+	free(s);
+	nrs_wal_close(w);
+	snprintf(deep, sizeof(deep), "%s/file", f->root);
+	{
+		int fd = open(deep, O_WRONLY | O_CREAT, 0600);
+
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	w = NULL;
+	assert_int_equal(nrs_wal_local_open(deep, NULL, &w), -ENOTDIR);
+	assert_null(w);
+	assert_int_equal(nrs_wal_local_open("", NULL, &w), -EINVAL);
+}
+
+static void test_many_iovecs(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	struct rec x = mkrec(1, 30000);
+	int n = 3000;
+	struct iovec *iov = calloc((size_t)n, sizeof(*iov));
+	struct nrs_wal_pos pos;
+	size_t off = 0;
+	struct seen *s = scan_all(w);
+
+	free(s);
+	assert_non_null(iov);
+	for (int i = 0; i < n; i++) {
+		size_t len = i == n - 1 ? x.len - off : (size_t)(i % 7) * 2;
+
+		iov[i].iov_base = x.buf + off;
+		iov[i].iov_len = len;
+		off += len;
+	}
+	assert_int_equal(nrs_wal_append(w, iov, n, &pos), 0);	/* > IOV_MAX */
+	assert_int_equal(fault.pwritev_calls, 3);
+	check_read(w, pos, 1, 30000);
+	fault.short_writes = 1;		/* now every write comes up short */
+	assert_int_equal(nrs_wal_append(w, iov, n, &pos), 0);
+	fault.short_writes = 0;
+	assert_true(fault.pwritev_calls > 3000);
+	check_read(w, pos, 1, 30000);
+	nrs_wal_close(w);
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 2);
+	assert_true(s->ri[0].data_ok && s->ri[1].data_ok);
+	free(s);
+	nrs_wal_close(w);
+	free(iov);
+	free(x.buf);
+}
+
+static void test_big_record(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	uint32_t plen[3] = { 100, 9u << 20, 200 };
+	struct nrs_wal_pos pos[3];
+	struct seen *s = scan_all(w);
+
+	free(s);
+	append_recs(w, 1, plen, 3, pos);
+	nrs_wal_close(w);
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 3);
+	for (int i = 0; i < 3; i++)
+		assert_true(s->ri[i].data_ok);
+	check_read(w, pos[1], 2, plen[1]);
+	free(s);
+	nrs_wal_close(w);
+}
+
+/* ENOSPC after a partial write: undone, the segment keeps being used. */
+static void test_fault_enospc(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	struct nrs_wal_pos pos[5];
+	struct rec x = mkrec(2, 5000);
+	struct iovec iov = { x.buf, x.len };
+	char path[256];
+	off_t end;
+	struct seen *s = scan_all(w);
+
+	free(s);
+	append_recs(w, 1, five, 1, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	end = file_size(path);
+	fault.partial_then_errno = ENOSPC;
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[1]), -ENOSPC);
+	assert_int_equal(file_size(path), end);
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[1]), 0);
+	assert_int_equal(pos[1].seg, 1);
+	assert_int_equal(pos[1].off, end);
+	check_read(w, pos[1], 2, 5000);
+	nrs_wal_close(w);
+	free(x.buf);
+}
+
+/* A failed fdatasync: undone, and the next append starts a new segment. */
+static void test_fault_fdatasync(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	struct nrs_wal_pos pos[5];
+	struct rec x = mkrec(2, 5000);
+	struct iovec iov = { x.buf, x.len };
+	char path[256];
+	off_t end;
+	struct seen *s = scan_all(w);
+
+	free(s);
+	append_recs(w, 1, five, 1, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	end = file_size(path);
+	fault.fdatasync_fail = 1;
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[1]), -EIO);
+	assert_int_equal(file_size(path), end);
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[1]), 0);
+	assert_int_equal(pos[1].seg, 2);
+	assert_int_equal(pos[1].off, 64);
+	check_read(w, pos[1], 2, 5000);
+	nrs_wal_close(w);
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 2);
+	assert_int_equal(s->ri[1].pos.seg, 2);
+	free(s);
+	nrs_wal_close(w);
+	free(x.buf);
+}
+
+/* The undo fails too: the WAL refuses every later append. */
+static void test_fault_broken(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	struct nrs_wal_pos pos[5];
+	struct nrs_wal_stats st;
+	struct rec x = mkrec(2, 5000);
+	struct iovec iov = { x.buf, x.len };
+	struct seen *s = scan_all(w);
+
+	free(s);
+	append_recs(w, 1, five, 1, pos);
+	fault.fdatasync_fail = 1;
+	fault.ftruncate_fail = 1;
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[1]), -EIO);
+	nrs_wal_stats(w, &st);
+	assert_true(st.broken);
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos[1]), -EIO);
+	check_read(w, pos[0], 1, five[0]);	/* reads still work */
+	nrs_wal_close(w);
+	free(x.buf);
+}
+
+/* Readers race the appender across rotations. */
+struct race {
+	struct nrs_wal *w;
+	struct nrs_wal_pos pos[300];
+	uint32_t plen[300];
+	atomic_int published;
+	atomic_int done;
+	atomic_int bad;
+};
+
+static void *reader(void *arg)
+{
+	struct race *r = arg;
+	unsigned seed = (unsigned)(uintptr_t)&seed;
+	unsigned char buf[4096];
+
+	while (!atomic_load(&r->done)) {
+		int n = atomic_load(&r->published);
+		int i;
+		struct rec x;
+
+		seed = seed * 1103515245 + 12345;
+		if (n == 0)
+			continue;
+		i = (int)(seed >> 8) % n;
+		x = mkrec((uint64_t)i + 1, r->plen[i]);
+		if (nrs_wal_read(r->w, r->pos[i], buf, x.len) != (ssize_t)x.len ||
+		    memcmp(buf, x.buf, x.len) != 0)
+			atomic_fetch_add(&r->bad, 1);
+		free(x.buf);
+	}
+	return NULL;
+}
+
+static void test_concurrent_reads(void **state)
+{
+	struct fx *f = *state;
+	struct race *r = calloc(1, sizeof(*r));
+	pthread_t th[4];
+	struct seen *s;
+
+	assert_non_null(r);
+	r->w = wal_open(f->dir, 16384);
+	s = scan_all(r->w);
+	free(s);
+	for (int t = 0; t < 4; t++)
+		assert_int_equal(pthread_create(&th[t], NULL, reader, r), 0);
+	for (int i = 0; i < 300; i++) {
+		r->plen[i] = 100 + (uint32_t)(i * 37) % 3000;
+		append_recs(r->w, (uint64_t)i + 1, &r->plen[i], 1, &r->pos[i]);
+		atomic_store(&r->published, i + 1);
+	}
+	atomic_store(&r->done, 1);
+	for (int t = 0; t < 4; t++)
+		pthread_join(th[t], NULL);
+	assert_int_equal(atomic_load(&r->bad), 0);
+	assert_true(r->pos[299].seg > 10);
+	nrs_wal_close(r->w);
+	free(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_append_read),
+		T(test_rotation),
+		T(test_scan_stop_and_order),
+		T(test_torn_header),
+		T(test_torn_payload),
+		T(test_torn_embedded),
+		T(test_garbage_tail),
+		T(test_payload_flip_middle),
+		T(test_payload_flip_last),
+		T(test_corrupt_header_middle),
+		T(test_bad_segments),
+		T(test_directories),
+		T(test_many_iovecs),
+		T(test_big_record),
+		T(test_fault_enospc),
+		T(test_fault_fdatasync),
+		T(test_fault_broken),
+		T(test_concurrent_reads),
+#undef T
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
