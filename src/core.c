@@ -102,12 +102,13 @@ int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st)
 
 		while (n <= st->id)
 			n *= 2;
-		v = realloc(c->streams, n * sizeof(*v));
+		v = realloc(c->streams, n * sizeof(struct nrs_stream *));
 		if (!v) {
 			err = -ENOMEM;
 			goto out_unlock;
 		}
-		memset(v + c->nstreams, 0, (n - c->nstreams) * sizeof(*v));
+		memset(v + c->nstreams, 0,
+		       (n - c->nstreams) * sizeof(struct nrs_stream *));
 		c->streams = v;
 		c->nstreams = n;
 	}
@@ -337,7 +338,7 @@ int nrs_core_create(struct nrs_core *c, uint64_t parent, const char *name,
 	atomic_fetch_add(&st->refs, 1);		/* the handle's */
 	err = nrs_core_stream_insert(c, st);
 	if (err) {
-		nrs_stream_put(st);
+		atomic_fetch_sub(&st->refs, 1);	/* the handle's, never used */
 		nrs_stream_put(st);
 		return err;
 	}

@@ -171,7 +171,7 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 {
 	struct nrs_stream *st = NULL;
 	uint64_t v = 0;
-	int err, p;
+	int err, p = NRS_PROFILE_UNSET;
 
 	if (!nrs_xattr_applies(id, S_ISDIR(a->mode)))
 		return -EINVAL;

@@ -475,7 +475,7 @@ static int attr_get(struct nrs_meta *m, uint64_t ino, struct nrs_attr *a)
 /* 0 if ino is a directory, -ENOTDIR if a stream, -ENOENT if nothing. */
 static int dir_check(struct nrs_meta *m, uint64_t ino)
 {
-	struct nrs_attr a;
+	struct nrs_attr a = { 0 };
 	int ret = attr_get(m, ino, &a);
 
 	return ret ? ret : S_ISDIR(a.mode) ? 0 : -ENOTDIR;
@@ -635,7 +635,7 @@ static int schema_create(struct nrs_meta *m)
 
 static int schema_open(struct nrs_meta *m)
 {
-	int64_t version, tables;
+	int64_t version = 0, tables = 0;
 	int ret;
 
 	ret = set_sync(m, true);
@@ -760,7 +760,7 @@ void nrs_meta_close(struct nrs_meta *m)
 
 int nrs_meta_getattr(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out)
 {
-	struct nrs_attr a;
+	struct nrs_attr a = { 0 };
 	int ret = tx_begin(m, TX_NONE);
 
 	if (!ret)
@@ -773,7 +773,7 @@ int nrs_meta_getattr(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out)
 int nrs_meta_lookup(struct nrs_meta *m, uint64_t parent, const char *name,
 		    struct nrs_attr *out)
 {
-	struct nrs_attr a;
+	struct nrs_attr a = { 0 };
 	size_t len;
 	int ret = name_check_existing(name, &len) ?: tx_begin(m, TX_NONE);
 
@@ -850,8 +850,8 @@ static int make_tx(struct nrs_meta *m, uint64_t parent, const char *name,
 		   int64_t now_ns, struct nrs_attr *out,
 		   struct nrs_stream_row *srow)
 {
-	struct nrs_attr a;
-	struct nrs_stream_row sr;
+	struct nrs_attr a = { 0 };
+	struct nrs_stream_row sr = { 0 };
 	int ret = tx_begin(m, TX_DURABLE);
 
 	if (!ret)
@@ -892,7 +892,7 @@ static int find_entry(struct nrs_meta *m, uint64_t parent, const char *name,
 int nrs_meta_unlink(struct nrs_meta *m, uint64_t parent, const char *name,
 		    int64_t now_ns, struct nrs_attr *out)
 {
-	struct nrs_attr a;
+	struct nrs_attr a = { 0 };
 	uint64_t cookie;
 	int ret = tx_begin(m, TX_DURABLE);
 
@@ -913,7 +913,7 @@ int nrs_meta_unlink(struct nrs_meta *m, uint64_t parent, const char *name,
 int nrs_meta_rmdir(struct nrs_meta *m, uint64_t parent, const char *name,
 		   int64_t now_ns)
 {
-	struct nrs_attr a;
+	struct nrs_attr a = { 0 };
 	uint64_t cookie;
 	int ret = tx_begin(m, TX_DURABLE);
 
@@ -1011,7 +1011,7 @@ int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino,
 		     const struct nrs_attr *in, int mask, int64_t now_ns,
 		     struct nrs_attr *out)
 {
-	struct nrs_attr a;
+	struct nrs_attr a = { 0 };
 	int ret = tx_begin(m, TX_DURABLE);
 
 	if (ret)
@@ -1043,7 +1043,7 @@ int nrs_meta_readdir(struct nrs_meta *m, uint64_t ino, uint64_t after,
 		     nrs_meta_dirent_cb cb, void *ctx)
 {
 	char name[NRS_NAME_MAX + 1];
-	struct nrs_attr a;
+	struct nrs_attr a = { 0 };
 	sqlite3_stmt *s;
 	size_t len;
 	int ret = tx_begin(m, TX_READ);
@@ -1089,7 +1089,7 @@ static int xname_check(const char *name, size_t *len)
 /* -ENOENT when inode ino does not exist, else err. */
 static int or_enoent(struct nrs_meta *m, uint64_t ino, int err)
 {
-	struct nrs_attr a;
+	struct nrs_attr a = { 0 };
 
 	return attr_get(m, ino, &a) ?: err;
 }
@@ -1216,7 +1216,7 @@ ssize_t nrs_meta_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
 
 int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile)
 {
-	struct settings st;
+	struct settings st = { 0 };
 	int ret = tx_begin(m, TX_NONE);
 
 	if (!ret)
@@ -1298,7 +1298,7 @@ static int stream_get(struct nrs_meta *m, uint64_t id, struct nrs_stream_row *r)
 static int stream_raise(struct nrs_meta *m, uint64_t id, enum stmt_id st,
 			uint64_t v)
 {
-	struct nrs_stream_row r;
+	struct nrs_stream_row r = { 0 };
 	int ret = tx_begin(m, TX_DURABLE);
 
 	if (ret)
@@ -1326,7 +1326,7 @@ int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch)
 int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
 			struct nrs_stream_row *out)
 {
-	struct nrs_stream_row r;
+	struct nrs_stream_row r = { 0 };
 	int ret = tx_begin(m, TX_NONE);
 
 	if (!ret)
@@ -1340,7 +1340,7 @@ int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
 			    void *ctx)
 {
 	sqlite3_stmt *s = m->st[ST_STREAM_LIST];
-	struct nrs_stream_row r;
+	struct nrs_stream_row r = { 0 };
 	int ret = tx_begin(m, TX_NONE);
 
 	if (ret)
@@ -1359,7 +1359,7 @@ int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
 static int do_publish(struct nrs_meta *m, const struct nrs_head_update *u,
 		      size_t n)
 {
-	struct nrs_stream_row cur;
+	struct nrs_stream_row cur = { 0 };
 	size_t i;
 	int ret;
 
@@ -1399,7 +1399,7 @@ int nrs_meta_publish(struct nrs_meta *m, const struct nrs_head_update *u,
 
 int nrs_meta_forget_inode(struct nrs_meta *m, uint64_t ino)
 {
-	struct nrs_attr a;
+	struct nrs_attr a = { 0 };
 	int ret = tx_begin(m, TX_DURABLE);
 
 	if (ret)

@@ -405,7 +405,7 @@ static void stage_write(struct nrs_pipeline *p, struct batch *b,
 	}
 	for (struct nrs_req *r = list; r; r = r->next) {
 		if (grow((void **)&b->reqs, &b->cap_reqs, b->nreqs + 1,
-			 sizeof(*b->reqs)) ||
+			 sizeof(struct nrs_req *)) ||
 		    grow((void **)&b->rnext, &b->cap_rnext, b->nreqs + 1,
 			 sizeof(*b->rnext)))
 			r->err = -ENOMEM;	/* completed with it in P5 */

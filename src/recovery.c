@@ -248,7 +248,8 @@ static int rebuild_index(struct nrs_stream *st, const struct scan *s)
 		}
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 64;
-			const struct rec **v = realloc(chain, ncap * sizeof(*v));
+			const struct rec **v =
+				realloc(chain, ncap * sizeof(const struct rec *));
 
 			if (!v) {
 				err = -ENOMEM;

@@ -205,7 +205,7 @@ static void seg_hdr_encode(unsigned char *h, uint64_t no)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	memset(h, 0, SEG_HDR);
-	memcpy(h, SEG_MAGIC, 8);
+	memcpy(h, SEG_MAGIC, 8);	/* NOLINT(bugprone-not-null-terminated-result): a magic, not a string */
 	put_le(h + 8, SEG_VERSION, 4);
 	put_le(h + 12, SEG_HDR, 4);
 	put_le(h + 16, no, 8);

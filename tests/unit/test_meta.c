@@ -68,11 +68,15 @@ static int fx_setup(void **state)
 	if (!f)
 		return -1;
 	strcpy(f->dir, "/tmp/nrs-test-meta-XXXXXX");
-	if (!mkdtemp(f->dir))
+	if (!mkdtemp(f->dir)) {
+		free(f);
 		return -1;
+	}
 	snprintf(f->path, sizeof(f->path), "%s/meta.db", f->dir);
-	if (nrs_meta_open(f->path, &f->m) != 0)
+	if (nrs_meta_open(f->path, &f->m) != 0) {
+		free(f);
 		return -1;
+	}
 	*state = f;
 	return 0;
 }

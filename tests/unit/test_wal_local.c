@@ -112,8 +112,10 @@ static int setup(void **state)
 	if (!f)
 		return -1;
 	strcpy(f->root, "/tmp/nrs-wal-XXXXXX");
-	if (!mkdtemp(f->root))
+	if (!mkdtemp(f->root)) {
+		free(f);
 		return -1;
+	}
 	snprintf(f->dir, sizeof(f->dir), "%s/wal", f->root);
 	memset(&fault, 0, sizeof(fault));
 	*state = f;
