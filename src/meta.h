@@ -175,8 +175,9 @@ int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
 
 /*
  * Publish heads in one transaction: for each update, UPDATE ... WHERE id = ?
- * AND version = old_version; the stream inode's mtime and ctime become
- * mtime_ns.  If any row does not match, nothing is changed and the result is
+ * AND version = old_version; the stream's mtime (and so its inode's mtime
+ * and ctime as getattr reports them) becomes mtime_ns: one row written per
+ * stream.  If any row does not match, nothing is changed and the result is
  * -ESTALE (a lost CAS).  durable: sync before returning.
  */
 int nrs_meta_publish(struct nrs_meta *m, const struct nrs_head_update *u,

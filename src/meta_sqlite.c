@@ -135,15 +135,19 @@ enum stmt_id {
 	ST_READDIR,
 	ST_STREAM_INSERT, ST_STREAM_GET, ST_STREAM_UNLINK, ST_STREAM_DELETE,
 	ST_STREAM_SET_PROFILE, ST_STREAM_SET_START, ST_STREAM_SET_EPOCH,
-	ST_STREAM_LIST, ST_PUBLISH, ST_PUBLISH_INODE,
+	ST_STREAM_LIST, ST_PUBLISH, ST_STREAM_SET_MTIME,
 	ST_XATTR_GET, ST_XATTR_INSERT, ST_XATTR_UPDATE, ST_XATTR_UPSERT,
 	ST_XATTR_REMOVE, ST_XATTR_TOTAL, ST_XATTR_LIST, ST_XATTR_DROP,
 	ST_UNLINKED_LIST, ST_COUNTS,
 	ST_NR
 };
 
+/* A stream's mtime is its last commit (or utimens), kept in its streams
+ * row so that a publish writes one row; its ctime is never older. */
+#define STREAM_MTIME "(SELECT s.mtime_ns FROM streams s WHERE s.id = i.stream_id)"
 #define ATTR_COLS "i.ino, i.parent, i.mode, i.uid, i.gid, i.nlink, " \
-	"i.atime_ns, i.mtime_ns, i.ctime_ns, i.stream_id"
+	"i.atime_ns, COALESCE(" STREAM_MTIME ", i.mtime_ns), " \
+	"MAX(i.ctime_ns, COALESCE(" STREAM_MTIME ", i.ctime_ns)), i.stream_id"
 #define NR_ATTR_COLS 10
 #define STREAM_COLS "id, ino, head, version, start, epoch, last_lsn, " \
 	"mtime_ns, profile, unlinked"
@@ -197,8 +201,7 @@ static const char *const stmt_sql[ST_NR] = {
 	[ST_STREAM_LIST] = "SELECT " STREAM_COLS " FROM streams ORDER BY id",
 	[ST_PUBLISH] = "UPDATE streams SET head = ?2, version = ?3, epoch = ?4,"
 		" last_lsn = ?5, mtime_ns = ?6 WHERE id = ?1 AND version = ?7",
-	[ST_PUBLISH_INODE] = "UPDATE inodes SET mtime_ns = ?2, ctime_ns = ?2"
-		" WHERE ino = (SELECT ino FROM streams WHERE id = ?1)",
+	[ST_STREAM_SET_MTIME] = "UPDATE streams SET mtime_ns = ?2 WHERE id = ?1",
 	[ST_XATTR_GET] = "SELECT value FROM xattrs WHERE ino = ?1 AND name = ?2",
 	[ST_XATTR_INSERT] = "INSERT INTO xattrs(ino, name, value)"
 		" VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING",
@@ -1031,6 +1034,9 @@ int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino,
 		a.ctime_ns = now_ns;
 		ret = run(m, BIND(m, ST_INODE_SETATTR, ino, a.mode, a.uid,
 				  a.gid, a.atime_ns, a.mtime_ns, a.ctime_ns));
+		if (!ret && a.stream_id && (mask & NRS_SET_MTIME))
+			ret = run(m, BIND(m, ST_STREAM_SET_MTIME, a.stream_id,
+					  a.mtime_ns));
 	}
 	ret = tx_end(m, ret);
 	if (!ret && out)
@@ -1379,9 +1385,6 @@ static int do_publish(struct nrs_meta *m, const struct nrs_head_update *u,
 				(long long)cur.version);	/* -1: none */
 			return -ESTALE;
 		}
-		ret = run(m, BIND(m, ST_PUBLISH_INODE, u[i].id, u[i].mtime_ns));
-		if (ret)
-			return ret;
 	}
 	return 0;
 }
