@@ -1,0 +1,69 @@
+#!/bin/sh
+# contrib/install-deps.sh: install, with apt-get, everything nereusfs needs to
+# build, run, test and benchmark on Debian 12 (bookworm).  Idempotent and
+# non-interactive: safe to run again, safe with no terminal (CI).  Runs as
+# root, or through sudo when it is there.
+#
+#   sh contrib/install-deps.sh            # build + test + bench packages
+#   NRS_DEPS_EXTRA="gdb valgrind" sh contrib/install-deps.sh
+#
+# What each group is for:
+#   build     compiler, autotools, pkg-config and the libraries configure
+#             checks for (libfuse3, SQLite, ISA-L for CRC32C, OpenSSL and
+#             libs3 for the object store)
+#   run       fuse3 (fusermount3, /dev/fuse helper), the sqlite3 shell
+#   test      cmocka, attr (getfattr/setfattr), python3 (JSON checks),
+#             procps (pgrep/pkill in helpers), util-linux (mountpoint,
+#             findmnt, flock), psmisc (fuser), coreutils' timeout, xz/gzip
+#             for `make distcheck`
+#   bench     fio, and libfuse3-dev's examples (passthrough_ll.c)
+set -eu
+
+PACKAGES="
+	build-essential autoconf automake libtool pkg-config make
+	libfuse3-dev libsqlite3-dev libisal-dev libssl-dev libs3-dev libcmocka-dev
+	fuse3 sqlite3
+	attr python3 procps util-linux psmisc coreutils findutils grep sed
+	xz-utils gzip tar
+	fio
+	${NRS_DEPS_EXTRA:-}
+"
+
+if [ "$(id -u)" -eq 0 ]; then
+	SUDO=
+elif command -v sudo >/dev/null 2>&1; then
+	SUDO="sudo -n"
+else
+	echo "install-deps: not root and no sudo; run me as root" >&2
+	exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+APT_OPTS="-y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+
+# Skip the network when everything is already there: a second run costs
+# nothing, and works offline.
+missing=
+for p in $PACKAGES; do
+	if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+		missing="$missing $p"
+	fi
+done
+
+if [ -n "$missing" ]; then
+	echo "install-deps: installing:$missing"
+	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	# shellcheck disable=SC2086 # word splitting of the lists is intended
+	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install $APT_OPTS --no-install-recommends $missing
+else
+	echo "install-deps: all packages present"
+fi
+
+# The FUSE device: present on a normal host; in a container it must be
+# passed in (docker run --device /dev/fuse --cap-add SYS_ADMIN).
+if [ ! -c /dev/fuse ]; then
+	$SUDO modprobe fuse 2>/dev/null || true
+fi
+if [ ! -c /dev/fuse ]; then
+	echo "install-deps: warning: /dev/fuse is missing; mounting will fail" >&2
+fi
