@@ -13,6 +13,8 @@ enum nrs_log_level {
 };
 
 void nrs_log_set_level(int level);
+/* From now on log to syslog (daemon facility) instead of standard error. */
+void nrs_log_to_syslog(void);
 void nrs_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

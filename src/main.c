@@ -2,15 +2,22 @@
  * main.c - the nereusfs daemon: options, recovery, mount, the request loop,
  * clean shutdown.  The only place that exits.
  *
- * Order matters: the core recovers (DESIGN.md section 6) before the mount
- * appears, so nothing can read a head that recovery is about to move; at
- * unmount the request loop ends first, then the core completes every
- * pending append and stops.
+ * Order matters:
+ *  - Without -f the process forks *before* the core starts its threads (a
+ *    fork keeps only the calling thread), and the parent waits until the
+ *    child reports that the file system is mounted, or that it failed: the
+ *    command's exit status says whether the mount is there, and the
+ *    child's error messages reach the terminal until then.
+ *  - The core recovers (DESIGN.md section 6) before the mount appears, so
+ *    nothing can read a head that recovery is about to move.
+ *  - At unmount the request loop ends first, then the core completes every
+ *    pending append and stops.
  */
 #include "config.h"
 
 #define FUSE_USE_VERSION 312
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -62,6 +69,63 @@ static char *default_data_dir(void)
 	return p;
 }
 
+/*
+ * Fork; the parent exits with the status the child reports on the pipe
+ * (0: mounted; nothing, or anything else: failed).  Returns the write end
+ * in the child, -1 on failure (in the caller's process).
+ */
+static int detach_start(void)
+{
+	int pfd[2];
+	pid_t pid;
+
+	if (pipe(pfd) < 0) {
+		perror("nereusfs: pipe");
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("nereusfs: fork");
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
+	}
+	if (pid > 0) {
+		char status = 1;
+
+		close(pfd[1]);
+		if (read(pfd[0], &status, 1) != 1)
+			status = 1;
+		_exit(status == 0 ? 0 : 1);
+	}
+	close(pfd[0]);
+	if (setsid() < 0)
+		perror("nereusfs: setsid");
+	return pfd[1];
+}
+
+/* Mounted: let the parent go, leave the terminal, log to syslog. */
+static void detach_finish(int fd)
+{
+	char ok = 0;
+	int nullfd;
+
+	if (chdir("/") < 0)
+		nrs_warn("chdir /: %s", strerror(errno));
+	nrs_log_to_syslog();
+	nullfd = open("/dev/null", O_RDWR);
+	if (nullfd >= 0) {
+		dup2(nullfd, STDIN_FILENO);
+		dup2(nullfd, STDOUT_FILENO);
+		dup2(nullfd, STDERR_FILENO);
+		if (nullfd > STDERR_FILENO)
+			close(nullfd);
+	}
+	if (write(fd, &ok, 1) != 1)
+		nrs_warn("cannot tell the starting process that we mounted");
+	close(fd);
+}
+
 static int parse_level(const char *s)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
@@ -81,7 +145,7 @@ int main(int argc, char *argv[])
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *lc = NULL;
 	struct nrs_core *c = NULL;
-	int ret = 1, err;
+	int ret = 1, err, detach_fd = -1;
 
 	if (fuse_opt_parse(&args, &o, opt_spec, NULL) != 0)
 		return 1;
@@ -151,6 +215,11 @@ int main(int argc, char *argv[])
 			     "subtype=nereusfs") != 0)
 		goto out_args;
 
+	if (!fo.foreground) {
+		detach_fd = detach_start();
+		if (detach_fd < 0)
+			goto out_args;
+	}
 	err = nrs_core_new(&co, &c);
 	if (err) {
 		fprintf(stderr, "nereusfs: cannot start on %s: %s\n", co.data_dir,
@@ -165,7 +234,10 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, fo.mountpoint) != 0)
 		goto out_signals;
 	nrs_info("mounted %s (data %s)", fo.mountpoint, co.data_dir);
-	fuse_daemonize(fo.foreground);
+	if (detach_fd >= 0) {
+		detach_finish(detach_fd);
+		detach_fd = -1;
+	}
 	if (fo.singlethread) {
 		ret = fuse_session_loop(se);
 	} else {
@@ -196,6 +268,8 @@ out_core:
 	if (ret == 0)
 		nrs_info("unmounted cleanly");
 out_args:
+	if (detach_fd >= 0)
+		close(detach_fd);	/* the parent reads EOF: failed */
 	free(fo.mountpoint);
 	free(o.data);
 	free(o.segment_size);
