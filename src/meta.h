@@ -193,4 +193,30 @@ int nrs_meta_unlinked_foreach(struct nrs_meta *m,
 /* Counts for /.nereus/status. */
 int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams);
 
+/* ---- offline tools (nereusfs-fsck) ---------------------------------- */
+
+/*
+ * Open an existing database for reading only: nothing is created or
+ * written, not even a -shm file.  -ENOENT if it is missing, -EPROTO for
+ * another schema version, -EUCLEAN for a file that is not ours.  Only the
+ * read calls work on it (others fail -EROFS).
+ */
+int nrs_meta_open_readonly(const char *path, struct nrs_meta **out);
+/* PRAGMA integrity_check: cb gets each problem SQLite lists (the text is
+ * valid during the call).  0 when the check ran, whatever it found. */
+int nrs_meta_integrity_check(struct nrs_meta *m,
+			     int (*cb)(void *ctx, const char *problem),
+			     void *ctx);
+/* Every inode row, linked or not, ino ascending. */
+int nrs_meta_inode_foreach(struct nrs_meta *m,
+			   int (*cb)(void *ctx, const struct nrs_attr *a),
+			   void *ctx);
+/* Every dirents row as stored: the name is len bytes (not checked against
+ * meta_sqlite.c M6, not NUL-terminated), valid during the call. */
+typedef int (*nrs_meta_rawdirent_cb)(void *ctx, uint64_t parent,
+				     const void *name, size_t len,
+				     uint64_t ino);
+int nrs_meta_dirent_foreach(struct nrs_meta *m, nrs_meta_rawdirent_cb cb,
+			    void *ctx);
+
 #endif

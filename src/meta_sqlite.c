@@ -138,7 +138,7 @@ enum stmt_id {
 	ST_STREAM_LIST, ST_PUBLISH, ST_STREAM_SET_MTIME,
 	ST_XATTR_GET, ST_XATTR_INSERT, ST_XATTR_UPDATE, ST_XATTR_UPSERT,
 	ST_XATTR_REMOVE, ST_XATTR_TOTAL, ST_XATTR_LIST, ST_XATTR_DROP,
-	ST_UNLINKED_LIST, ST_COUNTS,
+	ST_UNLINKED_LIST, ST_COUNTS, ST_INODE_LIST, ST_DIRENT_LIST,
 	ST_NR
 };
 
@@ -218,6 +218,9 @@ static const char *const stmt_sql[ST_NR] = {
 	[ST_UNLINKED_LIST] = "SELECT ino FROM inodes WHERE nlink = 0 ORDER BY ino",
 	[ST_COUNTS] = "SELECT kind, count(*) FROM inodes WHERE nlink > 0"
 		" GROUP BY kind",
+	[ST_INODE_LIST] = "SELECT " ATTR_COLS " FROM inodes i ORDER BY i.ino",
+	[ST_DIRENT_LIST] = "SELECT parent, name, ino FROM dirents"
+		" ORDER BY cookie",
 };
 
 static const char schema_sql[] =
@@ -699,7 +702,72 @@ static int configure(struct nrs_meta *m)
 	return exec(m, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF");
 }
 
-int nrs_meta_open(const char *path, struct nrs_meta **out)
+/*
+ * Opening without writing a byte.  SQLite's read-only mode cannot read a
+ * WAL-mode database without a -shm file (it creates one, and an empty
+ * -wal) unless it locks nothing: so when the -wal is missing or empty the
+ * file is opened immutable (the caller holds DIR/lock: nobody writes it);
+ * when it holds commits not yet checkpointed (a crash), immutable would
+ * ignore them, so the file is opened for writing but with exclusive
+ * locking (no -shm), query_only, and no checkpoint on close.
+ */
+static int open_readonly(struct nrs_meta *m, const char *path)
+{
+	char wal[4096], uri[3 * 4096 + 32], *u = uri;
+	struct stat st;
+	int rc;
+
+	if (snprintf(wal, sizeof(wal), "%s-wal", path) >= (int)sizeof(wal))
+		return -ENAMETOOLONG;
+	if (access(path, F_OK) < 0)
+		return -errno;
+	if (stat(wal, &st) == 0 && st.st_size > 0) {
+		rc = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READWRITE |
+				     SQLITE_OPEN_NOMUTEX, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_db_config(m->db,
+				SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+		return rc == SQLITE_OK ? exec(m, "PRAGMA query_only=1") :
+			m->db ? sql_fail(m, rc, path) : -ENOMEM;
+	}
+	u += sprintf(u, "file:");
+	for (const char *p = path; *p; p++)	/* URI-escape %, ? and # */
+		u += sprintf(u, strchr("%?#", *p) ? "%%%02X" : "%c",
+			     (unsigned char)*p);
+	sprintf(u, "?immutable=1");
+	rc = sqlite3_open_v2(uri, &m->db, SQLITE_OPEN_READONLY |
+			     SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+	return rc == SQLITE_OK ? 0 : m->db ? sql_fail(m, rc, path) : -ENOMEM;
+}
+
+/* A read-only connection: the schema must already be ours. */
+static int configure_readonly(struct nrs_meta *m)
+{
+	int64_t version = 0, tables = 0;
+	int ret;
+
+	sqlite3_extended_result_codes(m->db, 1);
+	sqlite3_busy_timeout(m->db, BUSY_TIMEOUT_MS);
+	ret = exec(m, "PRAGMA locking_mode=EXCLUSIVE") ?:
+		query1(m, "PRAGMA user_version", &version, NULL, 0) ?:
+		query1(m, "SELECT count(*) FROM sqlite_master", &tables, NULL, 0);
+	if (ret)
+		return ret;
+	if (version == 0) {
+		nrs_err("meta: not a nereusfs database (%s)",
+			tables ? "tables, no version" : "empty");
+		return -EUCLEAN;
+	}
+	if (version != SCHEMA_VERSION) {
+		nrs_err("meta: schema version %lld is not %d: written by"
+			" another nereusfs version", (long long)version,
+			SCHEMA_VERSION);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 {
 	pthread_mutexattr_t ma;
 	struct nrs_meta *m;
@@ -714,13 +782,20 @@ int nrs_meta_open(const char *path, struct nrs_meta **out)
 	pthread_mutexattr_destroy(&ma);
 	if (ret)
 		goto out_free;
-	rc = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READWRITE |
-			     SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-	if (rc != SQLITE_OK) {
-		ret = m->db ? sql_fail(m, rc, path) : -ENOMEM;
-		goto out_close_db;	/* closes the handle of a failed open */
+	if (readonly) {
+		ret = open_readonly(m, path);
+		if (ret)
+			goto out_close_db;
+	} else {
+		rc = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READWRITE |
+				     SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+				     NULL);
+		if (rc != SQLITE_OK) {
+			ret = m->db ? sql_fail(m, rc, path) : -ENOMEM;
+			goto out_close_db; /* closes the handle of a failed open */
+		}
 	}
-	ret = configure(m) ?: schema_open(m);
+	ret = readonly ? configure_readonly(m) : configure(m) ?: schema_open(m);
 	for (i = 0; !ret && i < ST_NR; i++) {
 		rc = sqlite3_prepare_v3(m->db, stmt_sql[i], -1,
 					SQLITE_PREPARE_PERSISTENT, &m->st[i],
@@ -742,6 +817,16 @@ out_close_db:
 out_free:
 	free(m);
 	return ret;
+}
+
+int nrs_meta_open(const char *path, struct nrs_meta **out)
+{
+	return meta_open(path, false, out);
+}
+
+int nrs_meta_open_readonly(const char *path, struct nrs_meta **out)
+{
+	return meta_open(path, true, out);
 }
 
 void nrs_meta_close(struct nrs_meta *m)
@@ -1455,4 +1540,72 @@ int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams)
 		*streams = n[KIND_STREAM];
 	}
 	return ret;
+}
+
+/* ---- offline tools ---------------------------------------------------- */
+
+int nrs_meta_integrity_check(struct nrs_meta *m,
+			     int (*cb)(void *ctx, const char *problem),
+			     void *ctx)
+{
+	static const char sql[] = "PRAGMA integrity_check";
+	sqlite3_stmt *s;
+	const char *text;
+	int rc, ret = tx_begin(m, TX_READ);
+
+	if (ret)
+		return ret;
+	rc = sqlite3_prepare_v2(m->db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return tx_end(m, sql_fail(m, rc, sql));
+	while ((ret = row(m, s)) > 0) {
+		text = (const char *)sqlite3_column_text(s, 0);
+		if (text && strcmp(text, "ok") != 0)
+			ret = cb(ctx, text);
+		if (ret)
+			break;
+	}
+	sqlite3_finalize(s);
+	return tx_end(m, ret < 0 ? ret : 0);
+}
+
+int nrs_meta_inode_foreach(struct nrs_meta *m,
+			   int (*cb)(void *ctx, const struct nrs_attr *a),
+			   void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_INODE_LIST];
+	struct nrs_attr a = { 0 };
+	int ret = tx_begin(m, TX_READ);
+
+	if (ret)
+		return ret;
+	while ((ret = row(m, s)) > 0) {
+		col_attr(s, &a);
+		ret = cb(ctx, &a);
+		if (ret)
+			break;
+	}
+	sqlite3_reset(s);
+	return tx_end(m, ret < 0 ? ret : 0);
+}
+
+int nrs_meta_dirent_foreach(struct nrs_meta *m, nrs_meta_rawdirent_cb cb,
+			    void *ctx)
+{
+	sqlite3_stmt *s = m->st[ST_DIRENT_LIST];
+	int ret = tx_begin(m, TX_READ);
+
+	if (ret)
+		return ret;
+	while ((ret = row(m, s)) > 0) {
+		const void *name = sqlite3_column_blob(s, 1);
+		size_t len = (size_t)sqlite3_column_bytes(s, 1);
+
+		ret = cb(ctx, col_u64(s, 0), name ? name : "", len,
+			 col_u64(s, 2));
+		if (ret)
+			break;
+	}
+	sqlite3_reset(s);
+	return tx_end(m, ret < 0 ? ret : 0);
 }

@@ -107,13 +107,45 @@ static inline void nrs_wal_close(struct nrs_wal *w)
 		w->ops->close(w);
 }
 
+/* A damaged range scan() found in a local WAL (wal_local.c R1-R6). */
+enum nrs_wal_damage_kind {
+	NRS_WAL_TORN_TAIL,	/* [start, end) of the last segment: cut (R5),
+				 * or left in place when read_only */
+	NRS_WAL_TORN_SEGMENT,	/* a last segment torn at creation (R1): the
+				 * file is removed, or left when read_only */
+	NRS_WAL_BAD_SEGMENT,	/* a segment header fails (R2): skipped whole */
+	NRS_WAL_CORRUPT,	/* [start, end) skipped: no header verifies (R4) */
+	NRS_WAL_BAD_CHUNK,	/* record lsn at start: payload chunk fails */
+};
+
+struct nrs_wal_damage {
+	enum nrs_wal_damage_kind kind;
+	uint64_t seg;		/* segment number */
+	uint64_t start, end;	/* byte range in the segment file */
+	uint64_t lsn;		/* NRS_WAL_BAD_CHUNK: the record */
+	uint32_t chunk;		/* NRS_WAL_BAD_CHUNK: the first bad chunk */
+};
+
 struct nrs_wal_local_opts {
 	uint64_t segment_size;	/* rotate past this many bytes (0: 64 MiB) */
+	/*
+	 * For offline checkers: the directory is never created, scan() cuts
+	 * and removes nothing (a torn tail is only reported through damage;
+	 * its records are not passed to the callback, exactly as after a cut)
+	 * and append() fails -EROFS.
+	 */
+	bool read_only;
+	/* If not NULL, called by scan() for every damaged range it finds, in
+	 * log order, with damage_ctx.  It must not call the WAL. */
+	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
+	void *damage_ctx;
 };
 
 /*
- * Open (creating if needed) the local WAL in directory dir (segments are
- * dir/NNNNNNNNNNNNNNNN.seg, 16 lower-case hex digits).  Returns 0 or -errno.
+ * Open the local WAL in directory dir (segments are
+ * dir/NNNNNNNNNNNNNNNN.seg, 16 lower-case hex digits), creating the
+ * directory unless o->read_only (then -ENOENT if it is missing).
+ * Returns 0 or -errno.
  */
 int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 		       struct nrs_wal **out);

@@ -87,6 +87,12 @@
  *       logged, not a crash artefact.
  *   R7  The callback's nonzero return stops the scan and is returned.  A
  *       scan that did not return 0 leaves the WAL unscanned (append -EINVAL).
+ *   R8  Every damaged range of R1, R2, R4, R5 and every bad chunk of R3 is
+ *       also passed to the opts' damage callback, if any.  A WAL opened
+ *       read_only (nereusfs-fsck) does everything above except the writes:
+ *       R1 and R5 report what they would remove and leave the file as it
+ *       is, and the records of the torn tail are dropped as after a cut, so
+ *       a checker sees exactly what recovery would.
  *
  * LOCKING
  *
@@ -143,6 +149,9 @@ struct wal_local {
 	char *dir;
 	int dirfd;
 	uint64_t seg_size;
+	bool read_only;		/* R8 */
+	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
+	void *damage_ctx;
 
 	pthread_mutex_t lock;
 	struct seg *segs;	/* protected by lock; sorted by no */
@@ -484,6 +493,8 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 	bool broken;
 	int rc;
 
+	if (w->read_only)
+		return -EROFS;
 	if (!w->scanned || iovcnt <= 0 || !iov || !pos)
 		return -EINVAL;
 	pthread_mutex_lock(&w->lock);
@@ -663,12 +674,32 @@ static int hold_back(struct scan *s, const struct nrs_wal_rec_info *ri)
 	return 0;
 }
 
+/* R8 */
+static void report(struct scan *s, enum nrs_wal_damage_kind kind, uint64_t no,
+		   uint64_t start, uint64_t end, uint64_t lsn, uint32_t chunk)
+{
+	struct nrs_wal_damage d = {
+		.kind = kind, .seg = no, .start = start, .end = end,
+		.lsn = lsn, .chunk = chunk,
+	};
+
+	if (s->w->damage)
+		s->w->damage(s->w->damage_ctx, &d);
+}
+
 /* R5: truncate the last segment to end. */
 static int cut_tail(struct scan *s, uint64_t no, uint64_t end)
 {
 	struct wal_local *w = s->w;
 	int fd, rc = 0;
 
+	report(s, NRS_WAL_TORN_TAIL, no, end, s->fsize, 0, 0);
+	if (w->read_only) {
+		nrs_warn("local WAL %s/%s: torn tail of %" PRIu64 " bytes at "
+			 "offset %" PRIu64 " (read-only: not cut)", w->dir,
+			 s->name, s->fsize - end, end);
+		return 0;
+	}
 	fd = openat(w->dirfd, s->name, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		rc = -errno;
@@ -694,6 +725,12 @@ static int drop_torn_creation(struct scan *s, uint64_t no)
 	ssize_t i;
 	int rc;
 
+	report(s, NRS_WAL_TORN_SEGMENT, no, 0, s->fsize, 0, 0);
+	if (w->read_only) {
+		nrs_warn("local WAL %s/%s: segment torn at creation (read-only: "
+			 "not removed)", w->dir, s->name);
+		return 0;
+	}
 	if (unlinkat(w->dirfd, s->name, 0) < 0) {
 		rc = -errno;
 		nrs_err("local WAL %s/%s: unlink torn segment: %s", w->dir,
@@ -771,6 +808,7 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 			return drop_torn_creation(s, no);	/* R1 */
 		nrs_err("local WAL %s/%s: corrupt segment header (%" PRIu64
 			" bytes): segment skipped", w->dir, s->name, s->fsize);
+		report(s, NRS_WAL_BAD_SEGMENT, no, 0, s->fsize, 0, 0);
 		return 0;					/* R2 */
 	}
 	while (off < s->fsize) {
@@ -784,10 +822,12 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 		if (rc != 1) {					/* R4 */
 			if (rc == 0 && (rc = next_record(s, off, &q)) < 0)
 				return rc;
-			if (q < s->fsize || !last)
+			if (q < s->fsize || !last) {
 				nrs_err("local WAL %s/%s: corrupt bytes [%" PRIu64
 					", %" PRIu64 ") skipped", w->dir,
 					s->name, off, q);
+				report(s, NRS_WAL_CORRUPT, no, off, q, 0, 0);
+			}
 			if (cut == NO_CUT)
 				cut = off;
 			off = q;
@@ -802,6 +842,8 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 				PRIu64 ": payload chunk %" PRIu32 " fails its "
 				"CRC", w->dir, s->name, ri.rec.lsn,
 				ri.pos.off, bad);
+			report(s, NRS_WAL_BAD_CHUNK, no, ri.pos.off, off,
+			       ri.rec.lsn, bad);
 			rc = hold_back(s, &ri);
 			if (rc < 0)
 				return rc;
@@ -1001,6 +1043,11 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 	w->cur_fd = -1;
 	w->next_no = 1;
 	w->seg_size = o && o->segment_size ? o->segment_size : DEFAULT_SEG_SIZE;
+	if (o) {
+		w->read_only = o->read_only;
+		w->damage = o->damage;
+		w->damage_ctx = o->damage_ctx;
+	}
 	rc = pthread_mutex_init(&w->lock, NULL);
 	if (rc != 0) {
 		free(w);
@@ -1012,7 +1059,7 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 		rc = -ENOMEM;
 		goto out_close;
 	}
-	rc = mkdir_p(dir);
+	rc = w->read_only ? 0 : mkdir_p(dir);
 	if (rc < 0) {
 		nrs_err("local WAL %s: create directory: %s", dir, strerror(-rc));
 		goto out_close;

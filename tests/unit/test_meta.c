@@ -1252,6 +1252,108 @@ static void test_sync_only_when_durable(void **state)
 	assert_int_equal(atomic_load(&sync_calls), before);
 }
 
+static int count_inode(void *ctx, const struct nrs_attr *a)
+{
+	(void)a;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static int count_dirent(void *ctx, uint64_t parent, const void *name,
+			size_t len, uint64_t ino)
+{
+	assert_int_equal(parent, ROOT);
+	assert_int_equal(len, 1);
+	assert_memory_equal(name, "d", 1);
+	assert_true(ino >= NRS_FIRST_INO);
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static int count_problem(void *ctx, const char *problem)
+{
+	(void)problem;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY), out;
+	ssize_t n;
+
+	assert_true(in >= 0);
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	assert_int_equal(n, 0);
+	close(in);
+	close(out);
+}
+
+/* The offline tools' view: a read-only open writes nothing and lists
+ * every row, also of a database a crash left with its -wal file. */
+static void test_readonly_listing(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_meta *ro = NULL;
+	struct stat st0, st1;
+	char p[200];
+	int inodes = 0, dirents = 0, problems = 0;
+
+	char cp[128], cpwal[128];
+
+	mkdir_ok(f->m, ROOT, "d");
+	snprintf(p, sizeof(p), "%s-wal", f->path);
+	snprintf(cp, sizeof(cp), "%s/crash.db", f->dir);
+	snprintf(cpwal, sizeof(cpwal), "%s/crash.db-wal", f->dir);
+	copy_file(f->path, cp);		/* as a crash leaves it */
+	copy_file(p, cpwal);
+	assert_int_equal(stat(cpwal, &st0), 0);
+	assert_true(st0.st_size > 0);
+	assert_int_equal(nrs_meta_open_readonly(cp, &ro), 0);
+	assert_int_equal(nrs_meta_inode_foreach(ro, count_inode, &inodes), 0);
+	assert_int_equal(inodes, 2);
+	nrs_meta_close(ro);
+	assert_int_equal(stat(cpwal, &st1), 0);
+	assert_int_equal(st0.st_size, st1.st_size);
+	snprintf(p, sizeof(p), "%s-shm", cp);
+	assert_int_equal(access(p, F_OK), -1);
+	unlink(cp);
+	unlink(cpwal);
+
+	inodes = 0;
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	snprintf(p, sizeof(p), "%s/none.db", f->dir);
+	assert_int_equal(nrs_meta_open_readonly(p, &ro), -ENOENT);
+	assert_int_equal(stat(f->path, &st0), 0);
+	assert_int_equal(nrs_meta_open_readonly(f->path, &ro), 0);
+	assert_int_equal(nrs_meta_inode_foreach(ro, count_inode, &inodes), 0);
+	assert_int_equal(inodes, 2);
+	assert_int_equal(nrs_meta_dirent_foreach(ro, count_dirent, &dirents), 0);
+	assert_int_equal(dirents, 1);
+	assert_int_equal(nrs_meta_integrity_check(ro, count_problem, &problems),
+			 0);
+	assert_int_equal(problems, 0);
+	assert_int_equal(nrs_meta_mkdir(ro, ROOT, "e", 0755, 0, 0, NOW, NULL),
+			 -EROFS);
+	nrs_meta_close(ro);
+	assert_int_equal(stat(f->path, &st1), 0);
+	assert_int_equal(st0.st_mtime, st1.st_mtime);
+	assert_int_equal(st0.st_size, st1.st_size);
+	snprintf(p, sizeof(p), "%s-shm", f->path);
+	assert_int_equal(access(p, F_OK), -1);
+
+	/* Another schema version is refused read-only too. */
+	patch_byte(f->path, 63, 2);
+	assert_int_equal(nrs_meta_open_readonly(f->path, &ro), -EPROTO);
+	patch_byte(f->path, 63, 1);
+	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
@@ -1282,6 +1384,7 @@ int main(void)
 		T(test_not_a_database),
 		T(test_threads),
 		T(test_sync_only_when_durable),
+		T(test_readonly_listing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

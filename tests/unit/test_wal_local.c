@@ -893,6 +893,105 @@ static void test_concurrent_reads(void **state)
 	free(r);
 }
 
+struct damages {
+	size_t n;
+	struct nrs_wal_damage d[8];
+};
+
+static void collect_damage(void *ctx, const struct nrs_wal_damage *d)
+{
+	struct damages *ds = ctx;
+
+	if (ds->n < sizeof(ds->d) / sizeof(ds->d[0]))
+		ds->d[ds->n++] = *d;
+}
+
+/* R8: a read-only WAL reports a torn tail, a torn creation and a bad chunk
+ * without changing a byte, and refuses appends. */
+static void test_read_only(void **state)
+{
+	struct fx *f = *state;
+	struct damages ds = { 0 };
+	struct nrs_wal_local_opts o = {
+		.read_only = true, .damage = collect_damage, .damage_ctx = &ds,
+	};
+	struct nrs_wal_pos pos[5], p;
+	struct rec x = mkrec(9, 8);
+	struct iovec iov = { x.buf, x.len };
+	unsigned char junk[101];
+	char path[256], path2[256];
+	struct nrs_wal *w = NULL;
+	struct seen *s;
+	off_t end;
+
+	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), -ENOENT);
+	make_five(f, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	end = file_size(path);
+	flip_byte(path, (off_t)(pos[1].off + nrs_walrec_hdr_len(five[1]) + 3), 2);
+	memset(junk, 0x5a, sizeof(junk));
+	append_bytes(path, junk, sizeof(junk));
+	seg_path(path2, sizeof(path2), f->dir, 2);
+	{
+		int fd = open(path2, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, junk, 30), 30);
+		close(fd);
+	}
+	for (int round = 0; round < 2; round++) {
+		ds.n = 0;
+		assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
+		s = scan_all(w);
+		assert_int_equal(s->n, 5);
+		assert_false(s->ri[1].data_ok);
+		free(s);
+		assert_int_equal(nrs_wal_append(w, &iov, 1, &p), -EROFS);
+		nrs_wal_close(w);
+		/* Segment 1 is not the last: its junk is corruption (R6). */
+		assert_int_equal(ds.n, 3);
+		assert_int_equal(ds.d[0].kind, NRS_WAL_BAD_CHUNK);
+		assert_int_equal(ds.d[0].seg, 1);
+		assert_int_equal(ds.d[0].lsn, 2);
+		assert_int_equal(ds.d[0].start, pos[1].off);
+		assert_int_equal(ds.d[0].chunk, 0);
+		assert_int_equal(ds.d[1].kind, NRS_WAL_CORRUPT);
+		assert_int_equal(ds.d[1].start, (uint64_t)end);
+		assert_int_equal(ds.d[1].end, (uint64_t)end + sizeof(junk));
+		assert_int_equal(ds.d[2].kind, NRS_WAL_TORN_SEGMENT);
+		assert_int_equal(ds.d[2].seg, 2);
+		assert_int_equal(file_size(path), end + (off_t)sizeof(junk));
+		assert_int_equal(file_size(path2), 30);
+	}
+
+	/* Without segment 2, the junk is a torn tail: reported, not cut. */
+	assert_int_equal(unlink(path2), 0);
+	ds.n = 0;
+	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 5);
+	free(s);
+	nrs_wal_close(w);
+	assert_int_equal(ds.n, 2);
+	assert_int_equal(ds.d[1].kind, NRS_WAL_TORN_TAIL);
+	assert_int_equal(ds.d[1].seg, 1);
+	assert_int_equal(ds.d[1].start, (uint64_t)end);
+	assert_int_equal(ds.d[1].end, (uint64_t)end + sizeof(junk));
+	assert_int_equal(file_size(path), end + (off_t)sizeof(junk));
+
+	/* A writable open cuts the same tail, and reports it too. */
+	ds.n = 0;
+	o.read_only = false;
+	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
+	s = scan_all(w);
+	free(s);
+	nrs_wal_close(w);
+	assert_int_equal(ds.n, 2);
+	assert_int_equal(ds.d[1].kind, NRS_WAL_TORN_TAIL);
+	assert_int_equal(file_size(path), end);
+	free(x.buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -915,6 +1014,7 @@ int main(void)
 		T(test_fault_fdatasync),
 		T(test_fault_broken),
 		T(test_concurrent_reads),
+		T(test_read_only),
 #undef T
 	};
 

@@ -1,0 +1,81 @@
+/*
+ * fsck.h - the checks of nereusfs-fsck over an in-memory copy of a data
+ * directory's metadata and WAL records.
+ *
+ * The caller (tools/nereusfs-fsck.c, or a unit test) fills a struct
+ * nrs_fsck through the nrs_fsck_add_* functions, whose signatures fit the
+ * listing callbacks of meta.h and wal.h, then calls nrs_fsck_check(), which
+ * reports every inconsistency through the report callback, one line each.
+ * No I/O happens here.  The checks F1..F20 are listed at the top of fsck.c.
+ */
+#ifndef NRS_FSCK_H
+#define NRS_FSCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meta.h"
+#include "wal.h"
+
+enum nrs_fsck_sev {
+	NRS_FSCK_ERROR,		/* an inconsistency: exit status 1 */
+	NRS_FSCK_PENDING,	/* records the next mount re-publishes: fine */
+	NRS_FSCK_INFO,		/* said with -v only */
+};
+
+/* line: "Fn where: what", no newline; valid during the call. */
+typedef void (*nrs_fsck_report_cb)(void *ctx, enum nrs_fsck_sev sev,
+				   const char *line);
+
+struct nrs_fsck_dirent {
+	uint64_t parent, ino;
+	size_t len;			/* as stored, may exceed NRS_NAME_MAX */
+	char name[NRS_NAME_MAX + 1];	/* the first bytes, NUL-terminated */
+};
+
+struct nrs_fsck {
+	struct nrs_attr *inodes;		/* sorted by ino by check */
+	size_t ninodes, icap;
+	struct nrs_fsck_dirent *dirents;
+	size_t ndirents, dcap;
+	struct nrs_stream_row *streams;
+	size_t nstreams, scap;
+	struct nrs_wal_rec_info *recs;		/* sorted by lsn by check */
+	size_t nrecs, rcap;
+	struct nrs_wal_damage *damage;		/* in log order */
+	size_t ndamage, mcap;
+	int oom;				/* -ENOMEM from add_damage */
+
+	nrs_fsck_report_cb report;
+	void *ctx;
+	/* Results of nrs_fsck_check (and of nrs_fsck_say). */
+	uint64_t errors, pending;
+	/* Every committed byte has an intact WAL copy (F9, F10): only then
+	 * may a torn tail be cut, since it cannot hold a committed record. */
+	bool chains_intact;
+	uint64_t torn;				/* F5 findings */
+	uint64_t unlinked;			/* F19 findings */
+};
+
+void nrs_fsck_init(struct nrs_fsck *f, nrs_fsck_report_cb report, void *ctx);
+/* Frees what the adds gathered; f can be initialised again. */
+void nrs_fsck_free(struct nrs_fsck *f);
+
+/* Each copies its argument; 0 or -ENOMEM. */
+int nrs_fsck_add_inode(void *f, const struct nrs_attr *a);
+int nrs_fsck_add_dirent(void *f, uint64_t parent, const void *name,
+			size_t len, uint64_t ino);
+int nrs_fsck_add_stream(void *f, const struct nrs_stream_row *s);
+int nrs_fsck_add_rec(void *f, const struct nrs_wal_rec_info *ri);
+/* A WAL damage callback (wal.h); a failed copy shows in check's result. */
+void nrs_fsck_add_damage(void *f, const struct nrs_wal_damage *d);
+
+/* Report one line (printf format), counting errors and pending ones. */
+void nrs_fsck_say(struct nrs_fsck *f, enum nrs_fsck_sev sev,
+		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Run F3..F20 over what was added.  0, or -ENOMEM. */
+int nrs_fsck_check(struct nrs_fsck *f);
+
+#endif

@@ -1,0 +1,289 @@
+/*
+ * nereusfs-fsck - check a nereusfs data directory offline (man/nereusfs-fsck.8).
+ *
+ * The checks are src/fsck.c's F1..F19; this file does the I/O: it takes
+ * DIR/lock (F1), reads meta.db read-only (F2) and scans the WAL read-only,
+ * so without --repair not a byte of DIR changes.
+ *
+ * --repair makes only the repairs that cannot lose an acknowledged byte,
+ * the ones the next mount would make anyway (recovery.c R1, R2):
+ *   - cut a torn WAL tail, remove a segment torn at creation (F5) -- only
+ *     when every commit chain is intact (F9, F10), since a tail that held
+ *     a committed record would be damage, not a crash artefact;
+ *   - forget inodes with nlink 0 (F19).
+ * Then it checks again, and the exit status is that of the second check.
+ *
+ * Exit status: 0 clean (pending records allowed), 1 inconsistencies
+ * found, 2 could not check.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsck.h"
+#include "log.h"
+#include "meta.h"
+#include "wal.h"
+
+#define EXIT_CLEAN	0
+#define EXIT_FOUND	1
+#define EXIT_FAILED	2
+
+static const char *prog = "nereusfs-fsck";
+static bool verbose;
+
+static void print_line(void *ctx, enum nrs_fsck_sev sev, const char *line)
+{
+	(void)ctx;
+	if (sev == NRS_FSCK_INFO && !verbose)
+		return;
+	printf("%s: %s\n", sev == NRS_FSCK_ERROR ? "error" :
+	       sev == NRS_FSCK_PENDING ? "pending" : "info", line);
+}
+
+static int fail(const char *what, const char *path, int err)
+{
+	fprintf(stderr, "%s: %s %s: %s\n", prog, what, path, strerror(-err));
+	return EXIT_FAILED;
+}
+
+/* F1: shared to check (two checkers may run), exclusive to repair. */
+static int lock_dir(const char *dir, bool repair, int *fd_out)
+{
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 0;	/* never mounted: nothing to exclude */
+	if (fd < 0)
+		return fail("cannot open", path, -errno);
+	if (flock(fd, (repair ? LOCK_EX : LOCK_SH) | LOCK_NB) < 0) {
+		int err = -errno;
+
+		close(fd);
+		if (err == -EWOULDBLOCK) {
+			fprintf(stderr, "%s: %s is in use (%s is locked by a "
+				"running nereusfs): unmount it first\n", prog,
+				dir, path);
+			return EXIT_FAILED;
+		}
+		return fail("cannot lock", path, err);
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+static int print_problem(void *ctx, const char *problem)
+{
+	nrs_fsck_say(ctx, NRS_FSCK_ERROR, "F2 meta.db: integrity_check: %s",
+		     problem);
+	return 0;
+}
+
+/* F2 and what F6-F19 need from meta.db. */
+static int load_meta(const char *dir, struct nrs_fsck *f)
+{
+	char path[4096];
+	struct nrs_meta *m = NULL;
+	int err;
+
+	snprintf(path, sizeof(path), "%s/meta.db", dir);
+	err = nrs_meta_open_readonly(path, &m);
+	if (err)
+		return fail("cannot open the metadata", path, err);
+	err = nrs_meta_integrity_check(m, print_problem, f) ?:
+		nrs_meta_inode_foreach(m, nrs_fsck_add_inode, f) ?:
+		nrs_meta_dirent_foreach(m, nrs_fsck_add_dirent, f) ?:
+		nrs_meta_stream_foreach(m, nrs_fsck_add_stream, f);
+	nrs_meta_close(m);
+	return err ? fail("cannot read the metadata", path, err) : 0;
+}
+
+static int load_wal(const char *dir, struct nrs_fsck *f)
+{
+	struct nrs_wal_local_opts o = {
+		.read_only = true, .damage = nrs_fsck_add_damage,
+		.damage_ctx = f,
+	};
+	struct nrs_wal *w = NULL;
+	char path[4096];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/wal", dir);
+	err = nrs_wal_local_open(path, &o, &w);
+	if (err == -ENOENT)
+		return 0;	/* no append ever made */
+	if (!err)
+		err = nrs_wal_scan(w, nrs_fsck_add_rec, f);
+	nrs_wal_close(w);
+	return err ? fail("cannot scan the WAL", path, err) : 0;
+}
+
+/* One whole check; *out is filled even when it fails. */
+static int check(const char *dir, struct nrs_fsck *f)
+{
+	int rc;
+
+	nrs_fsck_init(f, print_line, NULL);
+	f->ctx = f;
+	rc = load_meta(dir, f) ?: load_wal(dir, f);
+	if (rc)
+		return rc;
+	rc = nrs_fsck_check(f);
+	return rc ? fail("cannot check", dir, rc) : 0;
+}
+
+static void say_repair(void *ctx, const struct nrs_wal_damage *d)
+{
+	(void)ctx;
+	if (d->kind == NRS_WAL_TORN_TAIL)
+		printf("repaired: cut the torn tail of wal/%016" PRIx64 ".seg at "
+		       "byte %" PRIu64 " (%" PRIu64 " bytes)\n", d->seg,
+		       d->start, d->end - d->start);
+	else if (d->kind == NRS_WAL_TORN_SEGMENT)
+		printf("repaired: removed wal/%016" PRIx64 ".seg, torn at "
+		       "creation\n", d->seg);
+}
+
+static int ignore_rec(void *ctx, const struct nrs_wal_rec_info *ri)
+{
+	(void)ctx;
+	(void)ri;
+	return 0;
+}
+
+/* The scan recovery makes: it cuts what F5 found (wal_local.c R1, R5). */
+static int cut_torn(const char *dir)
+{
+	struct nrs_wal_local_opts o = { .damage = say_repair };
+	struct nrs_wal *w = NULL;
+	char path[4096];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/wal", dir);
+	err = nrs_wal_local_open(path, &o, &w);
+	if (!err)
+		err = nrs_wal_scan(w, ignore_rec, NULL);
+	nrs_wal_close(w);
+	return err ? fail("cannot cut the torn tail in", path, err) : 0;
+}
+
+/* recovery.c R1: forget every stream inode with nlink 0. */
+static int forget_unlinked(const char *dir, const struct nrs_fsck *f)
+{
+	struct nrs_meta *m = NULL;
+	char path[4096];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/meta.db", dir);
+	err = nrs_meta_open(path, &m);
+	for (size_t i = 0; !err && i < f->ninodes; i++) {
+		const struct nrs_attr *a = &f->inodes[i];
+
+		if (a->nlink != 0 || !S_ISREG(a->mode))
+			continue;
+		err = nrs_meta_forget_inode(m, a->ino);
+		if (!err)
+			printf("repaired: forgot unlinked inode %" PRIu64
+			       " (stream %" PRIu64 ")\n", a->ino, a->stream_id);
+	}
+	nrs_meta_close(m);
+	return err ? fail("cannot forget unlinked inodes in", path, err) : 0;
+}
+
+static int repair(const char *dir, struct nrs_fsck *f, bool *did)
+{
+	int rc = 0;
+
+	if (f->torn && !f->chains_intact)
+		printf("not repaired: the torn WAL tail stays, because a commit "
+		       "chain is broken and the tail may hold committed bytes: "
+		       "an operator must look (nereusfs-fsck(8))\n");
+	else if (f->torn) {
+		rc = cut_torn(dir);
+		*did = true;
+	}
+	if (!rc && f->unlinked) {
+		rc = forget_unlinked(dir, f);
+		*did = true;
+	}
+	return rc;
+}
+
+static void usage(FILE *to)
+{
+	fprintf(to, "usage: %s [--repair] [-v] DATADIR\n"
+		"Check a nereusfs data directory while it is not mounted.\n"
+		"  --repair  cut torn WAL tails and forget unlinked inodes\n"
+		"            (never a committed byte), then check again\n"
+		"  -v        also print the log of the WAL scan\n"
+		"Exit status: 0 clean, 1 inconsistencies, 2 could not check.\n",
+		prog);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "repair", no_argument, NULL, 'r' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct nrs_fsck f;
+	bool do_repair = false, did = false;
+	const char *dir;
+	struct stat st;
+	int c, rc, lock_fd = -1;
+
+	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': do_repair = true; break;
+		case 'v': verbose = true; break;
+		case 'h': usage(stdout); return EXIT_CLEAN;
+		default: usage(stderr); return EXIT_FAILED;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return EXIT_FAILED;
+	}
+	dir = argv[optind];
+	/* The WAL scan logs what it finds; our lines say it with places. */
+	nrs_log_set_level(verbose ? NRS_LOG_INFO : NRS_LOG_ERR - 1);
+	if (stat(dir, &st) < 0)
+		return fail("cannot check", dir, -errno);
+	if (!S_ISDIR(st.st_mode))
+		return fail("cannot check", dir, -ENOTDIR);
+	rc = lock_dir(dir, do_repair, &lock_fd);
+	if (rc)
+		return rc;
+	rc = check(dir, &f);
+	if (!rc && do_repair && f.errors)
+		rc = repair(dir, &f, &did);
+	if (!rc && did) {
+		nrs_fsck_free(&f);
+		printf("%s: checking again after the repairs\n", prog);
+		rc = check(dir, &f);
+	}
+	if (!rc) {
+		printf("%s: %s: %" PRIu64 " inconsistencies, %" PRIu64
+		       " streams with pending records\n", prog, dir, f.errors,
+		       f.pending);
+		rc = f.errors ? EXIT_FOUND : EXIT_CLEAN;
+	}
+	nrs_fsck_free(&f);
+	if (lock_fd >= 0)
+		close(lock_fd);
+	return rc;
+}
