@@ -24,6 +24,8 @@
  * tries once more and must see ESTALE.  Then it reads the stream back:
  * A's batches followed by B's.  Exit 0 if all of that held, 1 otherwise.
  */
+#define _POSIX_C_SOURCE 200809L	/* pread, O_CLOEXEC under -std=c11 */
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
