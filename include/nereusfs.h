@@ -55,10 +55,12 @@ struct nrs_ioc_bind {
  * NRS_IOC_EXPECT: arm the handle's next write() with an expected offset.
  * That write is a conditional append at exactly offset, with or without
  * O_APPEND: it fails ESPIPE, writing nothing, unless offset is the head
- * when the append is ordered.  The next write on the handle consumes the
- * expectation whatever its outcome (arm again before a retry); a second
- * EXPECT replaces the first.  flags NRS_EXPECT_DISARM drops an armed
- * expectation (offset ignored).
+ * when the append is ordered.  The next non-empty write on the handle
+ * consumes the expectation whatever its outcome (arm again before a
+ * retry); a second EXPECT replaces the first.  flags NRS_EXPECT_DISARM
+ * drops an armed expectation (offset ignored).  Keep the write within one
+ * append (1 MiB, see README "Limits"): the kernel splits a larger one, and
+ * only its first part is conditional.
  */
 #define NRS_EXPECT_DISARM	1u
 struct nrs_ioc_expect {
