@@ -16,6 +16,7 @@
 #             procps (pgrep/pkill in helpers), util-linux (mountpoint,
 #             findmnt, flock), psmisc (fuser), coreutils' timeout, xz/gzip
 #             for `make distcheck`
+#   adapters  openjdk-17-jdk-headless: the Java example adapter's test
 #   bench     fio, and libfuse3-dev's examples (passthrough_ll.c)
 set -eu
 
@@ -25,6 +26,7 @@ PACKAGES="
 	fuse3 sqlite3
 	attr python3 procps util-linux psmisc coreutils findutils grep sed
 	xz-utils gzip tar
+	openjdk-17-jdk-headless
 	fio
 	${NRS_DEPS_EXTRA:-}
 "

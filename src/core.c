@@ -260,6 +260,7 @@ static int open_stream(struct nrs_core *c, struct nrs_stream *st, uint64_t ino,
 		return -EPERM;		/* history is never rewritten */
 	}
 	st->open_handles++;
+	pthread_mutex_init(&h->lock, NULL);
 	h->epoch = st->epoch;
 	/* The page cache reads whole pages; below an unaligned start that
 	 * would hide ENODATA, so such a stream is read with direct I/O. */
@@ -373,6 +374,7 @@ void nrs_core_release(struct nrs_core *c, struct nrs_handle *h)
 			forget_stream(c, st->ino, st->id);
 		pthread_mutex_unlock(&c->admin);
 		nrs_stream_put(st);
+		pthread_mutex_destroy(&h->lock);
 	}
 	free(h->vbuf);
 	free(h);
@@ -432,12 +434,22 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 	ar->req.kind = NRS_REQ_APPEND;
 	ar->req.st = h->st;
 	atomic_fetch_add(&h->st->refs, 1);
-	ar->req.epoch = h->epoch;
-	ar->req.expect = at_head ? NRS_EXPECT_ANY : off;
 	ar->req.data = ar->data;
 	ar->req.len = len;
 	ar->req.done = append_done;
+	/* The epoch and an armed expectation (NRS_IOC_EXPECT) are taken, and
+	 * the request queued, in one step: the write that consumes the
+	 * expectation is the next one this handle submits. */
+	pthread_mutex_lock(&h->lock);
+	ar->req.epoch = h->epoch;
+	if (h->armed) {
+		ar->req.expect = h->expect;
+		h->armed = false;
+	} else {
+		ar->req.expect = at_head ? NRS_EXPECT_ANY : off;
+	}
 	nrs_pipeline_submit(c->pipe, &ar->req);
+	pthread_mutex_unlock(&h->lock);
 	return 0;
 }
 
@@ -461,7 +473,8 @@ static void fence_done(struct nrs_req *r, int err)
 	pthread_mutex_unlock(&fw->lock);
 }
 
-int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch)
+int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
+		   bool bind)
 {
 	struct fence_wait fw;
 	int err;
@@ -473,6 +486,7 @@ int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch)
 	fw.req.st = st;
 	atomic_fetch_add(&st->refs, 1);
 	fw.req.epoch = epoch;
+	fw.req.bind = bind;
 	fw.req.done = fence_done;
 	nrs_pipeline_submit(c->pipe, &fw.req);
 	pthread_mutex_lock(&fw.lock);

@@ -4,7 +4,8 @@
  *
  * Locks, in the order they may be taken: c->admin (trim, profile and
  * unlink decisions), c->tlock (the stream table), st->lock.  The metadata
- * store locks itself and is never called with st->lock held.
+ * store locks itself and is never called with st->lock held.  A handle's
+ * lock (h->lock) is taken with no other core lock held, or after them.
  */
 #ifndef NRS_CORE_PRIV_H
 #define NRS_CORE_PRIV_H
@@ -48,10 +49,15 @@ struct nrs_handle {
 	uint64_t ino;
 	int flags;
 	struct nrs_stream *st;		/* NRS_H_STREAM: a reference */
-	uint64_t epoch;			/* the writer epoch opened under */
 	bool direct;			/* bypasses the kernel page cache */
 	char *vbuf;			/* NRS_H_VIRTUAL: a snapshot */
 	size_t vlen;
+
+	pthread_mutex_t lock;		/* NRS_H_STREAM; after st->lock */
+	/* protected by lock: the writer state (core_adapter.c) */
+	uint64_t epoch;			/* opened under, or bound to */
+	uint64_t expect;		/* armed: the next write's offset */
+	bool armed;
 };
 
 /* core.c */
@@ -68,8 +74,13 @@ void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
 /* The stream's name went: forget it now, or at the last close. */
 void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a);
 
-/* Raise st's writer epoch through the pipeline; waits for the commit. */
-int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch);
+/*
+ * Raise st's writer epoch through the pipeline; waits for the commit.
+ * An epoch below the stream's is -ESTALE if bind (NRS_IOC_BIND), else
+ * -EINVAL (the epoch xattr); equal is a no-op.
+ */
+int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
+		   bool bind);
 
 /* core_xattr.c: the virtual files */
 int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len);

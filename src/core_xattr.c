@@ -199,7 +199,7 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 		return -ENOENT;
 	switch (id) {
 	case NRS_XA_EPOCH:
-		err = nrs_core_fence(c, st, v);
+		err = nrs_core_fence(c, st, v, false);
 		break;
 	case NRS_XA_TRIM:
 		err = set_trim(c, st, v);

@@ -420,6 +420,32 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	free(buf);
 }
 
+/*
+ * The restricted ioctls of nereusfs.h (the kernel copied in_bufsz bytes in
+ * and takes up to out_bufsz back).  Directories have no handle here, and
+ * 32-bit callers on a 64-bit kernel (FUSE_IOCTL_COMPAT) are not supported:
+ * both ENOTTY.
+ */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
+		     void *arg, struct fuse_file_info *fi, unsigned flags,
+		     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+	unsigned char out[128];
+	ssize_t n;
+
+	(void)ino; (void)arg;
+	if (flags & (FUSE_IOCTL_COMPAT | FUSE_IOCTL_DIR)) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	n = nrs_core_ioctl(core_of(req), handle_of(fi), cmd, in_buf, in_bufsz,
+			   out, out_bufsz < sizeof(out) ? out_bufsz : sizeof(out));
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_ioctl(req, 0, n ? out : NULL, (size_t)n);
+}
+
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	fuse_reply_err(req, -nrs_core_removexattr(core_of(req), ino, name));
@@ -452,6 +478,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.removexattr = op_removexattr,
 	.create = op_create,
 	.fallocate = op_fallocate,
+	.ioctl = op_ioctl,
 };
 
 static void inval(void *ctx, uint64_t ino, uint64_t off)

@@ -11,8 +11,8 @@
  * step's failure rule is given beside it.
  *
  *  P1 Order (committer).  Requests are taken in submission order.  A fence
- *     raises the stream's ordering epoch (a value below it is -EINVAL,
- *     equal is a no-op).  An append whose handle epoch is below the
+ *     raises the stream's ordering epoch (a value below it is -EINVAL, or
+ *     -ESTALE for a bind, NRS_IOC_BIND; equal is a no-op).  An append whose handle epoch is below the
  *     stream's ordering epoch fails -ESTALE; a conditional append whose
  *     expected offset is not the ordering head fails -ESPIPE; both fail at
  *     once and change nothing.  Otherwise the append gets offset = ordering
@@ -327,7 +327,7 @@ static int order_fence(struct batch *b, struct nrs_req *r)
 	int err;
 
 	if (r->epoch < st->ord_epoch)
-		return -EINVAL;
+		return r->bind ? -ESTALE : -EINVAL;
 	if (r->epoch == st->ord_epoch)
 		return 0;
 	err = upd_slot(b, st);

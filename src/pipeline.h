@@ -42,6 +42,7 @@ struct nrs_req {
 	struct nrs_stream *st;	/* the caller's reference, handed over */
 	uint64_t epoch;		/* APPEND: the handle's epoch; FENCE: new */
 	uint64_t expect;	/* APPEND: required head or NRS_EXPECT_ANY */
+	bool bind;		/* FENCE: a lower epoch is -ESTALE, not -EINVAL */
 	const void *data;	/* APPEND: len bytes, live until done */
 	size_t len;
 	nrs_req_done done;

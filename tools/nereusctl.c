@@ -1,0 +1,352 @@
+/*
+ * nereusctl - administer and script nereusfs streams from a shell, through
+ * the same interfaces an adapter uses: the ioctls of nereusfs.h, the
+ * user.nereus.* xattrs, write() and pread().  nereusctl(8) is the manual.
+ *
+ * Exit status: 0 done; 1 an operation failed (the message names the errno);
+ * 2 usage; 3 ESTALE (fenced: the stream's epoch is higher); 4 ESPIPE (the
+ * stream's head is not the expected offset).  Scripts branch on 3 and 4.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nereusfs.h"
+
+#define EXIT_FAIL	1
+#define EXIT_USAGE	2
+#define EXIT_STALE	3
+#define EXIT_SPIPE	4
+
+#define MAX_APPEND	(1u << 20)	/* the mount's max write: one append */
+#define TAIL_POLL_NS	100000000L	/* tail -f: 100 ms between polls */
+
+static const char *prog = "nereusctl";
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: %s stat PATH [--json]\n"
+		"       %s fence PATH EPOCH\n"
+		"       %s trim PATH OFFSET\n"
+		"       %s append PATH [--expect OFFSET]   (stdin, at most 1 MiB)\n"
+		"       %s tail [-f] PATH\n"
+		"       %s status MOUNT\n",
+		prog, prog, prog, prog, prog, prog);
+	exit(EXIT_USAGE);
+}
+
+static const char *errname(int e)
+{
+	static char buf[16];
+#ifdef HAVE_STRERRORNAME_NP
+	const char *n = strerrorname_np(e);
+
+	if (n)
+		return n;
+#endif
+	snprintf(buf, sizeof(buf), "E%d", e);
+	return buf;
+}
+
+/* Report a failed operation; returns the exit status it maps to. */
+static int fail(const char *what, const char *path, int e)
+{
+	fprintf(stderr, "%s: %s %s: %s (%s)\n", prog, what, path, errname(e),
+		strerror(e));
+	if (e == ESTALE)
+		return EXIT_STALE;
+	if (e == ESPIPE)
+		return EXIT_SPIPE;
+	return EXIT_FAIL;
+}
+
+/* A decimal uint64_t, the whole string; exits with usage otherwise. */
+static uint64_t parse_u64(const char *what, const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (s[0] < '0' || s[0] > '9' || *end || errno) {
+		fprintf(stderr, "%s: %s: not a decimal number: '%s'\n", prog,
+			what, s);
+		exit(EXIT_USAGE);
+	}
+	return (uint64_t)v;
+}
+
+static int snapshot(int fd, struct nrs_ioc_snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (ioctl(fd, NRS_IOC_SNAPSHOT, s) < 0)
+		return errno;
+	return s->abi == NRS_IOC_ABI ? 0 : EPROTO;
+}
+
+/* JSON string body: quotes, backslashes and control bytes escaped. */
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static int cmd_stat(const char *path, bool json)
+{
+	struct nrs_ioc_snapshot s;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+
+	if (fd < 0)
+		return fail("open", path, errno);
+	e = snapshot(fd, &s);
+	close(fd);
+	if (e)
+		return fail("snapshot", path, e);
+	if (json) {
+		printf("{\"path\": ");
+		json_str(path);
+		printf(", \"head\": %" PRIu64 ", \"version\": %" PRIu64
+		       ", \"start\": %" PRIu64 ", \"epoch\": %" PRIu64 "}\n",
+		       s.head, s.version, s.start, s.epoch);
+	} else {
+		printf("head %" PRIu64 "\nversion %" PRIu64 "\nstart %" PRIu64
+		       "\nepoch %" PRIu64 "\n", s.head, s.version, s.start,
+		       s.epoch);
+	}
+	return 0;
+}
+
+/* Fence and bind a handle: the stream's epoch becomes epoch (ESTALE if
+ * it is higher already); the handle closes at once. */
+static int cmd_fence(const char *path, uint64_t epoch)
+{
+	struct nrs_ioc_bind b = { .abi = NRS_IOC_ABI, .epoch = epoch };
+	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return fail("open", path, errno);
+	if (ioctl(fd, NRS_IOC_BIND, &b) < 0)
+		rc = fail("fence", path, errno);
+	close(fd);
+	return rc;
+}
+
+static int cmd_trim(const char *path, const char *offset)
+{
+	(void)parse_u64("OFFSET", offset);
+	if (setxattr(path, "user.nereus.trim", offset, strlen(offset), 0) < 0)
+		return fail("trim", path, errno);
+	return 0;
+}
+
+/* All of stdin as one write(): one atomic append (at most 1 MiB). */
+static int cmd_append(const char *path, bool expect, uint64_t off)
+{
+	size_t len = 0;
+	void *buf;
+	ssize_t n;
+	int fd, rc = 0;
+
+	/* page-aligned: the handle uses direct I/O */
+	if (posix_memalign(&buf, 4096, MAX_APPEND + 1))
+		return fail("allocate", "buffer", ENOMEM);
+	while (len <= MAX_APPEND) {
+		n = read(STDIN_FILENO, (char *)buf + len, MAX_APPEND + 1 - len);
+		if (n == 0)
+			break;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = fail("read", "stdin", errno);
+			goto out_free;
+		}
+		len += (size_t)n;
+	}
+	if (len > MAX_APPEND) {
+		fprintf(stderr, "%s: append %s: stdin holds more than %u bytes, "
+			"the most one atomic append takes (EFBIG)\n", prog, path,
+			MAX_APPEND);
+		rc = EXIT_FAIL;
+		goto out_free;
+	}
+	if (len == 0)
+		goto out_free;		/* nothing to append */
+	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0) {
+		rc = fail("open", path, errno);
+		goto out_free;
+	}
+	if (expect) {
+		struct nrs_ioc_expect e = { .abi = NRS_IOC_ABI, .offset = off };
+
+		if (ioctl(fd, NRS_IOC_EXPECT, &e) < 0) {
+			rc = fail("expect", path, errno);
+			goto out_close;
+		}
+	}
+	n = write(fd, buf, len);
+	if (n < 0)
+		rc = fail("append", path, errno);
+	else if ((size_t)n != len)	/* never: one write is one append */
+		rc = fail("append (short write)", path, EIO);
+out_close:
+	close(fd);
+out_free:
+	free(buf);
+	return rc;
+}
+
+static bool write_all(const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(STDOUT_FILENO, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* Copy the stream to stdout from its start; with follow, poll for more
+ * until killed.  A trim that overtakes the reader skips to the new start. */
+static int cmd_tail(const char *path, bool follow)
+{
+	static char buf[1 << 16];
+	const struct timespec poll = { 0, TAIL_POLL_NS };
+	struct nrs_ioc_snapshot s;
+	uint64_t off;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+
+	if (fd < 0)
+		return fail("open", path, errno);
+	e = snapshot(fd, &s);
+	if (e)
+		goto out_fail;
+	off = s.start;
+	for (;;) {
+		ssize_t n = pread(fd, buf, sizeof(buf), (off_t)off);
+
+		if (n > 0) {
+			if (!write_all(buf, (size_t)n)) {
+				e = errno;
+				close(fd);
+				return fail("write", "stdout", e);
+			}
+			off += (uint64_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != ENODATA) {
+			e = errno;
+			goto out_fail;
+		}
+		if (n < 0) {		/* trimmed under us */
+			e = snapshot(fd, &s);
+			if (e)
+				goto out_fail;
+			if (s.start > off) {
+				off = s.start;
+				continue;
+			}
+		}
+		if (!follow)
+			break;
+		nanosleep(&poll, NULL);
+	}
+	close(fd);
+	return 0;
+out_fail:
+	close(fd);
+	return fail("tail", path, e);
+}
+
+static int cmd_status(const char *mount)
+{
+	char path[4096];
+	char buf[65536];
+	ssize_t n;
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/.nereus/status", mount) >=
+	    (int)sizeof(path))
+		return fail("status", mount, ENAMETOOLONG);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail("open", path, errno);
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		if (!write_all(buf, (size_t)n)) {
+			n = -1;
+			break;
+		}
+	}
+	if (n < 0) {
+		int e = errno;
+
+		close(fd);
+		return fail("read", path, e);
+	}
+	close(fd);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 3)
+		usage();
+	cmd = argv[1];
+	if (strcmp(cmd, "stat") == 0) {
+		if (argc == 3)
+			return cmd_stat(argv[2], false);
+		if (argc == 4 && strcmp(argv[3], "--json") == 0)
+			return cmd_stat(argv[2], true);
+	} else if (strcmp(cmd, "fence") == 0 && argc == 4) {
+		return cmd_fence(argv[2], parse_u64("EPOCH", argv[3]));
+	} else if (strcmp(cmd, "trim") == 0 && argc == 4) {
+		return cmd_trim(argv[2], argv[3]);
+	} else if (strcmp(cmd, "append") == 0) {
+		if (argc == 3)
+			return cmd_append(argv[2], false, 0);
+		if (argc == 5 && strcmp(argv[3], "--expect") == 0)
+			return cmd_append(argv[2], true,
+					  parse_u64("OFFSET", argv[4]));
+	} else if (strcmp(cmd, "tail") == 0) {
+		if (argc == 3)
+			return cmd_tail(argv[2], false);
+		if (argc == 4 && strcmp(argv[2], "-f") == 0)
+			return cmd_tail(argv[3], true);
+	} else if (strcmp(cmd, "status") == 0 && argc == 3) {
+		return cmd_status(argv[2]);
+	}
+	usage();
+	return EXIT_USAGE;
+}
