@@ -51,6 +51,8 @@ case "${CI:-}" in ""|0|false|no) ;; *) in_ci=1 ;; esac
 export AM_COLOR_TESTS=no
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# libfuse 3.14 leaks on a failed mount; tests/lsan.supp names only that
+export LSAN_OPTIONS=suppressions=$root/tests/lsan.supp
 # An abort under ASan must not leave a core file in the tree per failure.
 ulimit -c 0
 

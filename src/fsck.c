@@ -391,7 +391,7 @@ static void check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
 /* F13: recovery R3 over the records in LSN order. */
 static int check_pending(struct nrs_fsck *f, const struct ns *ns)
 {
-	struct nrs_stream_row *cur = malloc((f->nstreams + 1) * sizeof(*cur));
+	struct nrs_stream_row *cur = calloc(f->nstreams + 1, sizeof(*cur));
 	uint64_t *nrec = calloc(f->nstreams + 1, sizeof(*nrec));
 	char path[512];
 

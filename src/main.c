@@ -70,11 +70,12 @@ static char *default_data_dir(void)
 }
 
 /*
- * Fork; the parent exits with the status the child reports on the pipe
- * (0: mounted; nothing, or anything else: failed).  Returns the write end
- * in the child, -1 on failure (in the caller's process).
+ * Fork.  In the child, returns 0 with *fd the pipe on which to report the
+ * mount.  In the parent, waits for that report and returns 1 with *status
+ * the exit status (0: mounted; nothing, or anything else: failed).  -1 if
+ * the fork itself failed.
  */
-static int detach_start(void)
+static int detach_start(int *fd, int *status)
 {
 	int pfd[2];
 	pid_t pid;
@@ -91,17 +92,20 @@ static int detach_start(void)
 		return -1;
 	}
 	if (pid > 0) {
-		char status = 1;
+		char st = 1;
 
 		close(pfd[1]);
-		if (read(pfd[0], &status, 1) != 1)
-			status = 1;
-		_exit(status == 0 ? 0 : 1);
+		if (read(pfd[0], &st, 1) != 1)
+			st = 1;
+		close(pfd[0]);
+		*status = st == 0 ? 0 : 1;
+		return 1;
 	}
 	close(pfd[0]);
 	if (setsid() < 0)
 		perror("nereusfs: setsid");
-	return pfd[1];
+	*fd = pfd[1];
+	return 0;
 }
 
 /* Mounted: let the parent go, leave the terminal, log to syslog. */
@@ -216,8 +220,9 @@ int main(int argc, char *argv[])
 		goto out_args;
 
 	if (!fo.foreground) {
-		detach_fd = detach_start();
-		if (detach_fd < 0)
+		int r = detach_start(&detach_fd, &ret);
+
+		if (r != 0)	/* the parent, done (ret), or no fork (1) */
 			goto out_args;
 	}
 	err = nrs_core_new(&co, &c);
