@@ -2,7 +2,7 @@
  * nrs-bench: append load generator for `make bench`.
  *
  *   nrs-bench --dir DIR --writers N --size BYTES --seconds S
- *             [--same-stream] [--sync] [--name PREFIX]
+ *             [--same-stream] [--sync] [--expect] [--name PREFIX]
  *
  * N threads each append records of exactly BYTES bytes with O_APPEND, as
  * fast as they can, for S seconds.  Each writer opens its own file
@@ -13,6 +13,9 @@
  * write(): that is the plain-file baseline, where durability costs one flush
  * per append.  Without --sync the write() alone is timed, which on nereusfs
  * is the whole durable append (the daemon replies after its group commit).
+ * --expect (nereusfs only) makes every write a conditional append: each
+ * writer arms NRS_IOC_EXPECT with the offset it expects, then writes; the
+ * timed operation is the ioctl plus the write.
  *
  * Latency is write() (+ fdatasync()) on CLOCK_MONOTONIC, per operation, into
  * a per-thread log-linear histogram: exact below 128 ns, then 64 buckets per
@@ -31,6 +34,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+
+#include "nereusfs.h"
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -70,6 +77,7 @@ struct bench {
 	double seconds;
 	bool same_stream;
 	bool sync;
+	bool expect;			/* arm NRS_IOC_EXPECT before each write */
 	char *buf;			/* record payload, shared, read-only */
 	/* The start line: writers wait for go, then read deadline. */
 	pthread_mutex_t lock;
@@ -130,10 +138,29 @@ static void *writer_main(void *arg)
 	uint64_t deadline = B.deadline_ns;
 	pthread_mutex_unlock(&B.lock);
 
+	/* --expect: each writer owns its stream, so it knows the head */
+	struct stat st;
+	uint64_t head = 0;
+	if (B.expect) {
+		if (fstat(w->fd, &st) != 0) {
+			w->err = errno;
+			return NULL;
+		}
+		head = (uint64_t)st.st_size;
+	}
+
 	for (;;) {
 		uint64_t t0 = now_ns();
 		if (t0 >= deadline)
 			break;
+		if (B.expect) {
+			struct nrs_ioc_expect ex = { .abi = NRS_IOC_ABI,
+						     .offset = head };
+			if (ioctl(w->fd, NRS_IOC_EXPECT, &ex) != 0) {
+				w->err = errno;
+				break;
+			}
+		}
 		ssize_t n = write(w->fd, B.buf, B.size);
 		if (n < 0) {
 			w->err = errno;
@@ -150,6 +177,7 @@ static void *writer_main(void *arg)
 			w->err = errno;
 			break;
 		}
+		head += (uint64_t)n;
 		uint64_t lat = now_ns() - t0;
 		w->hist[bucket_of(lat)]++;
 		if (lat > w->max_ns)
@@ -181,7 +209,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: nrs-bench --dir DIR --writers N --size BYTES --seconds S\n"
-		"                 [--same-stream] [--sync] [--name PREFIX]\n");
+		"                 [--same-stream] [--sync] [--expect] [--name PREFIX]\n");
 }
 
 static int parse_args(int argc, char **argv)
@@ -193,6 +221,7 @@ static int parse_args(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 't' },
 		{ "same-stream", no_argument, NULL, 'S' },
 		{ "sync", no_argument, NULL, 'y' },
+		{ "expect", no_argument, NULL, 'e' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -232,6 +261,9 @@ static int parse_args(int argc, char **argv)
 		case 'y':
 			B.sync = true;
 			break;
+		case 'e':
+			B.expect = true;
+			break;
 		case 'n':
 			if (!*optarg || strchr(optarg, '/'))
 				goto bad;
@@ -244,6 +276,10 @@ static int parse_args(int argc, char **argv)
 			usage(stderr);
 			return -EINVAL;
 		}
+	}
+	if (B.expect && B.same_stream) {
+		fprintf(stderr, "nrs-bench: --expect needs a stream per writer\n");
+		return -EINVAL;
 	}
 	if (optind != argc || !B.dir || !B.writers || !B.size || !(B.seconds > 0)) {
 		usage(stderr);

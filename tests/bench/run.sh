@@ -27,6 +27,7 @@
 #   BENCH_CASES     space-separated subset of: 1k-1 1k-8 1k-64 1k-8s 1m-1 1m-8
 #   BENCH_SYSTEMS   subset of: a b c (default: a b c)
 #   BENCH_RAW       if set, append every raw nrs-bench line to this file
+#   BENCH_COND=0    skip the conditional-append comparison (issue 6)
 #   BENCH_KEEP=1    keep the scratch dir (and the daemon's log) afterwards
 #   NEREUSFS_OPTS   extra options for the daemon, e.g. "-o max_threads=16"
 #   PASSTHROUGH_LL  a built passthrough_ll to use instead of compiling one
@@ -216,6 +217,25 @@ for c in $BENCH_CASES; do
 	done
 done
 
+# Issue 6: conditional appends through the ioctl against plain O_APPEND
+# writes, on nereusfs alone, 1 and 8 writers each on its own stream; the
+# two alternate so that drift hits both.
+declare -A CND=()
+if [ $have_a = 1 ] && [ "${BENCH_COND:-1}" = 1 ]; then
+	for n in 1 8; do
+		for mode in append expect; do
+			flag=; [ $mode = expect ] && flag=--expect
+			dir=$work/mnt/cond-$mode-$n
+			mkdir -p "$dir" || continue
+			CND[$n,$mode]=$("$NRS_BENCH" --dir "$dir" --writers "$n" --size 1024 \
+				--seconds "$BENCH_SECONDS" --name c $flag 2>>"$work/bench.err") ||
+				CND[$n,$mode]=error
+			[ -n "${BENCH_RAW:-}" ] && echo "case=cond-$n-$mode ${CND[$n,$mode]}" >>"$BENCH_RAW"
+			rm -rf "$dir"
+		done
+	done
+fi
+
 if [ $have_a = 1 ] && ! kill -0 "$nrs_pid" 2>/dev/null; then
 	note "nereusfs died during the run; the end of its log:"
 	tail -n 30 "$work/nereusfs.log" | sed 's/^/  | /' >&2
@@ -285,4 +305,21 @@ for c in $BENCH_CASES; do
 done
 echo
 echo "x_b, x_c: ops/s relative to b and c (for 1 MiB, ops/s and MB/s ratios are the same)."
+if [ ${#CND[@]} -gt 0 ]; then
+	echo
+	echo "conditional appends (NRS_IOC_EXPECT + write) vs O_APPEND write, 1 KiB, nereusfs (issue 6: ratio close to 1)"
+	printf '%-8s %-8s %10s %10s %10s %7s\n' writers mode ops/s p50_us p99_us ratio
+	for n in 1 8; do
+		for mode in append expect; do
+			line=${CND[$n,$mode]:-error}
+			if [ "$line" = error ]; then
+				printf '%-8s %-8s %10s\n' "$n" "$mode" error
+				continue
+			fi
+			r=-; [ $mode = expect ] && r=$(ratio "$(field "$line" ops_s)" "$(field "${CND[$n,append]:-}" ops_s)")
+			printf '%-8s %-8s %10s %10s %10s %7s\n' "$n" "$mode" "$(field "$line" ops_s)" \
+				"$(field "$line" p50_us)" "$(field "$line" p99_us)" "$r"
+		done
+	done
+fi
 exit 0
