@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "failpoint.h"
 #include "fuse_front.h"
 #include "log.h"
 
@@ -225,6 +226,9 @@ int main(int argc, char *argv[])
 		if (r != 0)	/* the parent, done (ret), or no fork (1) */
 			goto out_args;
 	}
+	/* tests only (failpoint.c); a spec that does not parse is fatal */
+	if (nrs_failpoint_init() != 0)
+		goto out_args;
 	err = nrs_core_new(&co, &c);
 	if (err) {
 		fprintf(stderr, "nereusfs: cannot start on %s: %s\n", co.data_dir,

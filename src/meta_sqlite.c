@@ -112,6 +112,7 @@
 
 #include <sqlite3.h>
 
+#include "failpoint.h"
 #include "log.h"
 #include "meta.h"
 
@@ -1482,7 +1483,15 @@ int nrs_meta_publish(struct nrs_meta *m, const struct nrs_head_update *u,
 	if (n == 0)
 		return 0;
 	ret = tx_begin(m, durable ? TX_DURABLE : TX_WRITE);
-	return ret ? ret : tx_end(m, do_publish(m, u, n));
+	if (ret)
+		return ret;
+	ret = do_publish(m, u, n);
+	if (!ret)
+		ret = nrs_failpoint(NRS_FP_META_BEFORE_COMMIT);
+	ret = tx_end(m, ret);
+	if (!ret)
+		ret = nrs_failpoint(NRS_FP_META_AFTER_COMMIT);
+	return ret;
 }
 
 int nrs_meta_forget_inode(struct nrs_meta *m, uint64_t ino)

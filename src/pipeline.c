@@ -58,6 +58,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "failpoint.h"
 #include "log.h"
 #include "meta.h"
 #include "metrics.h"
@@ -575,6 +576,8 @@ static void stage_publish(struct nrs_pipeline *p, struct batch *b)
 					p->cfg.hook(p->cfg.hook_ctx, b->bu[i].st,
 						    b->bu[i].head);
 	}
+	if (!err)
+		err = nrs_failpoint(NRS_FP_PIPELINE_BEFORE_REPLY);
 	for (struct nrs_req *r = b->list, *next; r; r = next) {
 		next = r->next;
 		complete(p, r, r->err ? r->err : err);

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "core_priv.h"
+#include "failpoint.h"
 #include "log.h"
 #include "wal.h"
 
@@ -214,7 +215,9 @@ static int republish(struct nrs_core *c, const struct scan *s)
 		st->batch_upd = -1;
 	}
 	if (nu) {
-		err = nrs_meta_publish(c->meta, u, nu, true);
+		err = nrs_failpoint(NRS_FP_RECOVERY_BEFORE_PUBLISH);
+		if (!err)
+			err = nrs_meta_publish(c->meta, u, nu, true);
 		if (err)
 			nrs_err("recovery: publishing %zu heads failed: %s", nu,
 				strerror(-err));

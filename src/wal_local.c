@@ -120,6 +120,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "failpoint.h"
 #include "log.h"
 #include "wal.h"
 #include "walrec.h"
@@ -535,11 +536,20 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 			return rc;
 	}
 	start = w->cur_end;
-	rc = pwritev_full(w, w->cur_fd, iov, iovcnt, start);
+	rc = nrs_failpoint(NRS_FP_WAL_BEFORE_WRITE);
+	if (rc == 0)
+		rc = pwritev_full(w, w->cur_fd, iov, iovcnt, start);
+	if (rc == 0)
+		rc = nrs_failpoint(NRS_FP_WAL_AFTER_WRITE);
 	if (rc < 0)
 		return undo_append(w, start, rc, false);
-	if (fdatasync(w->cur_fd) < 0)
-		return undo_append(w, start, -errno, true);
+	rc = nrs_failpoint(NRS_FP_WAL_BEFORE_SYNC);
+	if (rc == 0 && fdatasync(w->cur_fd) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = nrs_failpoint(NRS_FP_WAL_AFTER_SYNC);
+	if (rc < 0)
+		return undo_append(w, start, rc, true);
 	w->cur_end = start + total;
 	seg_set_size(w, w->cur_no, w->cur_end);
 	pos->seg = w->cur_no;
