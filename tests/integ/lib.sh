@@ -399,6 +399,29 @@ nrs_check_head () {
 	done
 }
 
+# nrs_verify_records NRS-VERIFY-ARGS...: run nrs-verify (tests/helpers:
+# record by record, against the ack logs) and print its report; then, for
+# every stream it reports, I4 (st_size == user.nereus.head) and version ==
+# records (the writers of nrs-appender make one append per record).  Call
+# it when no append is in flight.
+nrs_verify_records () {
+	local rc word path counts records v
+	nrs-verify "$@" >"$TRASH/verify.out"
+	rc=$?
+	cat "$TRASH/verify.out"
+	[ $rc -eq 0 ] || return 1
+	while read -r word path counts; do
+		[ "$word" = stream ] || continue
+		nrs_check_head "$path" || return 1
+		records=$(echo "$counts" | sed -n "s/^records=\\([0-9]*\\) .*/\\1/p")
+		v=$(nrs_xattr "$path" user.nereus.version) || return 1
+		if [ "$v" != "$records" ]; then
+			echo "$path: version $v, but $records records (one append each)"
+			return 1
+		fi
+	done <"$TRASH/verify.out"
+}
+
 # ---- steps ------------------------------------------------------------
 
 test_count=0

@@ -12,21 +12,6 @@ echo "# seed $seed (NRS_LOAD_SECONDS=$seconds)"
 S0=$MNT/kafka/orders/p0
 S1=$MNT/kafka/orders/p1
 
-# version == number of records: every record was one write(), so one append
-check_versions () {
-	nrs-verify "$@" >"$TRASH/verify.out" || { cat "$TRASH/verify.out"; return 1; }
-	cat "$TRASH/verify.out" &&
-	while read -r word path counts; do
-		[ "$word" = stream ] || continue
-		records=$(echo "$counts" | sed -n "s/^records=\\([0-9]*\\) .*/\\1/p")
-		v=$(nrs_xattr "$path" user.nereus.version) || return 1
-		if [ "$v" != "$records" ]; then
-			echo "$path: version $v, but $records records (one append each)"
-			return 1
-		fi
-	done <"$TRASH/verify.out"
-}
-
 test_expect_success 'mount, create the streams' '
 	nrs_mount &&
 	mkdir -p "$MNT/kafka/orders" &&
@@ -50,7 +35,7 @@ test_expect_success 'append under load while one tailing reader per stream check
 '
 
 test_expect_success 'every acknowledged record is there, whole, once, in order' '
-	check_versions -c -u 0 -a "$TRASH/ack" "$S0" "$S1" &&
+	nrs_verify_records -c -u 0 -a "$TRASH/ack" "$S0" "$S1" &&
 	nrs_check_head "$S0" "$S1"
 '
 
@@ -78,14 +63,14 @@ test_expect_success 'writers and readers on one stream, readers opened before an
 	{ nrs_wait $tail2 60; r2=$?; } ;
 	cat "$TRASH/appender2.out" "$TRASH/tail2.out" &&
 	test "$arc" = 0 && test "$r2" = 0 &&
-	check_versions -c -u 0 -a "$TRASH/ack2" "$MNT/one" &&
+	nrs_verify_records -c -u 0 -a "$TRASH/ack2" "$MNT/one" &&
 	cmp "$TRASH/copy2" "$MNT/one"
 '
 
 test_expect_success 'after a remount the same records verify' '
 	nrs_remount &&
-	check_versions -c -u 0 -a "$TRASH/ack" "$S0" "$S1" &&
-	check_versions -c -u 0 -a "$TRASH/ack2" "$MNT/one" &&
+	nrs_verify_records -c -u 0 -a "$TRASH/ack" "$S0" "$S1" &&
+	nrs_verify_records -c -u 0 -a "$TRASH/ack2" "$MNT/one" &&
 	nrs_check_head "$S0" "$S1" "$MNT/one"
 '
 
