@@ -1,0 +1,108 @@
+#!/bin/sh
+test_description='full disk: appends fail ENOSPC, nothing acknowledged is lost, reads go on, appends resume when space returns'
+. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+
+# The data directory lives on an 8 MiB tmpfs mounted at $SMALL, which also
+# holds a 2 MiB filler file: deleting it is "space returns".  lib.sh's EXIT
+# trap removes $TRASH with --one-file-system, so it would leave the tmpfs
+# mounted: our own trap stops the daemon and unmounts the tmpfs first, then
+# hands over to lib.sh's (with the script's exit status).
+SMALL=$TRASH/small
+streams="$MNT/f/a $MNT/f/b"
+
+# KNOWN GAP (reported with this test): the WAL is not the only writer on a
+# full disk.  When SQLite cannot grow its own WAL to publish a head that
+# is already durable in ours (SQLITE_FULL), the publisher retries for
+# about 30 s (pipeline.c P3) and then fails the pipeline: appends fail
+# EIO until a remount, even after space returns.  Which of the two fills
+# the disk first depends on timing, so the test accepts both until the
+# WAL provider keeps a reserve for the metadata store; what must hold in
+# both cases is checked: nothing acknowledged lost, reads work, appends
+# work again (at the latest after a remount).
+pipeline_failed () {
+	grep -q "^nereus_pipeline_failed 1\$" "$MNT/.nereus/metrics"
+}
+acks=
+
+command -v mount >/dev/null && command -v umount >/dev/null ||
+	nrs_error "mount/umount missing"
+
+small_is_mounted () {
+	awk -v m="$SMALL" '$5 == m { found = 1 } END { exit !found }' \
+		/proc/self/mountinfo
+}
+
+fulldisk_cleanup () {
+	fd_rc=$?
+	set +e
+	if [ -n "$NRS_PID" ] && kill -0 "$NRS_PID" 2>/dev/null; then
+		fusermount3 -u "$MNT" 2>/dev/null
+		nrs_wait_exit 10 || kill -9 "$NRS_PID" 2>/dev/null
+		wait "$NRS_PID" 2>/dev/null
+		nrs_forget_daemon
+	fi
+	nrs_detach
+	if small_is_mounted; then
+		umount "$SMALL" 2>/dev/null || umount -l "$SMALL"
+	fi
+	(exit $fd_rc)
+	nrs_cleanup
+}
+trap fulldisk_cleanup EXIT
+
+test_expect_success 'an 8 MiB tmpfs with a 2 MiB filler holds the data directory' '
+	mkdir "$SMALL" &&
+	mount -t tmpfs -o size=8m,mode=0700 nrs-fulldisk "$SMALL" &&
+	dd if=/dev/zero of="$SMALL/filler" bs=1M count=2 status=none &&
+	DATA=$SMALL/data &&
+	mkdir "$DATA" &&
+	nrs_mount &&
+	mkdir "$MNT/f" &&
+	for s in $streams; do : >>"$s" || return 1; done
+'
+
+test_expect_success 'append until the disk is full: the writers fail ENOSPC' '
+	{ nrs-appender -t 4 -d 60 -s 33-65536 -w 100 -a "$TRASH/ack.fill" \
+		$streams >"$TRASH/app.fill" 2>&1; arc=$?; } &&
+	acks="-a $TRASH/ack.fill" &&
+	cat "$TRASH/app.fill" &&
+	df -k "$SMALL" &&
+	echo "$(wc -l <"$TRASH/ack.fill") records acknowledged" &&
+	test "$arc" = 3 &&
+	grep -q ENOSPC "$TRASH/app.fill" &&
+	if pipeline_failed; then echo "# KNOWN GAP: the publisher failed on the full disk"; fi &&
+	test "$(wc -l <"$TRASH/ack.fill")" -gt 50
+'
+
+test_expect_success 'still full: another append fails; everything acknowledged reads back intact' '
+	if pipeline_failed; then want=EIO; else want=ENOSPC; fi &&
+	expect_errno $want writen "$MNT/f/a" 200000 &&
+	nrs_verify_records -c -u 0 $acks $streams &&
+	cat $streams >/dev/null
+'
+
+test_expect_success 'space returns: appends resume, and survive a remount' '
+	rm "$SMALL/filler" &&
+	unacked=0 &&
+	if pipeline_failed; then
+		# recovery re-publishes the durable records whose writes failed
+		# EIO, one per writer at most (I3)
+		echo "# KNOWN GAP: the pipeline failed; appends resume after a remount" &&
+		expect_errno EIO append "$MNT/f/a" x &&
+		nrs_remount &&
+		unacked=1
+	fi &&
+	nrs-appender -t 4 -n 20 -s 33-8192 -w 200 -a "$TRASH/ack.after" $streams &&
+	acks="$acks -a $TRASH/ack.after" &&
+	nrs_verify_records -c -u $unacked $acks $streams &&
+	nrs_remount &&
+	nrs_verify_records -c -u $unacked $acks $streams
+'
+
+test_expect_success 'unmount, and the tmpfs' '
+	nrs_umount &&
+	umount "$SMALL" &&
+	! small_is_mounted
+'
+
+test_done
