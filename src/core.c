@@ -522,7 +522,10 @@ static int lock_data_dir(const char *dir, int *fd_out)
 
 int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 {
-	struct nrs_wal_local_opts wo = { .segment_size = o->wal_segment_size };
+	struct nrs_wal_local_opts wo = {
+		.segment_size = o->wal_segment_size,
+		.reserve = o->wal_reserve,
+	};
 	struct nrs_pipeline_cfg pc;
 	struct nrs_core *c;
 	char path[4096];

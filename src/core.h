@@ -32,6 +32,7 @@ struct nrs_handle;
 struct nrs_core_opts {
 	const char *data_dir;
 	uint64_t wal_segment_size;	/* 0: default */
+	uint64_t wal_reserve;		/* free bytes left to the metadata store */
 	size_t max_batch_bytes;		/* 0: default */
 };
 

@@ -32,9 +32,14 @@
 #include "fuse_front.h"
 #include "log.h"
 
+/* Free space the WAL leaves for SQLite: its WAL grows by up to ~4 MiB
+ * between checkpoints, and checkpoints may grow the database. */
+#define DEFAULT_WAL_RESERVE	(64ull << 20)
+
 struct options {
 	char *data;
 	char *segment_size;
+	char *reserve;
 	char *log_level;
 };
 
@@ -42,6 +47,7 @@ struct options {
 static const struct fuse_opt opt_spec[] = {
 	OPT("data=%s", data),
 	OPT("wal_segment_size=%s", segment_size),
+	OPT("wal_reserve=%s", reserve),
 	OPT("log=%s", log_level),
 	FUSE_OPT_END
 };
@@ -52,6 +58,8 @@ static void usage(const char *prog)
 	       "nereusfs options:\n"
 	       "    -o data=DIR              data directory (default %s)\n"
 	       "    -o wal_segment_size=N    bytes per WAL segment (default 64 MiB)\n"
+	       "    -o wal_reserve=N         free bytes the WAL leaves to the metadata\n"
+	       "                             store (default 64 MiB)\n"
 	       "    -o log=LEVEL             error, warning, info (default), debug\n\n",
 	       prog, "/var/lib/nereusfs, or ~/.local/share/nereusfs if not root");
 	fuse_cmdline_help();
@@ -215,6 +223,20 @@ int main(int argc, char *argv[])
 		}
 		co.wal_segment_size = v;
 	}
+	co.wal_reserve = DEFAULT_WAL_RESERVE;
+	if (o.reserve) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(o.reserve, &end, 10);
+		if (*end || !*o.reserve || errno == ERANGE) {
+			fprintf(stderr, "nereusfs: wal_reserve must be a number "
+				"of bytes\n");
+			goto out_args;
+		}
+		co.wal_reserve = v;
+	}
 	/* The kernel checks permissions from the attributes we report. */
 	if (fuse_opt_add_arg(&args, "-odefault_permissions,fsname=nereusfs,"
 			     "subtype=nereusfs") != 0)
@@ -282,6 +304,7 @@ out_args:
 	free(fo.mountpoint);
 	free(o.data);
 	free(o.segment_size);
+	free(o.reserve);
 	free(o.log_level);
 	fuse_opt_free_args(&args);
 	return ret;

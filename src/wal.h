@@ -129,6 +129,13 @@ struct nrs_wal_damage {
 struct nrs_wal_local_opts {
 	uint64_t segment_size;	/* rotate past this many bytes (0: 64 MiB) */
 	/*
+	 * Free space (bytes) left to others on the file system: an append
+	 * that would leave less fails -ENOSPC before writing anything.  The
+	 * metadata store shares the disk and must still be able to publish
+	 * the heads of records the WAL already holds.  0: no reserve.
+	 */
+	uint64_t reserve;
+	/*
 	 * For offline checkers: the directory is never created, scan() cuts
 	 * and removes nothing (a torn tail is only reported through damage;
 	 * its records are not passed to the callback, exactly as after a cut)

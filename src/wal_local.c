@@ -59,6 +59,10 @@
  *   A4  After a failed fdatasync the kernel may have dropped dirty pages
  *       and will not report it again, so the segment is never written
  *       again: the next append rotates.
+ *   A5  An append that would leave less than the configured reserve of
+ *       free space on the file system fails -ENOSPC before writing: that
+ *       space is the metadata store's, which must still publish the heads
+ *       of records the WAL holds.
  *
  * RECOVERY (scan: before the first append; again only before one)
  *
@@ -116,6 +120,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -153,6 +158,7 @@ struct wal_local {
 	char *dir;
 	int dirfd;
 	uint64_t seg_size;
+	uint64_t reserve;		/* bytes of free space left to others */
 	bool read_only;		/* R8 */
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
@@ -501,6 +507,27 @@ static int undo_append(struct wal_local *w, uint64_t end, int err,
 	return err;
 }
 
+/*
+ * A5: the reserve.  An append that would leave less than w->reserve bytes
+ * free fails -ENOSPC before it writes: the space is the metadata store's,
+ * which must publish the heads of what the WAL already holds (else those
+ * records stay durable but unpublished, and the pipeline fails).
+ */
+static int check_reserve(struct wal_local *w, size_t total)
+{
+	struct statvfs sv;
+	uint64_t avail;
+
+	if (w->reserve == 0)
+		return 0;
+	if (fstatvfs(w->cur_fd, &sv) < 0)
+		return 0;	/* cannot tell: the write itself will say */
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if (avail < w->reserve || avail - w->reserve < total)
+		return -ENOSPC;
+	return 0;
+}
+
 static int local_append(struct nrs_wal *base, const struct iovec *iov,
 			int iovcnt, struct nrs_wal_pos *pos)
 {
@@ -535,6 +562,9 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 		if (rc < 0)
 			return rc;
 	}
+	rc = check_reserve(w, total);
+	if (rc < 0)
+		return rc;
 	start = w->cur_end;
 	rc = nrs_failpoint(NRS_FP_WAL_BEFORE_WRITE);
 	if (rc == 0)
@@ -1069,6 +1099,7 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 	w->cur_fd = -1;
 	w->next_no = 1;
 	w->seg_size = o && o->segment_size ? o->segment_size : DEFAULT_SEG_SIZE;
+	w->reserve = o ? o->reserve : 0;
 	if (o) {
 		w->read_only = o->read_only;
 		w->damage = o->damage;

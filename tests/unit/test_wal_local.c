@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "wal.h"
@@ -992,6 +993,46 @@ static void test_read_only(void **state)
 	free(x.buf);
 }
 
+/* A5: an append that would eat into the reserve fails before writing. */
+static void test_reserve(void **state)
+{
+	struct fx *f = *state;
+	struct statvfs sv;
+	struct nrs_wal_local_opts o = { 0 };
+	struct nrs_wal_pos p;
+	struct rec x = mkrec(7, 100);
+	struct iovec iov = { x.buf, x.len };
+	struct nrs_wal_stats st, st2;
+	struct nrs_wal *w = NULL;
+	uint64_t avail;
+
+	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
+	free(scan_all(w));
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &p), 0);	/* no reserve */
+	nrs_wal_close(w);
+	assert_int_equal(statvfs(f->dir, &sv), 0);
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	/* a reserve above what is free (others may free space meanwhile):
+	 * refused, and nothing written */
+	o.reserve = avail * 2 + (1ull << 30);
+	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
+	free(scan_all(w));
+	nrs_wal_stats(w, &st);
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &p), -ENOSPC);
+	nrs_wal_stats(w, &st2);
+	assert_int_equal(st2.bytes, st.bytes);
+	assert_false(st2.broken);
+	nrs_wal_close(w);
+	/* a reserve well below what is free: accepted */
+	o.reserve = avail / 4;
+	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
+	free(scan_all(w));
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &p), 0);
+	check_read(w, p, 7, 100);
+	nrs_wal_close(w);
+	free(x.buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1015,6 +1056,7 @@ int main(void)
 		T(test_fault_broken),
 		T(test_concurrent_reads),
 		T(test_read_only),
+		T(test_reserve),
 #undef T
 	};
 
