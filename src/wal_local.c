@@ -520,7 +520,7 @@ static int check_reserve(struct wal_local *w, size_t total)
 
 	if (w->reserve == 0)
 		return 0;
-	if (fstatvfs(w->cur_fd, &sv) < 0)
+	if (fstatvfs(w->dirfd, &sv) < 0)
 		return 0;	/* cannot tell: the write itself will say */
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	if (avail < w->reserve || avail - w->reserve < total)
@@ -555,6 +555,9 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 		return -EINVAL;
 	w->appended = true;
 
+	rc = check_reserve(w, total);
+	if (rc < 0)
+		return rc;
 	if (w->cur_fd < 0 || w->must_rotate ||
 	    total > (uint64_t)INT64_MAX - w->cur_end ||
 	    (w->cur_end > SEG_HDR && w->cur_end + total > w->seg_size)) {
@@ -562,9 +565,6 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 		if (rc < 0)
 			return rc;
 	}
-	rc = check_reserve(w, total);
-	if (rc < 0)
-		return rc;
 	start = w->cur_end;
 	rc = nrs_failpoint(NRS_FP_WAL_BEFORE_WRITE);
 	if (rc == 0)
