@@ -33,6 +33,14 @@
  *
  * Steps R3-R6 are pure functions of the store and the WAL, so a crash
  * during recovery just makes the next start do them again.
+ *
+ * Evidence for the SQLite settings (synchronous=NORMAL for heads, FULL for
+ * everything else): t0400 replays the daemon's writes and syncs up to
+ * random points as a power loss would leave them (tests/helpers/
+ * nrs-powerreplay.c states the model) and finds every acknowledged record
+ * after recovery; recovery re-publishes up to hundreds of records per cut,
+ * so lost head publications do happen and R3 repairs them.  With the
+ * WAL's syncs ignored (the negative control) acknowledged records vanish.
  */
 #include "config.h"
 

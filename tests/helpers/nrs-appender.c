@@ -2,7 +2,7 @@
  * nrs-appender - concurrent writers appending self-checking records.
  *
  *	nrs-appender [-t WRITERS] [-n COUNT] [-d SECONDS] [-s MIN[-MAX]]
- *		     [-E EVERY] [-w FIRST_ID] [-a ACKLOG] [-S SEED] [-k]
+ *		     [-E EVERY] [-w FIRST_ID] [-a ACKLOG] [-S SEED] [-k] [-T]
  *		     STREAM...
  *
  * Writer i (a thread with its own file description, opened O_WRONLY |
@@ -15,7 +15,11 @@
  * After each write that returned the full length, the writer appends the
  * line "STREAM-BASENAME WRITER SEQ LEN\n" to ACKLOG with one write(2) on an
  * O_APPEND descriptor: ACKLOG is the acknowledged set, and it survives a
- * kill -9 of the daemon (the appender is a separate process).
+ * kill -9 of the daemon (the appender is a separate process).  With -T
+ * the line starts with "TS " instead: CLOCK_MONOTONIC in nanoseconds as 20
+ * decimal digits, read right after write(2) returned (the clock and format
+ * nrs-powerfail.so and nrs-powerreplay use, so a test can tell which acks
+ * came before a simulated power cut; strip the field for nrs-verify).
  *
  * A writer stops after COUNT records, after SECONDS, on SIGTERM/SIGINT, or
  * on its first failed write (with -k it counts the failure and goes on with
@@ -58,7 +62,7 @@ static struct {
 	uint64_t count;		/* 0: unlimited */
 	double seconds;		/* 0: unlimited */
 	uint32_t min, max, big_every;
-	bool keep_going;
+	bool keep_going, stamp;
 	int ack_fd;
 } opt = { .min = 64, .max = 4096, .ack_fd = -1 };
 
@@ -94,13 +98,26 @@ static uint32_t pick_len(struct writer *w, uint64_t seq)
 	return opt.min + (uint32_t)(rng_next(&w->rng) % (opt.max - opt.min + 1));
 }
 
-static int ack(struct writer *w, uint64_t seq, uint32_t len)
+static unsigned long long now_ns(void)
 {
-	char line[512];
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull +
+	       (unsigned long long)ts.tv_nsec;
+}
+
+/* ts: now_ns() right after the write returned (used with -T). */
+static int ack(struct writer *w, uint64_t seq, uint32_t len,
+	       unsigned long long ts)
+{
+	char line[512], stamp[32] = "";
 	int n;
 
-	n = snprintf(line, sizeof(line), "%s %u %llu %u\n", w->base, w->id,
-		     (unsigned long long)seq, len);
+	if (opt.stamp)
+		snprintf(stamp, sizeof(stamp), "%020llu ", ts);
+	n = snprintf(line, sizeof(line), "%s%s %u %llu %u\n", stamp, w->base,
+		     w->id, (unsigned long long)seq, len);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return -1;
 	if (write(opt.ack_fd, line, (size_t)n) != n)
@@ -114,6 +131,7 @@ static void *writer_main(void *arg)
 	unsigned char *buf;
 	double end = opt.seconds > 0 ? now() + opt.seconds : 0;
 	struct nrs_rec r;
+	unsigned long long ts;
 	uint64_t seq;
 	ssize_t n;
 	int fd;
@@ -147,6 +165,7 @@ static void *writer_main(void *arg)
 		r.seq = seq;
 		nrs_rec_build(&r, buf);
 		n = write(fd, buf, r.len);
+		ts = now_ns();
 		if (n < 0) {
 			fprintf(stderr,
 				"nrs-appender: writer %u (%s) seq %llu len %u: write: %s\n",
@@ -164,7 +183,7 @@ static void *writer_main(void *arg)
 			w->fatal = 1;
 			break;
 		}
-		if (ack(w, seq, r.len) < 0) {
+		if (ack(w, seq, r.len, ts) < 0) {
 			fprintf(stderr, "nrs-appender: writer %u: ack log: %s\n",
 				w->id, strerror(errno));
 			w->fatal = 1;
@@ -195,7 +214,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: nrs-appender [-t WRITERS] [-n COUNT] [-d SECONDS] [-s MIN[-MAX]]\n"
-		"                    [-E EVERY] [-w FIRST_ID] [-a ACKLOG] [-S SEED] [-k]\n"
+		"                    [-E EVERY] [-w FIRST_ID] [-a ACKLOG] [-S SEED] [-k] [-T]\n"
 		"                    STREAM...\n");
 	exit(2);
 }
@@ -210,7 +229,7 @@ int main(int argc, char **argv)
 	int c, fatal = 0;
 	char *dash;
 
-	while ((c = getopt(argc, argv, "t:n:d:s:E:w:a:S:k")) != -1) {
+	while ((c = getopt(argc, argv, "t:n:d:s:E:w:a:S:kT")) != -1) {
 		switch (c) {
 		case 't':
 			if (parse_u32(optarg, &nwriters) || !nwriters)
@@ -248,6 +267,9 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			opt.keep_going = true;
+			break;
+		case 'T':
+			opt.stamp = true;
 			break;
 		default:
 			usage();
