@@ -5,7 +5,8 @@
  * Decisions where the contract is silent (documented in nereusfs(8)):
  *  - Names outside user.*: get is -ENODATA (so ls and cp stay quiet), set
  *    is -EOPNOTSUPP.
- *  - user.nereus.* names that do not exist: get -ENODATA, set -EINVAL.
+ *  - user.nereus.* names that do not exist: get -ENODATA, set -EINVAL,
+ *    remove -EPERM (like every user.nereus.* name).
  *  - Read-only names (id, head, ...): set and remove are -EPERM; trim is
  *    write-only: get is -ENODATA and it is not listed.
  *  - epoch: a larger value fences; the same value is a no-op; a smaller
@@ -258,7 +259,7 @@ int nrs_core_removexattr(struct nrs_core *c, uint64_t ino, const char *name)
 	if (strncmp(name, "user.", 5) != 0)
 		return -ENODATA;
 	if (id != NRS_XA_NONE)
-		return id == NRS_XA_UNKNOWN ? -ENODATA : -EPERM;
+		return -EPERM;	/* the user.nereus. names are the daemon's */
 	return nrs_meta_xattr_remove(c->meta, ino, name);
 }
 

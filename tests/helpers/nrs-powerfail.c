@@ -45,11 +45,12 @@
  *    48  u32  path_len  bytes of path that follow (no NUL)
  *    52  u32  flags     CREATE/SYNC: 1 if the file is a directory;
  *                       SYNC: 2 if it was fdatasync; FALLOC: the mode
- *    56  u32  total     64 + path_len + len
+ *    56  u32  total     64 + path_len + len (WRITE) rounded up to 8
  *    60  u32  reserved  0
  *    64  path           relative to DATADIR ("" is DATADIR itself); RENAME:
  *                       "OLD\0NEW"
  *        data           WRITE only: the bytes written (len)
+ *        padding        zeros up to total, so every header is 8-aligned
  *
  * A record is whole when the file holds all of its total bytes and its
  * magic is right; a kill -9 can leave only the last record torn, and the
@@ -186,8 +187,8 @@ static void emit(uint32_t type, uint32_t flags, dev_t dev, ino_t ino,
 		 const struct iovec *iov, int iovcnt)
 {
 	struct pf_hdr h;
-	size_t total = sizeof(h) + path_len + (type == PF_WRITE ? len : 0);
-	unsigned char *buf = malloc(total), *p;
+	size_t total = PF_ALIGN(sizeof(h) + path_len + (type == PF_WRITE ? len : 0));
+	unsigned char *buf = calloc(1, total), *p;
 	uint64_t left = type == PF_WRITE ? len : 0;
 	size_t done = 0;
 

@@ -149,8 +149,8 @@ static int load(const char *file)
 		if (size - off < sizeof(*h) || size - off < h->total)
 			break;	/* torn last record */
 		if (memcmp(h->magic, PF_MAGIC, 4) != 0 ||
-		    h->total != sizeof(*h) + h->path_len +
-				(h->type == PF_WRITE ? h->len : 0)) {
+		    h->total != PF_ALIGN(sizeof(*h) + h->path_len +
+				(h->type == PF_WRITE ? h->len : 0))) {
 			fprintf(stderr, "nrs-powerreplay: %s: bad record at byte %zu\n",
 				file, off);
 			return -1;

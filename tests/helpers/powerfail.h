@@ -33,4 +33,8 @@ struct pf_hdr {
 
 _Static_assert(sizeof(struct pf_hdr) == 64, "journal record header is 64 bytes");
 
+/* Records are padded with zeros to a multiple of 8 bytes (total counts the
+ * padding), so that every header in the journal is aligned. */
+#define PF_ALIGN(n)	(((n) + 7u) & ~(size_t)7u)
+
 #endif
