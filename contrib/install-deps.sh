@@ -17,6 +17,7 @@
 #             findmnt, flock), psmisc (fuser), coreutils' timeout, xz/gzip
 #             for `make distcheck`
 #   adapters  openjdk-17-jdk-headless: the Java example adapter's test
+#   valgrind  the memcheck run of a subset of the mounted tests
 #   bench     fio, and libfuse3-dev's examples (passthrough_ll.c)
 set -eu
 
@@ -26,7 +27,7 @@ PACKAGES="
 	fuse3 sqlite3
 	attr python3 procps util-linux psmisc coreutils findutils grep sed
 	xz-utils gzip tar
-	openjdk-17-jdk-headless
+	openjdk-17-jdk-headless valgrind
 	fio
 	${NRS_DEPS_EXTRA:-}
 "

@@ -11,6 +11,9 @@
 #   asan       build/asan: configure --enable-debug --enable-sanitizers,
 #              make check under ASAN_OPTIONS/UBSAN_OPTIONS that abort on the
 #              first error or leak
+#   valgrind   build/valgrind: configure --enable-debug, make, and the
+#              mounted tests t0001, t0020, t0030, t0060 with the daemon under
+#              valgrind memcheck (errors or definite leaks fail them)
 #   distcheck  make distcheck in build/debug (configured --enable-debug): the
 #              tarball builds, passes the suite from a read-only source tree,
 #              installs, uninstalls and cleans.  Skipped when the debug check
@@ -34,7 +37,7 @@
 # TMPDIR=build/tmp, so their scratch mounts fall under that rule too.
 #
 # Knobs: NRS_JOBS (default 2), NRS_CHECK_TIMEOUT (seconds per make check,
-# default 1800), NRS_SKIP_DEPS=1, NRS_SKIP_ASAN=1, NRS_SKIP_DISTCHECK=1
+# default 1800), NRS_SKIP_DEPS=1, NRS_SKIP_ASAN=1, NRS_SKIP_VALGRIND=1, NRS_SKIP_DISTCHECK=1
 # (for local iteration; CI sets none of them).
 set -uo pipefail
 exec </dev/null
@@ -176,7 +179,12 @@ build_and_check() {
 		fail "$name: make failed ($rc)" "$name-make"
 		return 2
 	fi
-	(cd "$dir" && step "$name-check" "$check_timeout" make -j"$jobs" check)
+	if [ -n "${TESTS_SUBSET:-}" ]; then
+		(cd "$dir" && step "$name-check" "$check_timeout" \
+			make -j"$jobs" check TESTS="$TESTS_SUBSET")
+	else
+		(cd "$dir" && step "$name-check" "$check_timeout" make -j"$jobs" check)
+	fi
 	rc=$?
 	[ "$rc" -eq 0 ] && return 0
 	bad=$(trs_results "$dir" | count_bad)
@@ -188,13 +196,24 @@ build_and_check() {
 	return 1
 }
 
-debug_rc=2 asan_rc=2 dist_rc=-1
+debug_rc=2 asan_rc=2 dist_rc=-1 valgrind_rc=-1
+valgrind_tests="tests/integ/t0001-mount.sh tests/integ/t0020-stream.sh tests/integ/t0030-xattr.sh tests/integ/t0060-metrics.sh"
 if [ "$ok_autoreconf" = 1 ]; then
 	build_and_check debug --enable-debug
 	debug_rc=$?
 	if [ "${NRS_SKIP_ASAN:-0}" != 1 ]; then
 		build_and_check asan --enable-debug --enable-sanitizers
 		asan_rc=$?
+	fi
+	if [ "${NRS_SKIP_VALGRIND:-0}" != 1 ]; then
+		# A subset under valgrind (memcheck): the daemon runs under it in
+		# the mounted tests, and any error, or a definite leak at exit,
+		# fails the test through the daemon's exit status.
+		NRS_DAEMON_WRAPPER="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite" \
+		NRS_MOUNT_TIMEOUT=60 NRS_UMOUNT_TIMEOUT=60 \
+		TESTS_SUBSET="$valgrind_tests" \
+			build_and_check valgrind --enable-debug
+		valgrind_rc=$?
 	fi
 	if [ "${NRS_SKIP_DISTCHECK:-0}" = 1 ]; then
 		:
@@ -223,6 +242,7 @@ release_mounts
 
 # ---- report ------------------------------------------------------------------
 results=$( { trs_results "$build/debug"; trs_results "$build/asan";
+	     trs_results "$build/valgrind";
 	     console_results "$logs/distcheck.log"; } )
 n_pass=$(grep -c -E '^(PASS|XFAIL)$' <<<"$results")
 n_fail=$(grep -c -E '^(FAIL|XPASS|ERROR)$' <<<"$results")

@@ -33,6 +33,9 @@
 #                   nrs-tail (put first in PATH)
 #   NRS_MOUNT_TIMEOUT, NRS_UMOUNT_TIMEOUT  seconds (10, 30): raise them
 #                   for slow builds (valgrind)
+#   NRS_DAEMON_WRAPPER  a command line the daemon runs under, e.g.
+#                   "valgrind -q --error-exitcode=99" (its exit status is
+#                   then checked at unmount like the daemon's)
 #   CI=true         a missing /dev/fuse fails instead of skipping (77)
 #   NRS_KEEP_TRASH=1  keep $TRASH (not when it is still mounted)
 # The daemon may be a sanitizer build; ASAN_OPTIONS/UBSAN_OPTIONS pass
@@ -228,7 +231,8 @@ nrs_mount () {
 	fi
 	nrs_is_mounted && { echo "nrs_mount: something is on $MNT"; return 1; }
 	echo "=== $this_test: mount $*" >>"$LOG"
-	"$NEREUSFS" -f -o "data=$DATA" "$@" "$MNT" >>"$LOG" 2>&1 &
+	# shellcheck disable=SC2086 # the wrapper is a command line
+	${NRS_DAEMON_WRAPPER:-} "$NEREUSFS" -f -o "data=$DATA" "$@" "$MNT" >>"$LOG" 2>&1 &
 	NRS_PID=$!
 	echo "$NRS_PID" >"$TRASH/daemon.pid"
 	local n=0
