@@ -20,7 +20,8 @@
  * committed bytes never change (I2) -- except the page holding the head,
  * zero-filled past it.  A read that reaches the head marks the stream
  * (reader.c), and the commit that moves the head invalidates from that
- * page on (the pipeline's commit hook, below).  The start offset is the
+ * page on (the pipeline's commit hook, below) -- before stat shows the new
+ * head, so that the kernel never reads the zeros as data (pipeline.c P4).  The start offset is the
  * other edge: the cache reads whole pages, which would turn ENODATA below
  * an unaligned start into data, so a stream whose start is not a multiple
  * of 4096 is opened with direct I/O, and a trim drops the cached pages of
@@ -56,7 +57,7 @@ struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row)
 	st->ino = row->ino;
 	atomic_init(&st->refs, 1);
 	pthread_mutex_init(&st->lock, NULL);
-	st->head = st->ord_head = row->head;
+	st->head = st->ord_head = st->read_limit = row->head;
 	st->version = st->ord_version = row->version;
 	st->epoch = st->ord_epoch = row->epoch;
 	st->last_lsn = st->ord_lsn = row->last_lsn;

@@ -490,8 +490,17 @@ static int publish(struct nrs_pipeline *p, struct batch *b)
 	return err;
 }
 
-/* P4 */
-static void apply(struct batch *b)
+/*
+ * P4, in two halves around the commit hook.  The kernel learns a new size
+ * only from getattr, i.e. from st->head; a reader that saw the old head
+ * may have left the page holding it in the page cache, zero-filled past
+ * it.  So: first let reads reach the new head (read_limit) and take the
+ * "page may be cached" flag (apply_reads); then the hook drops that page;
+ * only then does the head move for stat and xattrs (apply_head).  A read
+ * after apply_reads caches real bytes up to the new head; a read before it
+ * set the flag that apply_reads takes.
+ */
+static void apply_reads(struct batch *b)
 {
 	for (size_t i = 0; i < b->nrecs; i++) {
 		struct batch_rec *br = &b->recs[i];
@@ -523,15 +532,27 @@ static void apply(struct batch *b)
 		const struct nrs_head_update *u = &b->upds[i];
 
 		pthread_mutex_lock(&st->lock);
+		st->read_limit = u->head;
+		/* a reader that saw the old head may cache its page */
+		bu->inval = st->tail_cached && u->head != bu->head;
+		if (bu->inval)
+			st->tail_cached = false;
+		pthread_mutex_unlock(&st->lock);
+	}
+}
+
+static void apply_head(struct batch *b)
+{
+	for (size_t i = 0; i < b->nupds; i++) {
+		struct nrs_stream *st = b->bu[i].st;
+		const struct nrs_head_update *u = &b->upds[i];
+
+		pthread_mutex_lock(&st->lock);
 		st->head = u->head;
 		st->version = u->version;
 		st->epoch = u->epoch;
 		st->last_lsn = u->last_lsn;
 		st->mtime_ns = u->mtime_ns;
-		/* a reader that saw the old head may cache its page */
-		bu->inval = st->tail_cached && u->head != bu->head;
-		if (bu->inval)
-			st->tail_cached = false;
 		pthread_mutex_unlock(&st->lock);
 	}
 }
@@ -561,20 +582,20 @@ static void stage_publish(struct nrs_pipeline *p, struct batch *b)
 		}
 	}
 	if (!err) {
-		apply(b);
-		if (m) {
-			nrs_count(&m->batches, 1);
-			nrs_hist_observe(&m->batch_appends, b->appends);
-			nrs_hist_observe(&m->batch_bytes, b->payload);
-		}
-		/* before the replies: the requests' references keep the
-		 * streams alive, and a writer whose write() returned finds
-		 * the cache already invalidated */
+		apply_reads(b);
+		/* before the head moves for stat (see apply_reads), and before
+		 * the replies: the requests' references keep the streams alive */
 		if (p->cfg.hook)
 			for (size_t i = 0; i < b->nupds; i++)
 				if (b->bu[i].inval)
 					p->cfg.hook(p->cfg.hook_ctx, b->bu[i].st,
 						    b->bu[i].head);
+		apply_head(b);
+		if (m) {
+			nrs_count(&m->batches, 1);
+			nrs_hist_observe(&m->batch_appends, b->appends);
+			nrs_hist_observe(&m->batch_bytes, b->payload);
+		}
 	}
 	if (!err)
 		err = nrs_failpoint(NRS_FP_PIPELINE_BEFORE_REPLY);

@@ -106,7 +106,7 @@ ssize_t nrs_reader_read(struct nrs_wal *wal, struct nrs_metrics *m,
 	int err = 0;
 
 	pthread_mutex_lock(&st->lock);
-	head = st->head;
+	head = st->read_limit;	/* >= st->head: see pipeline.c, P4 */
 	start = st->start;
 	/* The kernel may cache the page holding the head, zero-filled past
 	 * it; the next commit must invalidate it (see core.c).  Set under

@@ -330,6 +330,7 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 		if (err)
 			goto out;
 		st->ord_head = st->head;
+		st->read_limit = st->head;
 		st->ord_version = st->version;
 		st->ord_epoch = st->epoch;
 		st->ord_lsn = st->last_lsn;

@@ -27,6 +27,9 @@ struct nrs_stream {
 	pthread_mutex_t lock;
 	/* protected by lock: the published view */
 	uint64_t head, version, start, epoch, last_lsn;
+	uint64_t read_limit;	/* reads may reach this far: the published
+				 * head, which stat shows only once the
+				 * commit hook ran (pipeline.c, P4) */
 	int64_t mtime_ns;
 	int profile;
 	uint64_t wal_bytes;	/* on-disk WAL record bytes of live ranges */
