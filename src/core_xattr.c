@@ -313,15 +313,15 @@ ssize_t nrs_core_listxattr(struct nrs_core *c, uint64_t ino, char *buf,
 
 /* ---- virtual files -------------------------------------------------- */
 
-static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g)
+/* The gauges of other modules; ws gets the WAL's statistics. */
+static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
+		   struct nrs_wal_stats *ws)
 {
-	struct nrs_wal_stats ws;
-
 	memset(g, 0, sizeof(*g));
-	nrs_wal_stats(c->wal, &ws);
-	g->wal_bytes = ws.bytes;
-	g->wal_segments = ws.segments;
-	g->wal_broken = ws.broken;
+	nrs_wal_stats(c->wal, ws);
+	g->wal_bytes = ws->bytes;
+	g->wal_segments = ws->segments;
+	g->wal_broken = ws->broken;
 	g->pipeline_failed = c->pipe ? nrs_pipeline_failed(c->pipe) : 0;
 	nrs_meta_counts(c->meta, &g->dirs, &g->streams);
 	pthread_rwlock_rdlock(&c->tlock);
@@ -346,8 +346,7 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 	size_t sz = 0;
 	FILE *f;
 
-	gauges(c, &g);
-	nrs_wal_stats(c->wal, &ws);
+	gauges(c, &g, &ws);
 	f = open_memstream(&out, &sz);
 	if (!f)
 		return -ENOMEM;
@@ -383,9 +382,10 @@ int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len)
 {
 	if (ino == NRS_INO_METRICS) {
 		struct nrs_metrics_gauges g;
+		struct nrs_wal_stats ws;
 		ssize_t n;
 
-		gauges(c, &g);
+		gauges(c, &g, &ws);
 		n = nrs_metrics_render(&c->metrics, &g, buf);
 		if (n < 0)
 			return (int)n;

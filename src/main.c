@@ -139,6 +139,24 @@ static void detach_finish(int fd)
 	close(fd);
 }
 
+/* -o NAME=VALUE as a number of bytes >= min: 0, or -EINVAL (said why). */
+static int parse_bytes(const char *name, const char *s, uint64_t min,
+		       uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (!*s || *end || *s == '-' || errno == ERANGE || v < min) {
+		fprintf(stderr, "nereusfs: %s must be a number of bytes >= %"
+			PRIu64 ", not '%s'\n", name, min, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
 static int parse_level(const char *s)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
@@ -212,31 +230,12 @@ int main(int argc, char *argv[])
 		o.data = abs;
 	}
 	co.data_dir = o.data;
-	if (o.segment_size) {
-		char *end;
-		unsigned long long v = strtoull(o.segment_size, &end, 10);
-
-		if (*end || v < (1u << 20)) {
-			fprintf(stderr, "nereusfs: wal_segment_size must be a "
-				"number of bytes >= 1048576\n");
-			goto out_args;
-		}
-		co.wal_segment_size = v;
-	}
 	co.wal_reserve = DEFAULT_WAL_RESERVE;
-	if (o.reserve) {
-		char *end;
-		unsigned long long v;
-
-		errno = 0;
-		v = strtoull(o.reserve, &end, 10);
-		if (*end || !*o.reserve || errno == ERANGE) {
-			fprintf(stderr, "nereusfs: wal_reserve must be a number "
-				"of bytes\n");
-			goto out_args;
-		}
-		co.wal_reserve = v;
-	}
+	if ((o.segment_size && parse_bytes("wal_segment_size", o.segment_size,
+					   1u << 20, &co.wal_segment_size)) ||
+	    (o.reserve && parse_bytes("wal_reserve", o.reserve, 0,
+				      &co.wal_reserve)))
+		goto out_args;
 	/* The kernel checks permissions from the attributes we report. */
 	if (fuse_opt_add_arg(&args, "-odefault_permissions,fsname=nereusfs,"
 			     "subtype=nereusfs") != 0)
