@@ -1,0 +1,95 @@
+/*
+ * objfmt.h - the format of a materialized segment object, its key, and
+ * verified reads of it through a block cache.  The format itself is
+ * documented at the top of objfmt.c, which owns it.
+ *
+ * A segment object holds one contiguous committed range [start, end) of one
+ * stream, as generation gen.  Its bytes are a fixed header, a CRC32C per
+ * block of the payload, and the payload (the logical bytes themselves).
+ *
+ * Building one (materializer):
+ *     hl = nrs_objfmt_hdr_len(len);
+ *     buf = malloc(hl + len);  read the payload into buf + hl;
+ *     nrs_objfmt_seal(buf, &h);           header and block CRCs
+ *     nrs_objfmt_digest(buf, hl + len, sha256, md5);
+ */
+#ifndef NRS_OBJFMT_H
+#define NRS_OBJFMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "objstore.h"
+
+#define NRS_OBJ_BLOCK	(64u << 10)	/* payload bytes per CRC32C */
+#define NRS_OBJ_MAX_LEN	(1ull << 32)	/* longest payload (exclusive) */
+
+struct nrs_objhdr {
+	uint64_t stream_id;
+	uint64_t start, end;	/* logical range; end - start < 2^32 */
+	uint64_t gen;		/* generation, >= 1 */
+};
+
+/* Bytes before the payload for a payload of len bytes. */
+size_t nrs_objfmt_hdr_len(uint64_t len);
+/*
+ * Write the header and the block CRC table for h into buf, whose payload
+ * (h->end - h->start bytes) is already at buf + nrs_objfmt_hdr_len().
+ * -EINVAL for an empty or too long range, or gen 0.
+ */
+int nrs_objfmt_seal(void *buf, const struct nrs_objhdr *h);
+/* SHA-256 (for x-amz-meta-sha256 and proof) and MD5 (Content-MD5) of an
+ * object's bytes.  -ENOMEM / -EIO if the crypto library fails. */
+int nrs_objfmt_digest(const void *buf, size_t len,
+		      unsigned char sha256[NRS_SHA256_LEN],
+		      unsigned char md5[NRS_MD5_LEN]);
+/* The object key: "s/<stream id, 16 hex>/<start, 16 hex>-<end, 16 hex>-g<gen,
+ * 16 hex>".  Never derived from a file name.  Returns the key length. */
+int nrs_objfmt_key(char buf[NRS_OBJKEY_MAX], const struct nrs_objhdr *h);
+
+/*
+ * Verify a whole object in memory (what fsck and tests use): header, table
+ * and every block.  -EBADMSG on any mismatch; -EUCLEAN if its header is
+ * valid but names another stream, range or generation than want.
+ */
+int nrs_objfmt_verify(const void *buf, size_t len, const struct nrs_objhdr *want);
+
+/* ---- reads through the block cache ----------------------------------- */
+
+struct nrs_bcache;
+
+struct nrs_bcache_opts {
+	uint64_t mem_bytes;	/* memory tier budget; 0: 64 MiB */
+	const char *disk_dir;	/* optional disk tier (created), NULL: none */
+	uint64_t disk_bytes;	/* disk tier budget; 0 with a dir: 1 GiB */
+	uint32_t readahead;	/* bytes fetched per GET at most; 0: 1 MiB */
+};
+
+struct nrs_bcache_stats {
+	uint64_t hits, misses;		/* block lookups */
+	uint64_t disk_hits;		/* misses of memory served by disk */
+	uint64_t get_requests, get_bytes;
+	uint64_t mem_bytes, disk_bytes;	/* held now */
+	uint64_t bad_blocks;		/* checksum failures seen */
+};
+
+int nrs_bcache_open(const struct nrs_bcache_opts *o, struct nrs_objstore *store,
+		    struct nrs_bcache **out);
+void nrs_bcache_close(struct nrs_bcache *c);
+/*
+ * Copy logical bytes [off, off + len) of the object h (which must lie within
+ * [h->start, h->end)) into dst.  Every block is verified against the
+ * object's CRC table before it is cached or copied, and the object's header
+ * must name exactly h (stream, range, gen).  Returns 0, -EBADMSG (checksum
+ * or header mismatch: logged with key, stream and offset, never cached),
+ * -ENOENT (object missing), or a store error.  Thread safe; concurrent
+ * misses of one block may fetch it twice but never return different bytes.
+ */
+int nrs_bcache_read(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		    uint64_t off, size_t len, void *dst);
+/* Forget every cached block of the object (before it is deleted). */
+void nrs_bcache_forget(struct nrs_bcache *c, const struct nrs_objhdr *h);
+void nrs_bcache_stats(struct nrs_bcache *c, struct nrs_bcache_stats *out);
+
+#endif

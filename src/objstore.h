@@ -1,0 +1,138 @@
+/*
+ * objstore.h - the object store provider interface (DESIGN.md sections 1
+ * event 4, 6 and 7).
+ *
+ * An object store holds immutable objects under string keys.  It knows
+ * nothing of streams: the materializer (materializer.c) chooses keys, and
+ * the object format (objfmt.h) gives the bytes their meaning.  Providers:
+ *  - the embedded directory store (objstore_dir.c), the default: objects are
+ *    files under DATA/objects;
+ *  - S3 through libs3 (objstore_s3.c), path-style, http or https; the only
+ *    file that includes libs3.h.
+ *
+ * Rules every provider keeps:
+ *  - put() stores all of the bytes or none of them under the key: a reader
+ *    never sees a partial object.  The SHA-256 given to put() is stored with
+ *    the object where head() returns it (S3 user metadata x-amz-meta-sha256)
+ *    and the MD5 is sent as Content-MD5 so the server refuses a body
+ *    damaged on the way.
+ *  - A failed put() (error, timeout, lost response) is *uncertain*: the
+ *    object may or may not exist afterwards.  The caller resolves it by
+ *    proof (head(): exact length and SHA-256), never by hope (DESIGN.md 6).
+ *  - Nothing here lists a bucket: a listing is never a correctness input.
+ *  - Every call is thread safe and may run concurrently with every other.
+ *
+ * Errors are negative errnos: -ENOENT (no such object), -EIO (the store
+ * answered with an error, or a body was cut short), -ETIMEDOUT,
+ * -ECONNREFUSED / -EHOSTUNREACH (no answer: the store is unavailable),
+ * -EACCES (credentials refused), -ENOMEM.  Callers treat every error of
+ * put() and delete() as retryable after a backoff.
+ */
+#ifndef NRS_OBJSTORE_H
+#define NRS_OBJSTORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define NRS_SHA256_LEN	32
+#define NRS_MD5_LEN	16
+#define NRS_OBJKEY_MAX	256	/* longest key, NUL included */
+
+struct nrs_objstore;
+
+/* What head() proves about a stored object. */
+struct nrs_obj_meta {
+	uint64_t length;
+	bool has_sha256;	/* false: stored without (or with a bad)
+				 * x-amz-meta-sha256; never proof */
+	unsigned char sha256[NRS_SHA256_LEN];
+};
+
+struct nrs_objstore_ops {
+	const char *name;	/* "dir" or "s3" */
+	int (*put)(struct nrs_objstore *s, const char *key, const void *buf,
+		   size_t len, const unsigned char md5[NRS_MD5_LEN],
+		   const unsigned char sha256[NRS_SHA256_LEN]);
+	/* -ENOENT if there is no object under key. */
+	int (*head)(struct nrs_objstore *s, const char *key,
+		    struct nrs_obj_meta *out);
+	/* Read up to len bytes at off (a range GET); returns the bytes read,
+	 * short only at the end of the object; -ENOENT. */
+	ssize_t (*get)(struct nrs_objstore *s, const char *key, uint64_t off,
+		       void *buf, size_t len);
+	/* Remove the object; 0 also if it did not exist. */
+	int (*del)(struct nrs_objstore *s, const char *key);
+	void (*close)(struct nrs_objstore *s);
+};
+
+struct nrs_objstore {
+	const struct nrs_objstore_ops *ops;
+};
+
+static inline int nrs_obj_put(struct nrs_objstore *s, const char *key,
+			      const void *buf, size_t len,
+			      const unsigned char md5[NRS_MD5_LEN],
+			      const unsigned char sha256[NRS_SHA256_LEN])
+{
+	return s->ops->put(s, key, buf, len, md5, sha256);
+}
+
+static inline int nrs_obj_head(struct nrs_objstore *s, const char *key,
+			       struct nrs_obj_meta *out)
+{
+	return s->ops->head(s, key, out);
+}
+
+static inline ssize_t nrs_obj_get(struct nrs_objstore *s, const char *key,
+				  uint64_t off, void *buf, size_t len)
+{
+	return s->ops->get(s, key, off, buf, len);
+}
+
+static inline int nrs_obj_del(struct nrs_objstore *s, const char *key)
+{
+	return s->ops->del(s, key);
+}
+
+/* Close of NULL is a no-op. */
+static inline void nrs_obj_close(struct nrs_objstore *s)
+{
+	if (s)
+		s->ops->close(s);
+}
+
+/*
+ * The embedded store: objects are files under dir (created if missing),
+ * one file per key ('/' in a key makes subdirectories).  put() writes a
+ * temporary file, fsyncs it and renames it into place (then fsyncs the
+ * directory), so an object is whole or absent after a crash.
+ */
+int nrs_objstore_dir_open(const char *dir, struct nrs_objstore **out);
+
+struct nrs_s3_opts {
+	const char *url;	/* http[s]://HOST[:PORT]/BUCKET */
+	const char *access_key, *secret_key;
+	const char *ca_file;	/* NULL: the system's CA store */
+	int timeout_ms;		/* per request; 0: 30000 */
+};
+
+/*
+ * S3 through libs3, path-style requests.  -EINVAL for a URL that is not
+ * http[s]://HOST[:PORT]/BUCKET (bucket only, no further path).  Opening
+ * makes no request.
+ */
+int nrs_objstore_s3_open(const struct nrs_s3_opts *o,
+			 struct nrs_objstore **out);
+
+/*
+ * Credentials (DESIGN.md 7): from file (if not NULL), which must be a
+ * regular file not readable or writable by group or others (-EPERM
+ * otherwise, logged) holding lines "AWS_ACCESS_KEY_ID=..." and
+ * "AWS_SECRET_ACCESS_KEY=..."; else from those environment variables.
+ * -ENOENT if none are found.  The caller frees *access and *secret.
+ */
+int nrs_s3_credentials(const char *file, char **access, char **secret);
+
+#endif
