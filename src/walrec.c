@@ -65,6 +65,7 @@
 #include <string.h>
 
 #include "crc32c.h"
+#include "le.h"
 #include "walrec.h"
 
 /* Field offsets in the fixed header. */
@@ -83,40 +84,6 @@
 
 _Static_assert(OFF_HDRCRC + 4 == NRS_WALREC_FIXED, "fixed header is 64 bytes");
 _Static_assert(NRS_WALREC_FIXED % NRS_WALREC_ALIGN == 0, "aligned header");
-
-static void put16(unsigned char *p, uint16_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint16_t get16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 uint32_t nrs_walrec_nchunks(uint32_t len)
 {
@@ -197,8 +164,8 @@ ssize_t nrs_walrec_encode_hdr(const struct nrs_walrec *r,
 			left -= n;
 			in_chunk += (uint32_t)n;
 			if (in_chunk == NRS_WALREC_CHUNK) {
-				put32(h + NRS_WALREC_FIXED + 4 * (size_t)chunk,
-				      crc);
+				nrs_le32_put(h + NRS_WALREC_FIXED +
+					     4 * (size_t)chunk, crc);
 				chunk++;
 				crc = 0;
 				in_chunk = 0;
@@ -206,22 +173,22 @@ ssize_t nrs_walrec_encode_hdr(const struct nrs_walrec *r,
 		}
 	}
 	if (in_chunk > 0)
-		put32(h + NRS_WALREC_FIXED + 4 * (size_t)chunk++, crc);
+		nrs_le32_put(h + NRS_WALREC_FIXED + 4 * (size_t)chunk++, crc);
 	if (chunk != nchunks)
 		return -EINVAL;	/* unreachable: total == len was checked */
 
-	put32(h + OFF_MAGIC, NRS_WALREC_MAGIC);
-	put16(h + OFF_VERSION, NRS_WALREC_VERSION);
-	put16(h + OFF_KIND, r->kind);
-	put64(h + OFF_LSN, r->lsn);
-	put64(h + OFF_STREAM, r->stream_id);
-	put64(h + OFF_BASE, r->base);
-	put32(h + OFF_LEN, r->len);
-	put32(h + OFF_NAPPENDS, r->n_appends);
-	put64(h + OFF_EPOCH, r->epoch);
-	put64(h + OFF_PREV, r->prev_lsn);
-	put32(h + OFF_RESERVED, 0);
-	put32(h + OFF_HDRCRC, hdr_crc(h, nchunks));
+	nrs_le32_put(h + OFF_MAGIC, NRS_WALREC_MAGIC);
+	nrs_le16_put(h + OFF_VERSION, NRS_WALREC_VERSION);
+	nrs_le16_put(h + OFF_KIND, r->kind);
+	nrs_le64_put(h + OFF_LSN, r->lsn);
+	nrs_le64_put(h + OFF_STREAM, r->stream_id);
+	nrs_le64_put(h + OFF_BASE, r->base);
+	nrs_le32_put(h + OFF_LEN, r->len);
+	nrs_le32_put(h + OFF_NAPPENDS, r->n_appends);
+	nrs_le64_put(h + OFF_EPOCH, r->epoch);
+	nrs_le64_put(h + OFF_PREV, r->prev_lsn);
+	nrs_le32_put(h + OFF_RESERVED, 0);
+	nrs_le32_put(h + OFF_HDRCRC, hdr_crc(h, nchunks));
 	return (ssize_t)hlen;
 }
 
@@ -232,27 +199,28 @@ int nrs_walrec_decode_hdr(const void *buf, size_t avail, struct nrs_walrec *out)
 
 	if (avail < NRS_WALREC_FIXED)
 		return -ENODATA;
-	if (get32(h + OFF_MAGIC) != NRS_WALREC_MAGIC)
+	if (nrs_le32_get(h + OFF_MAGIC) != NRS_WALREC_MAGIC)
 		return -EBADMSG;					/* V1 */
 
-	r.kind = get16(h + OFF_KIND);
-	r.lsn = get64(h + OFF_LSN);
-	r.stream_id = get64(h + OFF_STREAM);
-	r.base = get64(h + OFF_BASE);
-	r.len = get32(h + OFF_LEN);
-	r.n_appends = get32(h + OFF_NAPPENDS);
-	r.epoch = get64(h + OFF_EPOCH);
-	r.prev_lsn = get64(h + OFF_PREV);
+	r.kind = nrs_le16_get(h + OFF_KIND);
+	r.lsn = nrs_le64_get(h + OFF_LSN);
+	r.stream_id = nrs_le64_get(h + OFF_STREAM);
+	r.base = nrs_le64_get(h + OFF_BASE);
+	r.len = nrs_le32_get(h + OFF_LEN);
+	r.n_appends = nrs_le32_get(h + OFF_NAPPENDS);
+	r.epoch = nrs_le64_get(h + OFF_EPOCH);
+	r.prev_lsn = nrs_le64_get(h + OFF_PREV);
 
 	if (avail < nrs_walrec_hdr_len(r.len)) {
 		/* Unverified: only tells the caller how much to read. */
 		*out = r;
 		return -ENODATA;
 	}
-	if (get32(h + OFF_HDRCRC) != hdr_crc(h, nrs_walrec_nchunks(r.len)))
+	if (nrs_le32_get(h + OFF_HDRCRC) !=
+	    hdr_crc(h, nrs_walrec_nchunks(r.len)))
 		return -EBADMSG;					/* V2 */
-	if (get16(h + OFF_VERSION) != NRS_WALREC_VERSION ||
-	    get32(h + OFF_RESERVED) != 0 || !fields_possible(&r))
+	if (nrs_le16_get(h + OFF_VERSION) != NRS_WALREC_VERSION ||
+	    nrs_le32_get(h + OFF_RESERVED) != 0 || !fields_possible(&r))
 		return -EUCLEAN;					/* V3 */
 	*out = r;
 	return 0;
@@ -274,7 +242,8 @@ int nrs_walrec_verify_chunks(const void *hdr, const struct nrs_walrec *r,
 		size_t clen = r->len - start < NRS_WALREC_CHUNK ?
 			      (size_t)(r->len - start) : NRS_WALREC_CHUNK;
 
-		if (nrs_crc32c(0, p, clen) != get32(table + 4 * (size_t)i)) {
+		if (nrs_crc32c(0, p, clen) !=
+		    nrs_le32_get(table + 4 * (size_t)i)) {
 			if (bad_chunk)
 				*bad_chunk = i;
 			return -EBADMSG;
