@@ -40,20 +40,61 @@ size_t nrs_objfmt_hdr_len(uint64_t len);
  */
 int nrs_objfmt_seal(void *buf, const struct nrs_objhdr *h);
 /* SHA-256 (for x-amz-meta-sha256 and proof) and MD5 (Content-MD5) of an
- * object's bytes.  -ENOMEM / -EIO if the crypto library fails. */
+ * object's bytes, in one pass; either output may be NULL (not computed),
+ * not both (-EINVAL).  -ENOMEM / -EIO if the crypto library fails. */
 int nrs_objfmt_digest(const void *buf, size_t len,
 		      unsigned char sha256[NRS_SHA256_LEN],
 		      unsigned char md5[NRS_MD5_LEN]);
 /* The object key: "s/<stream id, 16 hex>/<start, 16 hex>-<end, 16 hex>-g<gen,
- * 16 hex>".  Never derived from a file name.  Returns the key length. */
+ * 16 hex>" (lower-case hex, 70 characters).  Never derived from a file
+ * name.  Returns the key length, or -EINVAL for a range seal refuses. */
 int nrs_objfmt_key(char buf[NRS_OBJKEY_MAX], const struct nrs_objhdr *h);
 
 /*
  * Verify a whole object in memory (what fsck and tests use): header, table
  * and every block.  -EBADMSG on any mismatch; -EUCLEAN if its header is
- * valid but names another stream, range or generation than want.
+ * valid but names another stream, range or generation than want (or holds
+ * fields no writer produces); -EPROTO if it is a newer format version than
+ * this build reads.  want NULL: any range (only the object's own checks).
  */
 int nrs_objfmt_verify(const void *buf, size_t len, const struct nrs_objhdr *want);
+
+/* ---- piecewise verification, for readers that fetch ranges ------------ */
+
+#define NRS_OBJ_FIXED	64	/* fixed header bytes; the CRC table follows */
+
+/* What a verified fixed header says. */
+struct nrs_objinfo {
+	struct nrs_objhdr h;	/* the range and generation it holds */
+	uint32_t nblocks;	/* CRC table entries (payload blocks) */
+	uint32_t table_crc;	/* CRC32C of the table */
+};
+
+/* Payload blocks (CRC table entries) of a payload of len bytes, for
+ * 0 < len < NRS_OBJ_MAX_LEN (a longer len counts as the longest). */
+uint32_t nrs_objfmt_nblocks(uint64_t len);
+/*
+ * Parse and check the fixed header in the first len bytes of buf (len >=
+ * NRS_OBJ_FIXED): magic and header CRC (-EBADMSG), version (-EPROTO for a
+ * newer one), fields a writer could have produced (-EUCLEAN), and, unless
+ * want is NULL, that it names exactly want (-EUCLEAN).  *out is written only
+ * on success.  The table is not checked: nrs_objfmt_verify_table().
+ */
+int nrs_objfmt_parse(const void *buf, size_t len, const struct nrs_objhdr *want,
+		     struct nrs_objinfo *out);
+/* The table (4 * oi->nblocks bytes, at NRS_OBJ_FIXED in the object) against
+ * the CRC the header gives.  -EBADMSG on mismatch. */
+int nrs_objfmt_verify_table(const struct nrs_objinfo *oi, const void *table);
+/* Bytes in payload block i (NRS_OBJ_BLOCK but for a short last one); 0 if
+ * i is past the last block. */
+size_t nrs_objfmt_block_len(const struct nrs_objinfo *oi, uint32_t i);
+/*
+ * Block i of the payload, len bytes at data, against entry i of a table
+ * verified by nrs_objfmt_verify_table().  -EBADMSG if the CRC or the length
+ * is wrong, -EINVAL if i is past the last block.
+ */
+int nrs_objfmt_verify_block(const struct nrs_objinfo *oi, const void *table,
+			    uint32_t i, const void *data, size_t len);
 
 /* ---- reads through the block cache ----------------------------------- */
 
@@ -83,8 +124,11 @@ void nrs_bcache_close(struct nrs_bcache *c);
  * object's CRC table before it is cached or copied, and the object's header
  * must name exactly h (stream, range, gen).  Returns 0, -EBADMSG (checksum
  * or header mismatch: logged with key, stream and offset, never cached),
- * -ENOENT (object missing), or a store error.  Thread safe; concurrent
- * misses of one block may fetch it twice but never return different bytes.
+ * -EPROTO (the object is a newer format version: logged), -ENOENT (object
+ * missing), -EINVAL (h or the range is impossible), -ENOMEM, or a store
+ * error.  dst is written only where the bytes verified; on an error its
+ * contents are unspecified.  Thread safe; concurrent misses of one block
+ * may fetch it twice but never return different bytes.
  */
 int nrs_bcache_read(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		    uint64_t off, size_t len, void *dst);
