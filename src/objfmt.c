@@ -108,8 +108,7 @@ _Static_assert(sizeof("s/0123456789abcdef/0123456789abcdef-"
 		      "0123456789abcdef-g0123456789abcdef") <= NRS_OBJKEY_MAX,
 	       "a key fits NRS_OBJKEY_MAX");
 
-/* A range seal accepts: non-empty, shorter than NRS_OBJ_MAX_LEN, gen >= 1. */
-static bool hdr_possible(const struct nrs_objhdr *h)
+bool nrs_objfmt_hdr_is_valid(const struct nrs_objhdr *h)
 {
 	return h->end > h->start && h->end - h->start < NRS_OBJ_MAX_LEN &&
 	       h->gen != 0;
@@ -141,7 +140,7 @@ int nrs_objfmt_seal(void *buf, const struct nrs_objhdr *h)
 	uint64_t len;
 	uint32_t nblocks;
 
-	if (!b || !h || !hdr_possible(h))
+	if (!b || !h || !nrs_objfmt_hdr_is_valid(h))
 		return -EINVAL;
 	len = h->end - h->start;
 	nblocks = nrs_objfmt_nblocks(len);
@@ -197,7 +196,8 @@ int nrs_objfmt_parse(const void *buf, size_t len, const struct nrs_objhdr *want,
 	if (nrs_le32_get(b + OFF_BLOCKSIZE) != NRS_OBJ_BLOCK ||
 	    nrs_le16_get(b + OFF_RESERVED0) != 0 ||
 	    nrs_le32_get(b + OFF_RESERVED1) != 0 ||
-	    nrs_le32_get(b + OFF_RESERVED2) != 0 || !hdr_possible(&oi.h) ||
+	    nrs_le32_get(b + OFF_RESERVED2) != 0 ||
+	    !nrs_objfmt_hdr_is_valid(&oi.h) ||
 	    oi.nblocks != nrs_objfmt_nblocks(oi.h.end - oi.h.start))
 		return -EUCLEAN;					/* O3 */
 	if (want && !hdr_equal(&oi.h, want))
@@ -238,7 +238,8 @@ int nrs_objfmt_verify_block(const struct nrs_objinfo *oi, const void *table,
 	return 0;
 }
 
-int nrs_objfmt_verify(const void *buf, size_t len, const struct nrs_objhdr *want)
+int nrs_objfmt_verify(const void *buf, size_t len,
+		      const struct nrs_objhdr *want)
 {
 	const unsigned char *b = buf;
 	const unsigned char *table, *payload;
@@ -268,7 +269,7 @@ int nrs_objfmt_key(char buf[NRS_OBJKEY_MAX], const struct nrs_objhdr *h)
 {
 	int n;
 
-	if (!buf || !h || !hdr_possible(h))
+	if (!buf || !h || !nrs_objfmt_hdr_is_valid(h))
 		return -EINVAL;
 	n = snprintf(buf, NRS_OBJKEY_MAX,
 		     "s/%016" PRIx64 "/%016" PRIx64 "-%016" PRIx64 "-g%016" PRIx64,

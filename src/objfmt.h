@@ -16,6 +16,7 @@
 #ifndef NRS_OBJFMT_H
 #define NRS_OBJFMT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -31,6 +32,9 @@ struct nrs_objhdr {
 	uint64_t gen;		/* generation, >= 1 */
 };
 
+/* Is h a range an object can hold: non-empty, shorter than NRS_OBJ_MAX_LEN,
+ * gen >= 1?  (What seal, key and the cache refuse with -EINVAL.) */
+bool nrs_objfmt_hdr_is_valid(const struct nrs_objhdr *h);
 /* Bytes before the payload for a payload of len bytes. */
 size_t nrs_objfmt_hdr_len(uint64_t len);
 /*
@@ -108,15 +112,28 @@ struct nrs_bcache_opts {
 };
 
 struct nrs_bcache_stats {
-	uint64_t hits, misses;		/* block lookups */
+	uint64_t hits, misses;		/* block lookups in memory */
 	uint64_t disk_hits;		/* misses of memory served by disk */
-	uint64_t get_requests, get_bytes;
+	uint64_t get_requests, get_bytes;	/* headers' GETs included */
 	uint64_t mem_bytes, disk_bytes;	/* held now */
-	uint64_t bad_blocks;		/* checksum failures seen */
+	uint64_t bad_blocks;		/* verification failures seen: a
+					 * block, header or table from the
+					 * store, or a block from disk */
 };
 
+/*
+ * A cache reading through store, which it borrows: store must outlive it.
+ * o NULL: every default.  readahead is rounded down to a multiple of
+ * NRS_OBJ_BLOCK (at least one block, at most 64 MiB).  With disk_dir, the
+ * directory is created if missing (its parent must exist), locked against a
+ * second cache (-EBUSY), and blocks an earlier run left there are reused,
+ * each verified again before use (bcache.c says how).  The caller frees
+ * *out with nrs_bcache_close().
+ */
 int nrs_bcache_open(const struct nrs_bcache_opts *o, struct nrs_objstore *store,
 		    struct nrs_bcache **out);
+/* Close of NULL is a no-op.  No read may be in flight.  The disk tier's
+ * files stay for the next open. */
 void nrs_bcache_close(struct nrs_bcache *c);
 /*
  * Copy logical bytes [off, off + len) of the object h (which must lie within
@@ -132,8 +149,13 @@ void nrs_bcache_close(struct nrs_bcache *c);
  */
 int nrs_bcache_read(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		    uint64_t off, size_t len, void *dst);
-/* Forget every cached block of the object (before it is deleted). */
+/* Forget every cached block of the object, in memory and on disk (before
+ * it is deleted).  A read running at the same time may cache a block again;
+ * that is harmless, keys are never reused for other bytes. */
 void nrs_bcache_forget(struct nrs_bcache *c, const struct nrs_objhdr *h);
 void nrs_bcache_stats(struct nrs_bcache *c, struct nrs_bcache_stats *out);
+/* Audit (tests): each tier's hash table, LRU list and byte count agree,
+ * and each tier is within its budget.  Takes the cache's lock. */
+bool nrs_bcache_check(struct nrs_bcache *c);
 
 #endif
