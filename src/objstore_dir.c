@@ -35,10 +35,13 @@
  * promises the same bytes)
  *
  *   P1  Write header + bytes to a new file in DIR/.tmp (O_EXCL), fsync it.
- *   P2  Make the key's subdirectories that are missing, fsyncing the parent
- *       of each one made (so the path to the object survives a crash).
+ *   P2  Make the key's subdirectories that are missing.
  *   P3  rename() the file into place over any old one, then fsync the
- *       object's directory.  Only then does put() return 0.
+ *       object's directory and every directory above it up to DIR, so the
+ *       whole path survives a crash (a directory another put made a moment
+ *       ago is not durable before its maker's fsync, which may still be to
+ *       come; a clean directory's fsync costs little).  Only then does
+ *       put() return 0.
  *   A crash before P3 leaves at most a file in .tmp (removed by the next
  *   open) and empty subdirectories; the key is absent or holds the old
  *   object.  After P3's rename the object is whole.  P2 and P3 race with
@@ -270,36 +273,43 @@ static int write_tmp(struct dir_store *d, const void *buf, size_t len,
 }
 
 /*
- * P2 + P3 once: move .tmp/name to key and fsync its directory.  -ENOENT
- * when a directory on the way was removed under us (retry).
+ * P2 + P3 once: move .tmp/name to key and fsync the directories on its
+ * path.  -ENOENT when a directory on the way was removed under us (retry).
  */
 static int place(struct dir_store *d, const char *name, const char *key)
 {
-	const char *slash = strrchr(key, '/');
+	char *path = strdup(key);
+	char *slash;
 	int pfd = d->rootfd, rc = 0;
 
+	if (!path)
+		return -ENOMEM;
+	slash = strrchr(path, '/');
 	if (slash) {
-		char *parent = strndup(key, (size_t)(slash - key));
-
-		if (!parent)
-			return -ENOMEM;
-		rc = mkdirs_at(d->rootfd, parent);
+		*slash = '\0';		/* path is now the parent directory */
+		rc = mkdirs_at(d->rootfd, path);
 		if (rc == 0) {
-			pfd = openat(d->rootfd, parent,
+			pfd = openat(d->rootfd, path,
 				     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 			if (pfd < 0)
 				rc = -errno;
 		}
-		free(parent);
-		if (rc < 0)
-			return rc;
 	}
-	if (renameat(d->tmpfd, name, pfd, slash ? slash + 1 : key) < 0)
+	if (rc == 0 &&
+	    renameat(d->tmpfd, name, pfd, slash ? slash + 1 : key) < 0)
 		rc = -errno;
-	else if (fsync(pfd) < 0)
+	if (rc == 0 && fsync(pfd) < 0)
 		rc = -errno;
-	if (pfd != d->rootfd)
+	/* the directories above, deepest first, DIR last */
+	while (rc == 0 && slash) {
+		slash = strrchr(path, '/');
+		if (slash)
+			*slash = '\0';
+		rc = fsync_at(d->rootfd, slash ? path : ".");
+	}
+	if (pfd >= 0 && pfd != d->rootfd)
 		close(pfd);
+	free(path);
 	return rc;
 }
 

@@ -502,8 +502,9 @@ static void call_run(struct s3_call *c, const S3PutProperties *pp,
 		if (maxfd < 0 || maxfd >= FD_SETSIZE) {
 			/* Not connected yet, or sockets select() cannot
 			 * take (curl leaves those out of the sets). */
-			poll(NULL, 0, (int)(wait < MAX_IDLE_WAIT_MS ? wait
-								  : MAX_IDLE_WAIT_MS));
+			if (wait > MAX_IDLE_WAIT_MS)
+				wait = MAX_IDLE_WAIT_MS;
+			poll(NULL, 0, (int)wait);
 		} else {
 			struct timeval tv = {
 				.tv_sec = (time_t)(wait / 1000),
