@@ -106,12 +106,13 @@ start() {
 	set -- "$dir/data" "$BUCKET"
 	if [ "${NRS_S3RVER_TLS:-0}" = 1 ]; then
 		command -v openssl >/dev/null 2>&1 || die "openssl is not in PATH"
-		mkdir "$dir/tls" &&
-		openssl req -x509 -newkey rsa:2048 -nodes -days 2 \
+		mkdir "$dir/tls" || die "cannot make $dir/tls"
+		if ! openssl req -x509 -newkey rsa:2048 -nodes -days 2 \
 			-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
 			-keyout "$dir/tls/key.pem" -out "$dir/tls/cert.pem" \
-			>"$dir/tls/openssl.log" 2>&1 ||
+			>"$dir/tls/openssl.log" 2>&1; then
 			die "openssl could not make a certificate: $(cat "$dir/tls/openssl.log")"
+		fi
 		set -- "$@" "$dir/tls/key.pem" "$dir/tls/cert.pem"
 		scheme=https
 	fi

@@ -16,6 +16,7 @@ NRS_S3RVER_SH=${NRS_S3RVER_SH:-$top/tests/s3/s3rver.sh}
 limit=${NRS_TEST_TIMEOUT:-300}
 
 s3tmp=$(mktemp -d "${TMPDIR:-/tmp}/nrs-s3.XXXXXX") || exit 99
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
 	sh "$NRS_S3RVER_SH" stop "$s3tmp/plain"
 	sh "$NRS_S3RVER_SH" stop "$s3tmp/tls"
