@@ -15,7 +15,12 @@
 #   test      cmocka, attr (getfattr/setfattr), python3 (JSON checks),
 #             procps (pgrep/pkill in helpers), util-linux (mountpoint,
 #             findmnt, flock), psmisc (fuser), coreutils' timeout, xz/gzip
-#             for `make distcheck`
+#             for `make distcheck`, openssl (a test certificate)
+#   s3        nodejs and npm (Debian's, unless a node is already in PATH),
+#             then s3rver, the S3 server the tests run against, at the
+#             version tests/s3/package-lock.json pins: `npm ci` in tests/s3,
+#             as the user running this script, skipped when that lock file
+#             is what was installed last
 #   adapters  openjdk-17-jdk-headless: the Java example adapter's test
 #   valgrind  the memcheck run of a subset of the mounted tests
 #   bench     fio, and libfuse3-dev's examples (passthrough_ll.c)
@@ -26,11 +31,19 @@ PACKAGES="
 	libfuse3-dev libsqlite3-dev libisal-dev libssl-dev libs3-dev libcmocka-dev
 	fuse3 sqlite3
 	attr python3 procps util-linux psmisc coreutils findutils grep sed
-	xz-utils gzip tar
+	xz-utils gzip tar openssl
 	openjdk-17-jdk-headless valgrind
 	fio
 	${NRS_DEPS_EXTRA:-}
 "
+
+# Node: Debian's, unless one is there already (NodeSource's nodejs bundles
+# npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null 2>&1; then
+	PACKAGES="$PACKAGES nodejs npm"
+elif ! command -v npm >/dev/null 2>&1; then
+	PACKAGES="$PACKAGES npm"
+fi
 
 if [ "$(id -u)" -eq 0 ]; then
 	SUDO=
@@ -69,4 +82,19 @@ if [ ! -c /dev/fuse ]; then
 fi
 if [ ! -c /dev/fuse ]; then
 	echo "install-deps: warning: /dev/fuse is missing; mounting will fail" >&2
+fi
+
+# s3rver, pinned by tests/s3/package-lock.json, into tests/s3/node_modules.
+s3dir=$(cd "$(dirname "$0")/../tests/s3" && pwd)
+stamp=$s3dir/node_modules/.nrs-installed-lock
+if [ -x "$s3dir/node_modules/.bin/s3rver" ] &&
+   cmp -s "$s3dir/package-lock.json" "$stamp"; then
+	echo "install-deps: s3rver present"
+else
+	echo "install-deps: npm ci in $s3dir"
+	if ! (cd "$s3dir" && npm ci --no-audit --no-fund --loglevel=error); then
+		echo "install-deps: npm ci in $s3dir failed" >&2
+		exit 1
+	fi
+	cp "$s3dir/package-lock.json" "$stamp"
 fi

@@ -42,6 +42,16 @@
 
 struct nrs_objstore;
 
+/*
+ * Is key a valid object key: 1 to NRS_OBJKEY_MAX - 1 characters from
+ * [A-Za-z0-9._-], in components separated by single '/', no component
+ * empty or starting with '.' (so no "." or "..", no leading or trailing
+ * '/')?  Every provider refuses any other key with -EINVAL, so a key one
+ * store takes every store takes, and the embedded store can keep names
+ * starting with '.' for itself (objstore.c).
+ */
+bool nrs_objkey_is_valid(const char *key);
+
 /* What head() proves about a stored object. */
 struct nrs_obj_meta {
 	uint64_t length;

@@ -126,6 +126,7 @@
 
 #include "crc32c.h"
 #include "failpoint.h"
+#include "fileio.h"
 #include "log.h"
 #include "wal.h"
 #include "walrec.h"
@@ -343,26 +344,6 @@ static int fsync_dir(struct wal_local *w)
 		return rc;
 	}
 	return 0;
-}
-
-/* Read up to len bytes at off, stopping only at end of file. */
-static ssize_t pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done,
-				  (off_t)(off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		done += (size_t)n;
-	}
-	return (ssize_t)done;
 }
 
 /* Write iov[0..iovcnt) back to back at off: A2's loop. */
@@ -602,7 +583,7 @@ static ssize_t local_read(struct nrs_wal *base, struct nrs_wal_pos pos,
 	rc = seg_fd(w, pos.seg, &fd);
 	if (rc < 0)
 		return rc;
-	return pread_full(fd, buf, len, pos.off);
+	return nrs_pread_full(fd, buf, len, pos.off);
 }
 
 /* ---- recovery ---------------------------------------------------------- */
@@ -654,7 +635,7 @@ static int sb_get(struct scan *s, uint64_t off, size_t want,
 		}
 		len = s->fsize - off < s->cap ? (size_t)(s->fsize - off) : s->cap;
 		s->blen = 0;
-		n = pread_full(s->fd, s->buf, len, off);
+		n = nrs_pread_full(s->fd, s->buf, len, off);
 		if (n < 0) {
 			nrs_err("local WAL %s/%s: read at %" PRIu64 ": %s",
 				s->w->dir, s->name, off, strerror((int)-n));
