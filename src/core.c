@@ -7,6 +7,7 @@
  *   DIR/lock      flock(2)ed by the daemon that owns the directory
  *   DIR/meta.db   the metadata store (meta_sqlite.c)
  *   DIR/wal/      local WAL segments (wal_local.c)
+ *   DIR/objects/  the embedded object store (objstore_dir.c), unless -o s3
  *
  * The stream table maps a stream id to its in-memory state (stream.h).  It
  * holds one reference to every stream with a name or an open handle; a
@@ -43,6 +44,8 @@
 
 #include "core_priv.h"
 #include "log.h"
+#include "objfmt.h"
+#include "objstore.h"
 #include "pipeline.h"
 #include "reader.h"
 #include "wal.h"
@@ -120,6 +123,23 @@ int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st)
 out_unlock:
 	pthread_rwlock_unlock(&c->tlock);
 	return err;
+}
+
+void nrs_core_streams_each(struct nrs_core *c,
+			   void (*fn)(void *ctx, struct nrs_stream *st),
+			   void *ctx)
+{
+	pthread_rwlock_rdlock(&c->tlock);
+	for (size_t i = 0; i < c->nstreams; i++) {
+		struct nrs_stream *st = c->streams[i];
+
+		if (!st)
+			continue;
+		pthread_mutex_lock(&st->lock);
+		fn(ctx, st);
+		pthread_mutex_unlock(&st->lock);
+	}
+	pthread_rwlock_unlock(&c->tlock);
 }
 
 void nrs_core_stream_remove(struct nrs_core *c, uint64_t id)
@@ -202,7 +222,8 @@ void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
 		if (st) {
 			pthread_mutex_lock(&st->lock);
 			out->st_size = (off_t)st->head;		/* I4 */
-			out->st_blocks = (blkcnt_t)((st->wal_bytes + 511) / 512);
+			out->st_blocks = (blkcnt_t)((st->wal_bytes +
+						     st->obj_bytes + 511) / 512);
 			pthread_mutex_unlock(&st->lock);
 			nrs_stream_put(st);
 		}
@@ -392,7 +413,7 @@ ssize_t nrs_core_read(struct nrs_core *c, struct nrs_handle *h, void *buf,
 		memcpy(buf, h->vbuf + off, size);
 		return (ssize_t)size;
 	}
-	return nrs_reader_read(c->wal, &c->metrics, h->st, buf, size, off,
+	return nrs_reader_read(&c->reader, h->st, buf, size, off,
 			       !nrs_core_handle_direct(h));
 }
 
@@ -526,7 +547,9 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	struct nrs_wal_local_opts wo = {
 		.segment_size = o->wal_segment_size,
 		.reserve = o->wal_reserve,
+		.budget = o->wal_budget,
 	};
+	pthread_rwlockattr_t ga;
 	struct nrs_pipeline_cfg pc;
 	struct nrs_core *c;
 	char path[4096];
@@ -540,6 +563,12 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	nrs_metrics_init(&c->metrics);
 	pthread_mutex_init(&c->admin, NULL);
 	pthread_rwlock_init(&c->tlock, NULL);
+	/* the reclaimer must get through a steady stream of readers */
+	pthread_rwlockattr_init(&ga);
+	pthread_rwlockattr_setkind_np(&ga,
+		PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&c->gate, &ga);
+	pthread_rwlockattr_destroy(&ga);
 	c->started_ns = nrs_now_real_ns();
 	c->data_dir = strdup(o->data_dir);
 	if (!c->data_dir) {
@@ -571,6 +600,9 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		nrs_err("cannot open WAL %s: %s", path, strerror(-err));
 		goto out_free;
 	}
+	err = nrs_core_obj_open(c, o);
+	if (err)
+		goto out_free;
 	err = nrs_recover(c, &next_lsn);
 	if (err)
 		goto out_free;
@@ -586,6 +618,9 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	err = nrs_pipeline_start(&pc, &c->pipe);
 	if (err)
 		goto out_free;
+	err = nrs_core_obj_start(c, o);
+	if (err)
+		goto out_free;
 	*out = c;
 	return 0;
 out_free:
@@ -597,14 +632,19 @@ void nrs_core_free(struct nrs_core *c)
 {
 	if (!c)
 		return;
+	nrs_core_obj_close(c);
 	nrs_pipeline_stop(c->pipe);
 	for (size_t i = 0; i < c->nstreams; i++)
 		nrs_stream_put(c->streams[i]);
 	free(c->streams);
+	if (c->bcache)
+		nrs_bcache_close(c->bcache);
+	nrs_obj_close(c->store);
 	nrs_wal_close(c->wal);
 	nrs_meta_close(c->meta);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
+	pthread_rwlock_destroy(&c->gate);
 	pthread_rwlock_destroy(&c->tlock);
 	pthread_mutex_destroy(&c->admin);
 	free(c->data_dir);

@@ -33,7 +33,18 @@ struct nrs_core_opts {
 	const char *data_dir;
 	uint64_t wal_segment_size;	/* 0: default */
 	uint64_t wal_reserve;		/* free bytes left to the metadata store */
+	uint64_t wal_budget;		/* most WAL bytes on disk; 0: none */
 	size_t max_batch_bytes;		/* 0: default */
+	/* object store: S3 if s3_url, else the directory DATA/objects */
+	const char *s3_url;		/* http[s]://HOST[:PORT]/BUCKET */
+	const char *s3_credentials;	/* a 0600 file, or NULL: environment */
+	const char *s3_ca_file;		/* NULL: the system's CA store */
+	uint64_t cache_size;		/* memory block cache; 0: default */
+	const char *disk_cache;		/* disk block cache directory, or NULL */
+	uint64_t disk_cache_size;	/* 0: default */
+	/* materializer (materializer.h; 0: defaults) */
+	uint64_t mat_min_bytes, mat_max_age_ms, object_size;
+	unsigned int mat_threads;
 };
 
 /* Invalidate cached file data of ino from byte off to the end. */

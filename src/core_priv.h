@@ -15,8 +15,12 @@
 #include "core.h"
 #include "meta.h"
 #include "metrics.h"
+#include "reader.h"
 #include "stream.h"
 
+struct nrs_bcache;
+struct nrs_mat;
+struct nrs_objstore;
 struct nrs_pipeline;
 struct nrs_wal;
 
@@ -26,6 +30,11 @@ struct nrs_core {
 	struct nrs_meta *meta;
 	struct nrs_wal *wal;
 	struct nrs_pipeline *pipe;
+	struct nrs_objstore *store;	/* the embedded directory, or S3 */
+	struct nrs_bcache *bcache;	/* verified object blocks */
+	struct nrs_mat *mat;		/* materializer and reclaimer threads */
+	pthread_rwlock_t gate;		/* reads vs reclamation (reader.h) */
+	struct nrs_reader reader;
 	struct nrs_metrics metrics;
 	int64_t started_ns;
 
@@ -67,6 +76,11 @@ struct nrs_stream *nrs_core_stream_get(struct nrs_core *c, uint64_t id);
 void nrs_stream_put(struct nrs_stream *st);
 /* Insert st (the table takes the caller's reference). */
 int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st);
+/* Call fn for every stream in the table, with the table read-locked and
+ * the stream's lock held (fn must not take core locks). */
+void nrs_core_streams_each(struct nrs_core *c,
+			   void (*fn)(void *ctx, struct nrs_stream *st),
+			   void *ctx);
 /* Remove id from the table, dropping the table's reference. */
 void nrs_core_stream_remove(struct nrs_core *c, uint64_t id);
 void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
@@ -86,6 +100,12 @@ int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
 int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len);
 void nrs_virtual_stat(uint64_t ino, struct stat *out);
 bool nrs_is_virtual(uint64_t ino);
+
+/* core_obj.c: the object store, the block cache and the reader; then,
+ * once the pipeline runs, the materializer.  Close undoes both. */
+int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o);
+int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o);
+void nrs_core_obj_close(struct nrs_core *c);
 
 /* recovery.c: heads, re-publication, index; sets *next_lsn. */
 int nrs_recover(struct nrs_core *c, uint64_t *next_lsn);

@@ -29,6 +29,8 @@
 
 #include "core_priv.h"
 #include "log.h"
+#include "objfmt.h"
+#include "objstore.h"
 #include "pipeline.h"
 #include "wal.h"
 #include "xattr.h"
@@ -62,6 +64,12 @@ static int copy_out(const void *val, size_t len, void *buf, size_t size)
 	return (int)len;
 }
 
+/* Every byte below it is in the object store or trimmed.  Under st->lock. */
+static uint64_t mat_point(const struct nrs_stream *st)
+{
+	return st->materialized > st->start ? st->materialized : st->start;
+}
+
 /* Stream attributes, read under the stream lock in one go. */
 static ssize_t get_stream_attr(struct nrs_stream *st, int id, void *buf,
 			       size_t size)
@@ -78,10 +86,10 @@ static ssize_t get_stream_attr(struct nrs_stream *st, int id, void *buf,
 	case NRS_XA_VERSION: v = st->version; break;
 	case NRS_XA_START: v = st->start; break;
 	case NRS_XA_EPOCH: v = st->epoch; break;
-	case NRS_XA_MATERIALIZED: v = st->start; break;
-	case NRS_XA_WAL_BYTES: v = st->head - st->start; break;
+	case NRS_XA_MATERIALIZED: v = mat_point(st); break;
+	case NRS_XA_WAL_BYTES: v = st->head - mat_point(st); break;
 	case NRS_XA_INDEX:
-		n = nrs_index_format(&st->index, buf, size);
+		n = nrs_index_format(&st->index, st->id, buf, size);
 		pthread_mutex_unlock(&st->lock);
 		return n;
 	default:
@@ -313,6 +321,21 @@ ssize_t nrs_core_listxattr(struct nrs_core *c, uint64_t ino, char *buf,
 
 /* ---- virtual files -------------------------------------------------- */
 
+/* One stream's part of the gauges (nrs_core_streams_each). */
+static void add_stream(void *ctx, struct nrs_stream *st)
+{
+	struct nrs_metrics_gauges *g = ctx;
+	uint64_t age_ms = 0;
+
+	g->wal_live_bytes += st->wal_bytes;
+	g->obj_bytes += st->obj_bytes;
+	g->mat_lag_bytes += st->head - mat_point(st);
+	if (st->unmat_since_ns && st->head > mat_point(st))
+		age_ms = (g->now_ns - (uint64_t)st->unmat_since_ns) / 1000000;
+	if (age_ms > g->mat_lag_ms)
+		g->mat_lag_ms = age_ms;
+}
+
 /* The gauges of other modules; ws gets the WAL's statistics. */
 static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 		   struct nrs_wal_stats *ws)
@@ -324,17 +347,20 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 	g->wal_broken = ws->broken;
 	g->pipeline_failed = c->pipe ? nrs_pipeline_failed(c->pipe) : 0;
 	nrs_meta_counts(c->meta, &g->dirs, &g->streams);
-	pthread_rwlock_rdlock(&c->tlock);
-	for (size_t i = 0; i < c->nstreams; i++) {
-		struct nrs_stream *st = c->streams[i];
+	g->now_ns = nrs_now_mono_ns();
+	nrs_core_streams_each(c, add_stream, g);
+	if (c->bcache) {
+		struct nrs_bcache_stats bs;
 
-		if (!st)
-			continue;
-		pthread_mutex_lock(&st->lock);
-		g->wal_live_bytes += st->wal_bytes;
-		pthread_mutex_unlock(&st->lock);
+		nrs_bcache_stats(c->bcache, &bs);
+		g->cache_hits = bs.hits;
+		g->cache_misses = bs.misses;
+		g->cache_disk_hits = bs.disk_hits;
+		g->cache_mem_bytes = bs.mem_bytes;
+		g->cache_disk_bytes = bs.disk_bytes;
+		g->store_get_requests = bs.get_requests;
+		g->store_get_bytes = bs.get_bytes;
 	}
-	pthread_rwlock_unlock(&c->tlock);
 }
 
 static int render_status(struct nrs_core *c, char **buf, size_t *len)
@@ -363,6 +389,15 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 	fprintf(f, "  \"pipeline\": {\"failed\": %s, \"batches\": %" PRIu64
 		"},\n", g.pipeline_failed ? "true" : "false",
 		(uint64_t)nrs_counter(&m->batches));
+	fprintf(f, "  \"objects\": {\"store\": \"%s\", \"bytes\": %" PRIu64
+		", \"uploads\": %" PRIu64 ", \"retries\": %" PRIu64
+		", \"lag_bytes\": %" PRIu64 ", \"lag_seconds\": %" PRIu64
+		", \"wal_reclaimed_bytes\": %" PRIu64 "},\n",
+		c->store ? c->store->ops->name : "none", g.obj_bytes,
+		(uint64_t)nrs_counter(&m->obj_uploads),
+		(uint64_t)nrs_counter(&m->obj_retries), g.mat_lag_bytes,
+		g.mat_lag_ms / 1000,
+		(uint64_t)nrs_counter(&m->wal_reclaimed_bytes));
 	fprintf(f, "  \"appends\": %" PRIu64 ",\n  \"append_bytes\": %" PRIu64
 		",\n  \"append_errors\": %" PRIu64 ",\n  \"read_errors\": %" PRIu64
 		"\n}\n", (uint64_t)nrs_counter(&m->appends),

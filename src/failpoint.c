@@ -59,6 +59,15 @@
  *   recovery.before_publish recovery.c R4, before the transaction that
  *                           re-publishes heads from the WAL: start-up
  *                           fails.
+ *   obj.before_put          materializer.c M3, before an object's PUT:
+ *                           the PUT failed having sent nothing.
+ *   obj.after_put           after the PUT returned: its answer was lost
+ *                           (an uncertain PUT, resolved by HEAD proof).
+ *   obj.before_publish      M4, before the transaction that publishes the
+ *                           object's generation: it failed.
+ *   obj.after_publish       after it: published, the caller told it failed
+ *                           (crash here: the index is rebuilt at mount).
+ *   wal.before_reclaim      M5, before WAL segments are deleted.
  *
  * nrs_meta_publish serves both the pipeline (P3) and recovery (R4), so the
  * meta.* points are hit by both.
@@ -87,6 +96,11 @@ static const char *const fp_names[NRS_FP_COUNT] = {
 	[NRS_FP_META_AFTER_COMMIT] = "meta.after_commit",
 	[NRS_FP_PIPELINE_BEFORE_REPLY] = "pipeline.before_reply",
 	[NRS_FP_RECOVERY_BEFORE_PUBLISH] = "recovery.before_publish",
+	[NRS_FP_OBJ_BEFORE_PUT] = "obj.before_put",
+	[NRS_FP_OBJ_AFTER_PUT] = "obj.after_put",
+	[NRS_FP_OBJ_BEFORE_PUBLISH] = "obj.before_publish",
+	[NRS_FP_OBJ_AFTER_PUBLISH] = "obj.after_publish",
+	[NRS_FP_WAL_BEFORE_RECLAIM] = "wal.before_reclaim",
 };
 
 static const struct {

@@ -23,6 +23,11 @@ enum nrs_fp {
 	NRS_FP_META_AFTER_COMMIT,	/* "meta.after_commit" */
 	NRS_FP_PIPELINE_BEFORE_REPLY,	/* "pipeline.before_reply" */
 	NRS_FP_RECOVERY_BEFORE_PUBLISH,	/* "recovery.before_publish" */
+	NRS_FP_OBJ_BEFORE_PUT,		/* "obj.before_put" */
+	NRS_FP_OBJ_AFTER_PUT,		/* "obj.after_put" */
+	NRS_FP_OBJ_BEFORE_PUBLISH,	/* "obj.before_publish" */
+	NRS_FP_OBJ_AFTER_PUBLISH,	/* "obj.after_publish" */
+	NRS_FP_WAL_BEFORE_RECLAIM,	/* "wal.before_reclaim" */
 	NRS_FP_COUNT
 };
 

@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "index.h"
+#include "objfmt.h"
+#include "walrec.h"
 
 int nrs_index_append(struct nrs_index *ix, const struct nrs_index_ent *e)
 {
@@ -59,6 +61,42 @@ void nrs_index_drop_below(struct nrs_index *ix, uint64_t off)
 	ix->n -= i;
 }
 
+int nrs_index_replace(struct nrs_index *ix, const struct nrs_index_ent *e,
+		      uint64_t *wal_bytes)
+{
+	size_t i = nrs_index_find(ix, e->start), j;
+	uint64_t bytes = 0;
+
+	if (e->end <= e->start)
+		return -EINVAL;
+	for (j = i; j < ix->n && ix->v[j].start < e->end; j++) {
+		if (ix->v[j].end > e->end)
+			return -EINVAL;
+		if (j > i && ix->v[j].start < e->start)
+			return -EINVAL;
+		if (ix->v[j].kind == NRS_TARGET_WAL)
+			bytes += nrs_walrec_total_len(
+				(uint32_t)(ix->v[j].end - ix->v[j].start));
+	}
+	if (j == i) {
+		*wal_bytes = 0;
+		return 0;
+	}
+	ix->v[i] = *e;
+	memmove(ix->v + i + 1, ix->v + j, (ix->n - j) * sizeof(*ix->v));
+	ix->n -= j - i - 1;
+	*wal_bytes = bytes;
+	return (int)(j - i);
+}
+
+uint64_t nrs_index_min_seg(const struct nrs_index *ix)
+{
+	for (size_t i = 0; i < ix->n; i++)
+		if (ix->v[i].kind == NRS_TARGET_WAL)
+			return ix->v[i].seg;
+	return UINT64_MAX;
+}
+
 size_t nrs_index_collect(const struct nrs_index *ix, uint64_t off, uint64_t end,
 			 struct nrs_index_ent *out, size_t max)
 {
@@ -70,19 +108,29 @@ size_t nrs_index_collect(const struct nrs_index *ix, uint64_t off, uint64_t end,
 }
 
 static int format_line(char *line, size_t len, uint64_t start, uint64_t end,
-		       const struct nrs_index_ent *e)
+		       const struct nrs_index_ent *e, uint64_t stream_id)
 {
 	if (!e)
 		return snprintf(line, len, "%" PRIu64 " %" PRIu64 " 0 missing\n",
 				start, end);
+	if (e->kind == NRS_TARGET_OBJ) {
+		char key[NRS_OBJKEY_MAX];
+		struct nrs_objhdr h = { .stream_id = stream_id, .start = e->ostart,
+					.end = e->oend, .gen = e->gen };
+
+		nrs_objfmt_key(key, &h);
+		return snprintf(line, len, "%" PRIu64 " %" PRIu64 " %" PRIu64
+				" obj:%s\n", start, end, e->gen, key);
+	}
 	return snprintf(line, len, "%" PRIu64 " %" PRIu64 " %" PRIu64
 			" wal:%" PRIu64 ":%" PRIu64 "\n",
 			start, end, e->gen, e->seg, e->off);
 }
 
-ssize_t nrs_index_format(const struct nrs_index *ix, char *buf, size_t size)
+ssize_t nrs_index_format(const struct nrs_index *ix, uint64_t stream_id,
+			 char *buf, size_t size)
 {
-	char line[128];
+	char line[128 + NRS_OBJKEY_MAX];
 	size_t total = 0;
 	uint64_t prev_end = ix->n ? ix->v[0].start : 0;
 
@@ -97,9 +145,9 @@ ssize_t nrs_index_format(const struct nrs_index *ix, char *buf, size_t size)
 			if (pass == 0 && e->start == prev_end)
 				continue;
 			n = pass == 0 ? format_line(line, sizeof(line), prev_end,
-						    e->start, NULL)
+						    e->start, NULL, 0)
 				      : format_line(line, sizeof(line), e->start,
-						    e->end, e);
+						    e->end, e, stream_id);
 			if (n < 0 || (size_t)n >= sizeof(line))
 				return -EOVERFLOW;
 			if (size > 0) {

@@ -4,9 +4,15 @@
  *
  * Entries are sorted by logical offset and do not overlap; a gap between two
  * entries is a committed range whose copy is missing (a read of it is EIO).
- * For the local WAL an entry is one WAL record: [start, end) at (seg, off),
- * generation 0.  The index is derived state: it is rebuilt at mount from the
- * heads and the commit chain (DESIGN.md section 6), so it is never stored.
+ * A WAL entry is one WAL record: [start, end) at (seg, off), generation 0.
+ * An object entry is (part of) a materialized segment object of generation
+ * gen >= 1 that holds [ostart, oend) (objfmt.h); its [start, end) lies
+ * within that.  Objects only replace WAL entries from below (the
+ * materializer works upwards from the stream's start), so within one
+ * stream object entries come first, then WAL entries, whose segment numbers
+ * never decrease with the offset.  The index is derived state: it is rebuilt
+ * at mount from the published object generations, the heads and the commit
+ * chain (DESIGN.md section 6), so it is never stored.
  *
  * Not thread safe: the owner (struct nrs_stream) guards it with its lock.
  */
@@ -20,13 +26,15 @@
 
 enum nrs_target_kind {
 	NRS_TARGET_WAL = 1,	/* a local WAL record at (seg, off) */
+	NRS_TARGET_OBJ = 2,	/* a segment object [ostart, oend), gen */
 };
 
 struct nrs_index_ent {
 	uint64_t start, end;	/* logical range [start, end) */
 	uint64_t gen;		/* generation; 0 = the WAL copy */
 	uint8_t kind;		/* enum nrs_target_kind */
-	uint64_t seg, off;	/* where the record starts */
+	uint64_t seg, off;	/* WAL: where the record starts */
+	uint64_t ostart, oend;	/* OBJ: the range the object holds */
 };
 
 struct nrs_index {
@@ -41,13 +49,29 @@ int nrs_index_append(struct nrs_index *ix, const struct nrs_index_ent *e);
 size_t nrs_index_find(const struct nrs_index *ix, uint64_t off);
 /* Drop entries wholly below off (after a trim). */
 void nrs_index_drop_below(struct nrs_index *ix, uint64_t off);
+/*
+ * Replace every entry overlapping [e->start, e->end) by e (an object entry):
+ * the entries must lie within that range, except that the first may begin
+ * below it (a record cut by an unaligned trim: its part below is never
+ * read).  Returns the number of entries replaced (>= 1) and their record
+ * bytes in *wal_bytes (nrs_walrec_total_len of each WAL entry), 0 if no
+ * entry overlaps (nothing is inserted), -EINVAL if an entry reaches past
+ * e->end, -ENOMEM.
+ */
+int nrs_index_replace(struct nrs_index *ix, const struct nrs_index_ent *e,
+		      uint64_t *wal_bytes);
+/* The first WAL entry's segment (the oldest one the stream needs), or
+ * UINT64_MAX if it has none. */
+uint64_t nrs_index_min_seg(const struct nrs_index *ix);
 /* Copy up to max entries that overlap [off, end) into out; returns count. */
 size_t nrs_index_collect(const struct nrs_index *ix, uint64_t off, uint64_t end,
 			 struct nrs_index_ent *out, size_t max);
-/* Text form for user.nereus.index: "start end gen target\n" per entry,
- * target "wal:SEG:OFF"; gaps are shown as target "missing".  Returns the
+/* Text form for user.nereus.index of stream stream_id: "start end gen target\n" per entry,
+ * target "wal:SEG:OFF" or "obj:KEY" (objfmt.h); gaps are shown as target
+ * "missing".  Returns the
  * length (copies when size > 0), -ERANGE if size is too small. */
-ssize_t nrs_index_format(const struct nrs_index *ix, char *buf, size_t size);
+ssize_t nrs_index_format(const struct nrs_index *ix, uint64_t stream_id,
+			 char *buf, size_t size);
 /* Audit: sorted, non-overlapping, non-empty entries. */
 bool nrs_index_check(const struct nrs_index *ix);
 void nrs_index_free(struct nrs_index *ix);

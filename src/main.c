@@ -36,18 +36,53 @@
  * between checkpoints, and checkpoints may grow the database. */
 #define DEFAULT_WAL_RESERVE	(64ull << 20)
 
+/* The WAL may hold this much while the object store cannot take it. */
+#define DEFAULT_WAL_BUDGET	(4ull << 30)
+
+/* Numeric -o options: name, where the value goes, smallest value. */
+enum num_opt {
+	NO_SEGMENT_SIZE, NO_RESERVE, NO_BUDGET, NO_CACHE, NO_DISK_CACHE,
+	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_COUNT
+};
+
+static const struct {
+	const char *name;
+	uint64_t min, max;
+} num_opts[NO_COUNT] = {
+	[NO_SEGMENT_SIZE] = { "wal_segment_size", 1u << 20, UINT64_MAX },
+	[NO_RESERVE] = { "wal_reserve", 0, UINT64_MAX },
+	[NO_BUDGET] = { "wal_budget", 0, UINT64_MAX },
+	[NO_CACHE] = { "cache_size", 1u << 20, UINT64_MAX },
+	[NO_DISK_CACHE] = { "disk_cache_size", 1u << 20, UINT64_MAX },
+	[NO_MAT_BYTES] = { "materialize_bytes", 1, UINT64_MAX },
+	[NO_MAT_AGE] = { "materialize_age_ms", 1, UINT64_MAX / 1000000 },
+	[NO_OBJECT_SIZE] = { "object_size", 4096, UINT32_MAX },
+	[NO_MAT_THREADS] = { "materializers", 1, 64 },
+};
+
 struct options {
 	char *data;
-	char *segment_size;
-	char *reserve;
+	char *num[NO_COUNT];
+	char *s3, *s3_credentials, *s3_ca, *disk_cache;
 	char *log_level;
 };
 
 #define OPT(t, f) { t, offsetof(struct options, f), 1 }
 static const struct fuse_opt opt_spec[] = {
 	OPT("data=%s", data),
-	OPT("wal_segment_size=%s", segment_size),
-	OPT("wal_reserve=%s", reserve),
+	OPT("wal_segment_size=%s", num[NO_SEGMENT_SIZE]),
+	OPT("wal_reserve=%s", num[NO_RESERVE]),
+	OPT("wal_budget=%s", num[NO_BUDGET]),
+	OPT("cache_size=%s", num[NO_CACHE]),
+	OPT("disk_cache_size=%s", num[NO_DISK_CACHE]),
+	OPT("materialize_bytes=%s", num[NO_MAT_BYTES]),
+	OPT("materialize_age_ms=%s", num[NO_MAT_AGE]),
+	OPT("object_size=%s", num[NO_OBJECT_SIZE]),
+	OPT("materializers=%s", num[NO_MAT_THREADS]),
+	OPT("s3=%s", s3),
+	OPT("s3_credentials=%s", s3_credentials),
+	OPT("s3_ca=%s", s3_ca),
+	OPT("disk_cache=%s", disk_cache),
 	OPT("log=%s", log_level),
 	FUSE_OPT_END
 };
@@ -60,6 +95,21 @@ static void usage(const char *prog)
 	       "    -o wal_segment_size=N    bytes per WAL segment (default 64 MiB)\n"
 	       "    -o wal_reserve=N         free bytes the WAL leaves to the metadata\n"
 	       "                             store (default 64 MiB)\n"
+	       "    -o wal_budget=N          most bytes the WAL holds before appends\n"
+	       "                             fail ENOSPC (default 4 GiB, 0: no limit)\n"
+	       "    -o s3=URL                objects go to http[s]://HOST[:PORT]/BUCKET\n"
+	       "                             (default: the directory DIR/objects)\n"
+	       "    -o s3_credentials=FILE   0600 file with AWS_ACCESS_KEY_ID= and\n"
+	       "                             AWS_SECRET_ACCESS_KEY= (default: environment)\n"
+	       "    -o s3_ca=FILE            CA certificates for https (default: system)\n"
+	       "    -o materialize_bytes=N   materialize a stream once N bytes wait\n"
+	       "                             (default 4 MiB)\n"
+	       "    -o materialize_age_ms=N  ... or once the oldest waited N ms (5000)\n"
+	       "    -o object_size=N         most payload bytes per object (16 MiB)\n"
+	       "    -o materializers=N       materializer threads (default 2)\n"
+	       "    -o cache_size=N          memory block cache bytes (default 64 MiB)\n"
+	       "    -o disk_cache=DIR        a disk block cache in DIR (default none)\n"
+	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
 	       "    -o log=LEVEL             error, warning, info (default), debug\n\n",
 	       prog, "/var/lib/nereusfs, or ~/.local/share/nereusfs if not root");
 	fuse_cmdline_help();
@@ -139,22 +189,45 @@ static void detach_finish(int fd)
 	close(fd);
 }
 
-/* -o NAME=VALUE as a number of bytes >= min: 0, or -EINVAL (said why). */
-static int parse_bytes(const char *name, const char *s, uint64_t min,
-		       uint64_t *out)
+/* Numeric -o option i, if given, into *out: 0, or -EINVAL (said why). */
+static int parse_num(const struct options *o, enum num_opt i, uint64_t *out)
 {
+	const char *s = o->num[i];
 	unsigned long long v;
 	char *end;
 
+	if (!s)
+		return 0;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (!*s || *end || *s == '-' || errno == ERANGE || v < min) {
-		fprintf(stderr, "nereusfs: %s must be a number of bytes >= %"
-			PRIu64 ", not '%s'\n", name, min, s);
+	if (!*s || *end || *s == '-' || errno == ERANGE || v < num_opts[i].min ||
+	    v > num_opts[i].max) {
+		fprintf(stderr, "nereusfs: %s must be a number from %" PRIu64
+			" to %" PRIu64 ", not '%s'\n", num_opts[i].name,
+			num_opts[i].min, num_opts[i].max, s);
 		return -EINVAL;
 	}
 	*out = v;
 	return 0;
+}
+
+/* Every numeric option into co. */
+static int parse_nums(const struct options *o, struct nrs_core_opts *co)
+{
+	uint64_t threads = 0;
+	int err;
+
+	err = parse_num(o, NO_SEGMENT_SIZE, &co->wal_segment_size) ?:
+	      parse_num(o, NO_RESERVE, &co->wal_reserve) ?:
+	      parse_num(o, NO_BUDGET, &co->wal_budget) ?:
+	      parse_num(o, NO_CACHE, &co->cache_size) ?:
+	      parse_num(o, NO_DISK_CACHE, &co->disk_cache_size) ?:
+	      parse_num(o, NO_MAT_BYTES, &co->mat_min_bytes) ?:
+	      parse_num(o, NO_MAT_AGE, &co->mat_max_age_ms) ?:
+	      parse_num(o, NO_OBJECT_SIZE, &co->object_size) ?:
+	      parse_num(o, NO_MAT_THREADS, &threads);
+	co->mat_threads = (unsigned int)threads;
+	return err;
 }
 
 static int parse_level(const char *s)
@@ -231,10 +304,12 @@ int main(int argc, char *argv[])
 	}
 	co.data_dir = o.data;
 	co.wal_reserve = DEFAULT_WAL_RESERVE;
-	if ((o.segment_size && parse_bytes("wal_segment_size", o.segment_size,
-					   1u << 20, &co.wal_segment_size)) ||
-	    (o.reserve && parse_bytes("wal_reserve", o.reserve, 0,
-				      &co.wal_reserve)))
+	co.wal_budget = DEFAULT_WAL_BUDGET;
+	co.s3_url = o.s3;
+	co.s3_credentials = o.s3_credentials;
+	co.s3_ca_file = o.s3_ca;
+	co.disk_cache = o.disk_cache;
+	if (parse_nums(&o, &co))
 		goto out_args;
 	/* The kernel checks permissions from the attributes we report. */
 	if (fuse_opt_add_arg(&args, "-odefault_permissions,fsname=nereusfs,"
@@ -302,8 +377,12 @@ out_args:
 		close(detach_fd);	/* the parent reads EOF: failed */
 	free(fo.mountpoint);
 	free(o.data);
-	free(o.segment_size);
-	free(o.reserve);
+	for (int i = 0; i < NO_COUNT; i++)
+		free(o.num[i]);
+	free(o.s3);
+	free(o.s3_credentials);
+	free(o.s3_ca);
+	free(o.disk_cache);
 	free(o.log_level);
 	fuse_opt_free_args(&args);
 	return ret;

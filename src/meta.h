@@ -190,6 +190,52 @@ int nrs_meta_forget_inode(struct nrs_meta *m, uint64_t ino);
 int nrs_meta_unlinked_foreach(struct nrs_meta *m,
 			      int (*cb)(void *ctx, uint64_t ino), void *ctx);
 
+/* ---- object generations (DESIGN.md 1 event 4, 6) --------------------- */
+
+/*
+ * A segment object of a stream, one row per generation (objfmt.h).  States
+ * move prepared -> committed -> draining -> retired (DESIGN.md 6):
+ *  - prepared: an intent recorded (durably) before the upload; never read.
+ *    After a crash, prepared rows name the objects that may exist unpublished
+ *    (orphans): they are found here, never by listing the bucket.
+ *  - committed: published; the index serves [start, end) from it.
+ *  - draining, retired: superseded (stream lifecycle, GC).
+ *  - quarantined: the store held other bytes under its key; the key is never
+ *    written again (a new generation gets a new key).
+ */
+enum nrs_obj_state {
+	NRS_OBJ_PREPARED = 1,
+	NRS_OBJ_COMMITTED = 2,
+	NRS_OBJ_DRAINING = 3,
+	NRS_OBJ_RETIRED = 4,
+	NRS_OBJ_QUARANTINED = 5,
+};
+
+struct nrs_obj_row {
+	uint64_t gen;			/* >= 1, never reused */
+	uint64_t stream_id, start, end;
+	uint64_t length;		/* bytes of the whole object */
+	unsigned char sha256[32];
+	int state;			/* enum nrs_obj_state */
+	int64_t ctime_ns;		/* when the intent was recorded */
+};
+
+/* Record an intent (state prepared, durable); sets o->gen. */
+int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o);
+/* M4 of materializer.c: prepared -> committed with the object's SHA-256,
+ * durable.  -ESTALE if gen is not prepared. */
+int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
+			 const unsigned char sha256[32]);
+/* Move gen from state from to state to (durable).  -ESTALE if gen is not
+ * in state from, -ENOENT if there is no such row. */
+int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to);
+/* Forget a row (durable); 0 also if it is gone. */
+int nrs_meta_obj_delete(struct nrs_meta *m, uint64_t gen);
+/* Every row (stream_id 0) or a stream's, gen ascending; stop as above. */
+int nrs_meta_obj_foreach(struct nrs_meta *m, uint64_t stream_id,
+			 int (*cb)(void *ctx, const struct nrs_obj_row *o),
+			 void *ctx);
+
 /* Counts for /.nereus/status. */
 int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams);
 

@@ -19,6 +19,13 @@
  *   streams  id INTEGER PRIMARY KEY AUTOINCREMENT, ino, head, version,
  *            start, epoch, last_lsn, mtime_ns, profile, unlinked (0/1)
  *   xattrs   (ino, name BLOB) PRIMARY KEY, value BLOB (may be empty)
+ *   objects  gen INTEGER PRIMARY KEY AUTOINCREMENT (the generation),
+ *            stream_id, start, end (the logical range it holds), length
+ *            (object bytes), sha256 BLOB(32), state (enum nrs_obj_state),
+ *            ctime_ns; index (stream_id, gen).  Added by version 2.
+ *
+ * An older database is upgraded in place, in the transaction that opens it
+ * (schema_upgrade): version 1 gets the objects table.
  *
  * Unsigned 64-bit values are stored as the int64 with the same bits; SQL
  * only tests them for equality, C does every ordering comparison (the one
@@ -120,7 +127,7 @@
 #define RENAME_NOREPLACE	(1 << 0)
 #endif
 
-#define SCHEMA_VERSION	1
+#define SCHEMA_VERSION	2
 #define KIND_DIR	1
 #define KIND_STREAM	2
 #define MAX_DEPTH	65536	/* M4 */
@@ -140,6 +147,8 @@ enum stmt_id {
 	ST_XATTR_GET, ST_XATTR_INSERT, ST_XATTR_UPDATE, ST_XATTR_UPSERT,
 	ST_XATTR_REMOVE, ST_XATTR_TOTAL, ST_XATTR_LIST, ST_XATTR_DROP,
 	ST_UNLINKED_LIST, ST_COUNTS, ST_INODE_LIST, ST_DIRENT_LIST,
+	ST_OBJ_INSERT, ST_OBJ_STATE, ST_OBJ_PUBLISH, ST_OBJ_DELETE, ST_OBJ_LIST,
+	ST_OBJ_LIST_STREAM,
 	ST_NR
 };
 
@@ -150,6 +159,7 @@ enum stmt_id {
 	"i.atime_ns, COALESCE(" STREAM_MTIME ", i.mtime_ns), " \
 	"MAX(i.ctime_ns, COALESCE(" STREAM_MTIME ", i.ctime_ns)), i.stream_id"
 #define NR_ATTR_COLS 10
+#define OBJ_COLS "gen, stream_id, start, end, length, sha256, state, ctime_ns"
 #define STREAM_COLS "id, ino, head, version, start, epoch, last_lsn, " \
 	"mtime_ns, profile, unlinked"
 
@@ -222,7 +232,26 @@ static const char *const stmt_sql[ST_NR] = {
 	[ST_INODE_LIST] = "SELECT " ATTR_COLS " FROM inodes i ORDER BY i.ino",
 	[ST_DIRENT_LIST] = "SELECT parent, name, ino FROM dirents"
 		" ORDER BY cookie",
+	[ST_OBJ_INSERT] = "INSERT INTO objects(stream_id, start, end, length,"
+		" sha256, state, ctime_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_OBJ_STATE] = "UPDATE objects SET state = ?3"
+		" WHERE gen = ?1 AND state = ?2",
+	[ST_OBJ_PUBLISH] = "UPDATE objects SET state = ?2, sha256 = ?3"
+		" WHERE gen = ?1 AND state = ?4",
+	[ST_OBJ_DELETE] = "DELETE FROM objects WHERE gen = ?1",
+	[ST_OBJ_LIST] = "SELECT " OBJ_COLS " FROM objects ORDER BY gen",
+	[ST_OBJ_LIST_STREAM] = "SELECT " OBJ_COLS " FROM objects"
+		" WHERE stream_id = ?1 ORDER BY gen",
 };
+
+/* Version 2: object generations (added to a version 1 database). */
+#define OBJECTS_SQL \
+	"CREATE TABLE objects(" \
+	" gen INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL," \
+	" start INTEGER NOT NULL, end INTEGER NOT NULL," \
+	" length INTEGER NOT NULL, sha256 BLOB NOT NULL," \
+	" state INTEGER NOT NULL, ctime_ns INTEGER NOT NULL);" \
+	"CREATE INDEX objects_by_stream ON objects(stream_id, gen);"
 
 static const char schema_sql[] =
 	"CREATE TABLE inodes("
@@ -247,7 +276,8 @@ static const char schema_sql[] =
 	" profile INTEGER NOT NULL, unlinked INTEGER NOT NULL);"
 	"CREATE TABLE xattrs("
 	" ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,"
-	" PRIMARY KEY(ino, name)) WITHOUT ROWID;";
+	" PRIMARY KEY(ino, name)) WITHOUT ROWID;"
+	OBJECTS_SQL;
 
 struct nrs_meta {
 	pthread_mutex_t lock;		/* held for each whole call */
@@ -640,6 +670,23 @@ static int schema_create(struct nrs_meta *m)
 	return exec(m, schema_sql) ?: exec(m, sql);
 }
 
+/* Bring a database of an older version to ours, inside schema_open's
+ * transaction. */
+static int schema_upgrade(struct nrs_meta *m, int64_t version)
+{
+	char sql[64];
+	int ret = 0;
+
+	if (version < 2)
+		ret = exec(m, OBJECTS_SQL);
+	if (ret)
+		return ret;
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d;", SCHEMA_VERSION);
+	nrs_info("meta: schema upgraded from version %lld to %d",
+		 (long long)version, SCHEMA_VERSION);
+	return exec(m, sql);
+}
+
 static int schema_open(struct nrs_meta *m)
 {
 	int64_t version = 0, tables = 0;
@@ -665,6 +712,8 @@ static int schema_open(struct nrs_meta *m)
 		ret = -EUCLEAN;
 	} else if (version == 0) {
 		ret = schema_create(m);
+	} else if (version < SCHEMA_VERSION) {
+		ret = schema_upgrade(m, version);
 	}
 	if (!ret)
 		ret = exec(m, "COMMIT");
@@ -1528,6 +1577,112 @@ int nrs_meta_unlinked_foreach(struct nrs_meta *m,
 	}
 	sqlite3_reset(s);
 	return tx_end(m, ret < 0 ? ret : 0);	/* > 0: the callback stopped */
+}
+
+/* ---- object generations -------------------------------------------- */
+
+static void col_obj(sqlite3_stmt *s, struct nrs_obj_row *o)
+{
+	const void *sha = sqlite3_column_blob(s, 5);
+
+	o->gen = col_u64(s, 0);
+	o->stream_id = col_u64(s, 1);
+	o->start = col_u64(s, 2);
+	o->end = col_u64(s, 3);
+	o->length = col_u64(s, 4);
+	memset(o->sha256, 0, sizeof(o->sha256));
+	if (sha && sqlite3_column_bytes(s, 5) == (int)sizeof(o->sha256))
+		memcpy(o->sha256, sha, sizeof(o->sha256));
+	o->state = sqlite3_column_int(s, 6);
+	o->ctime_ns = sqlite3_column_int64(s, 7);
+}
+
+int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o)
+{
+	sqlite3_stmt *s;
+	int ret;
+
+	if (o->end <= o->start)
+		return -EINVAL;
+	ret = tx_begin(m, TX_DURABLE);
+	if (ret)
+		return ret;
+	s = BIND(m, ST_OBJ_INSERT, o->stream_id, o->start, o->end, o->length);
+	bind_bytes(s, 5, o->sha256, sizeof(o->sha256));
+	sqlite3_bind_int(s, 6, NRS_OBJ_PREPARED);
+	sqlite3_bind_int64(s, 7, o->ctime_ns);
+	ret = run(m, s);
+	if (!ret) {
+		o->gen = (uint64_t)sqlite3_last_insert_rowid(m->db);
+		o->state = NRS_OBJ_PREPARED;
+	}
+	return tx_end(m, ret);
+}
+
+int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
+			 const unsigned char sha256[32])
+{
+	sqlite3_stmt *s;
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	s = BIND(m, ST_OBJ_PUBLISH, gen, NRS_OBJ_COMMITTED);
+	bind_bytes(s, 3, sha256, 32);
+	sqlite3_bind_int(s, 4, NRS_OBJ_PREPARED);
+	ret = run(m, s);
+	if (!ret && sqlite3_changes(m->db) != 1) {
+		ret = -ESTALE;
+		nrs_err("meta: object generation %llu is not prepared",
+			(unsigned long long)gen);
+	}
+	return tx_end(m, ret);
+}
+
+int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to)
+{
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	ret = run(m, BIND(m, ST_OBJ_STATE, gen, from, to));
+	if (!ret && sqlite3_changes(m->db) != 1) {
+		ret = -ESTALE;
+		nrs_err("meta: object generation %llu is not in state %d",
+			(unsigned long long)gen, from);
+	}
+	return tx_end(m, ret);
+}
+
+int nrs_meta_obj_delete(struct nrs_meta *m, uint64_t gen)
+{
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (!ret)
+		ret = tx_end(m, run(m, BIND(m, ST_OBJ_DELETE, gen)));
+	return ret;
+}
+
+int nrs_meta_obj_foreach(struct nrs_meta *m, uint64_t stream_id,
+			 int (*cb)(void *ctx, const struct nrs_obj_row *o),
+			 void *ctx)
+{
+	sqlite3_stmt *s;
+	struct nrs_obj_row o;
+	int ret = tx_begin(m, TX_NONE);
+
+	if (ret)
+		return ret;
+	s = stream_id ? BIND(m, ST_OBJ_LIST_STREAM, stream_id)
+		      : m->st[ST_OBJ_LIST];
+	while ((ret = row(m, s)) > 0) {
+		col_obj(s, &o);
+		ret = cb(ctx, &o);
+		if (ret)
+			break;
+	}
+	sqlite3_reset(s);
+	return tx_end(m, ret < 0 ? ret : 0);
 }
 
 int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams)

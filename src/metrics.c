@@ -177,6 +177,37 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	counter(&t, "checksum_errors_total",
 		"CRC32C mismatches found while reading.",
 		nrs_counter(&m->checksum_errors));
+	counter(&t, "object_uploads_total",
+		"Segment objects uploaded, proven and published.",
+		nrs_counter(&m->obj_uploads));
+	counter(&t, "object_upload_bytes_total",
+		"Bytes of the published segment objects.",
+		nrs_counter(&m->obj_upload_bytes));
+	counter(&t, "object_upload_retries_total",
+		"Uploads not proven by HEAD (store errors), retried.",
+		nrs_counter(&m->obj_retries));
+	counter(&t, "object_quarantined_total",
+		"Keys found holding other bytes: quarantined, never overwritten.",
+		nrs_counter(&m->obj_quarantined));
+	counter(&t, "object_orphans_removed_total",
+		"Objects of interrupted uploads removed at start.",
+		nrs_counter(&m->obj_orphans_removed));
+	counter(&t, "wal_reclaimed_segments_total",
+		"WAL segments deleted after their ranges moved on.",
+		nrs_counter(&m->wal_reclaimed_segments));
+	counter(&t, "wal_reclaimed_bytes_total",
+		"Bytes of the WAL segments deleted.",
+		nrs_counter(&m->wal_reclaimed_bytes));
+	counter(&t, "cache_hits_total", "Object block cache hits (memory).",
+		g->cache_hits);
+	counter(&t, "cache_misses_total", "Object block cache misses (memory).",
+		g->cache_misses);
+	counter(&t, "cache_disk_hits_total",
+		"Memory misses served by the disk cache.", g->cache_disk_hits);
+	counter(&t, "object_get_requests_total",
+		"Range GETs sent to the object store.", g->store_get_requests);
+	counter(&t, "object_get_bytes_total",
+		"Bytes fetched from the object store.", g->store_get_bytes);
 	histogram(&t, "commit_latency_seconds",
 		  "Time from an append's arrival to its acknowledgement.",
 		  &m->commit_latency, 1e-6);
@@ -190,6 +221,17 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	      "WAL record bytes of committed, still readable ranges.",
 	      g->wal_live_bytes);
 	gauge(&t, "wal_segments", "WAL segment files.", g->wal_segments);
+	gauge(&t, "materialize_lag_bytes",
+	      "Committed bytes not yet in the object store.", g->mat_lag_bytes);
+	gauge(&t, "materialize_lag_seconds",
+	      "Age of the oldest committed byte not yet in the object store.",
+	      g->mat_lag_ms / 1000);
+	gauge(&t, "object_bytes", "Bytes of published segment objects.",
+	      g->obj_bytes);
+	gauge(&t, "cache_memory_bytes", "Object blocks held in memory.",
+	      g->cache_mem_bytes);
+	gauge(&t, "cache_disk_bytes", "Object blocks held in the disk cache.",
+	      g->cache_disk_bytes);
 	gauge(&t, "streams", "Streams with a name.", g->streams);
 	gauge(&t, "directories", "Directories.", g->dirs);
 	gauge(&t, "wal_broken",

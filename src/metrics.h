@@ -38,6 +38,14 @@ struct nrs_metrics {
 	atomic_uint_fast64_t read_bytes;
 	atomic_uint_fast64_t read_errors;
 	atomic_uint_fast64_t checksum_errors;
+	/* materializer.c */
+	atomic_uint_fast64_t obj_uploads;	/* objects published */
+	atomic_uint_fast64_t obj_upload_bytes;
+	atomic_uint_fast64_t obj_retries;	/* uploads not proven, retried */
+	atomic_uint_fast64_t obj_quarantined;
+	atomic_uint_fast64_t obj_orphans_removed;
+	atomic_uint_fast64_t wal_reclaimed_segments;
+	atomic_uint_fast64_t wal_reclaimed_bytes;
 	struct nrs_hist commit_latency;		/* microseconds, submit->reply */
 	struct nrs_hist batch_appends;		/* appends per batch */
 	struct nrs_hist batch_bytes;		/* payload bytes per batch */
@@ -50,6 +58,13 @@ struct nrs_metrics_gauges {
 	uint64_t streams;
 	uint64_t dirs;
 	uint64_t wal_live_bytes;	/* record bytes of live ranges */
+	uint64_t mat_lag_bytes;		/* committed, not yet materialized */
+	uint64_t mat_lag_ms;		/* age of the oldest of them */
+	uint64_t now_ns;		/* monotonic, when sampled */
+	uint64_t obj_bytes;		/* bytes of published objects */
+	uint64_t cache_hits, cache_misses, cache_disk_hits;
+	uint64_t cache_mem_bytes, cache_disk_bytes;
+	uint64_t store_get_requests, store_get_bytes;
 	int wal_broken;
 	int pipeline_failed;
 };

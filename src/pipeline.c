@@ -103,6 +103,9 @@ struct batch {
 	bool durable;			/* publish with a sync (a fence) */
 	int err;			/* the outcome of P2 (then P3) */
 	uint64_t payload, appends;
+	/* WAL segments below this hold no record of the batch that P4 has
+	 * not indexed yet (nrs_pipeline_wal_floor); UINT64_MAX when idle */
+	_Atomic uint64_t floor;
 };
 
 struct nrs_pipeline {
@@ -381,9 +384,13 @@ static int write_batch(struct nrs_pipeline *p, struct batch *b)
 		}
 		h += hl;
 	}
+	atomic_store(&b->floor, 0);	/* the segment is not known yet */
 	err = nrs_wal_append(p->cfg.wal, b->iov, (int)k, &pos);
-	if (err < 0)
+	if (err < 0) {
+		atomic_store(&b->floor, UINT64_MAX);
 		return err;
+	}
+	atomic_store(&b->floor, pos.seg);
 	off = pos.off;
 	for (size_t i = 0; i < b->nrecs; i++) {
 		b->recs[i].seg = pos.seg;
@@ -502,6 +509,8 @@ static int publish(struct nrs_pipeline *p, struct batch *b)
  */
 static void apply_reads(struct batch *b)
 {
+	uint64_t now = nrs_now_mono_ns();
+
 	for (size_t i = 0; i < b->nrecs; i++) {
 		struct batch_rec *br = &b->recs[i];
 		struct nrs_stream *st = br->st;
@@ -520,6 +529,8 @@ static void apply_reads(struct batch *b)
 		pthread_mutex_lock(&st->lock);
 		err = nrs_index_append(&st->index, &e);
 		st->wal_bytes += br->total;
+		if (st->unmat_since_ns == 0)	/* materializer.c M1 */
+			st->unmat_since_ns = (int64_t)now;
 		pthread_mutex_unlock(&st->lock);
 		if (err)
 			nrs_err("stream %" PRIu64 ": cannot index [%" PRIu64 ", %"
@@ -599,11 +610,20 @@ static void stage_publish(struct nrs_pipeline *p, struct batch *b)
 	}
 	if (!err)
 		err = nrs_failpoint(NRS_FP_PIPELINE_BEFORE_REPLY);
+	atomic_store(&b->floor, UINT64_MAX);
 	for (struct nrs_req *r = b->list, *next; r; r = next) {
 		next = r->next;
 		complete(p, r, r->err ? r->err : err);
 	}
 	b->list = NULL;
+}
+
+uint64_t nrs_pipeline_wal_floor(struct nrs_pipeline *p)
+{
+	uint64_t a = atomic_load(&p->b[0].floor);
+	uint64_t b = atomic_load(&p->b[1].floor);
+
+	return a < b ? a : b;
 }
 
 static bool queue_empty(struct nrs_pipeline *p)
@@ -722,6 +742,8 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 	p->next_lsn = cfg->next_lsn;
 	p->qtail = &p->qhead;
 	atomic_init(&p->failed, false);
+	atomic_init(&p->b[0].floor, UINT64_MAX);
+	atomic_init(&p->b[1].floor, UINT64_MAX);
 	pthread_mutex_init(&p->qlock, NULL);
 	pthread_cond_init(&p->qcond, NULL);
 	pthread_mutex_init(&p->hlock, NULL);

@@ -88,6 +88,13 @@ void nrs_pipeline_stop(struct nrs_pipeline *p);
 /* True once a failure left the pipeline refusing appends (see pipeline.c). */
 bool nrs_pipeline_failed(struct nrs_pipeline *p);
 
+/*
+ * WAL segments numbered below the result hold no record that the pipeline
+ * wrote and has not yet indexed (P4): with the streams' indexes, this says
+ * which segments a reclaimer may delete.  Read it before the indexes.
+ */
+uint64_t nrs_pipeline_wal_floor(struct nrs_pipeline *p);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t nrs_now_mono_ns(void);
 /* Wall clock in nanoseconds since the epoch. */

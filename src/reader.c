@@ -6,6 +6,10 @@
  * Committed bytes never change (I2), so a snapshot can never go stale: at
  * worst a concurrent append makes it shorter than it could be.
  *
+ * An object entry is read through the block cache (objfmt.h), which
+ * verifies every block against the object's CRC table and the header
+ * against the stream, range and generation the index names.
+ *
  * For each WAL record it reads the header (verified: magic, CRC, and that
  * its stream, base and length are the ones the index names) and the payload
  * chunks the request touches, verifies their CRC32C, and copies the bytes
@@ -20,6 +24,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "objfmt.h"
 #include "reader.h"
 #include "stream.h"
 #include "wal.h"
@@ -96,10 +101,47 @@ out_free:
 	return err;
 }
 
-ssize_t nrs_reader_read(struct nrs_wal *wal, struct nrs_metrics *m,
-			struct nrs_stream *st, void *buf, size_t size,
-			uint64_t off, bool whole_pages)
+static void log_failure(const struct nrs_stream *st, const struct nrs_index_ent *e,
+			uint64_t cur, int err)
 {
+	const char *why = err == -EBADMSG ? "fails its checksum"
+			  : err == -ENOMEM ? "cannot be buffered"
+			  : "is missing or not the one indexed";
+
+	if (e->kind == NRS_TARGET_OBJ) {
+		char key[NRS_OBJKEY_MAX];
+		struct nrs_objhdr h = { .stream_id = st->id, .start = e->ostart,
+					.end = e->oend, .gen = e->gen };
+
+		nrs_objfmt_key(key, &h);
+		nrs_err("stream %" PRIu64 " offset %" PRIu64 ": object %s %s"
+			" (%s)", st->id, cur, key, why, strerror(-err));
+	} else {
+		nrs_err("stream %" PRIu64 " offset %" PRIu64 ": WAL record at"
+			" segment %016" PRIx64 " byte %" PRIu64 " %s", st->id,
+			cur, e->seg, e->off, why);
+	}
+}
+
+static int read_ent(const struct nrs_reader *r, const struct nrs_stream *st,
+		    const struct nrs_index_ent *e, uint64_t a, uint64_t b,
+		    char *dst)
+{
+	struct nrs_objhdr h = { .stream_id = st->id, .start = e->ostart,
+				.end = e->oend, .gen = e->gen };
+
+	if (e->kind == NRS_TARGET_WAL)
+		return read_record(r->wal, st, e, a, b, dst);
+	if (e->kind != NRS_TARGET_OBJ || !r->bcache)
+		return -EUCLEAN;
+	return nrs_bcache_read(r->bcache, &h, a, b - a, dst);
+}
+
+static ssize_t read_locked(const struct nrs_reader *r, struct nrs_stream *st,
+			   void *buf, size_t size, uint64_t off,
+			   bool whole_pages)
+{
+	struct nrs_metrics *m = r->metrics;
 	struct nrs_index_ent ents[ENTS_PER_ROUND];
 	uint64_t head, start, end, cur;
 	size_t n;
@@ -145,16 +187,10 @@ ssize_t nrs_reader_read(struct nrs_wal *wal, struct nrs_metrics *m,
 				err = -EUCLEAN;
 				break;
 			}
-			err = read_record(wal, st, e, cur, b,
-					  (char *)buf + (cur - off));
+			err = read_ent(r, st, e, cur, b,
+				       (char *)buf + (cur - off));
 			if (err) {
-				nrs_err("stream %" PRIu64 " offset %" PRIu64
-					": WAL record at segment %016" PRIx64
-					" byte %" PRIu64 " %s", st->id, cur,
-					e->seg, e->off,
-					err == -EBADMSG ? "fails its checksum"
-					: err == -ENOMEM ? "cannot be buffered"
-					: "is missing or not the one indexed");
+				log_failure(st, e, cur, err);
 				break;
 			}
 			cur = b;
@@ -175,4 +211,17 @@ ssize_t nrs_reader_read(struct nrs_wal *wal, struct nrs_metrics *m,
 		nrs_count(&m->read_bytes, end - off);
 	}
 	return (ssize_t)(end - off);
+}
+
+ssize_t nrs_reader_read(const struct nrs_reader *r, struct nrs_stream *st,
+			void *buf, size_t size, uint64_t off, bool whole_pages)
+{
+	ssize_t n;
+
+	if (r->gate)
+		pthread_rwlock_rdlock(r->gate);
+	n = read_locked(r, st, buf, size, off, whole_pages);
+	if (r->gate)
+		pthread_rwlock_unlock(r->gate);
+	return n;
 }

@@ -23,9 +23,13 @@
  *     orphan cannot later be mistaken for a continuation: every new record
  *     gets a larger LSN and names the published last LSN, never an orphan's.
  *  R4 The re-published heads are written in one synced transaction.
- *  R5 The offset index of each stream is rebuilt by walking its commit
- *     chain back from the head's last LSN: each record must end where the
- *     next one (in logical order) begins.  A record the chain needs but the
+ *  R5 The offset index of each stream is rebuilt: first the committed
+ *     object generations (materializer.c M4), whose highest end is the
+ *     stream's `materialized`; then the WAL records above
+ *     max(start, materialized), found by walking its commit chain back from
+ *     the head's last LSN: each record must end where the next one (in
+ *     logical order) begins.  The walk stops there because the WAL
+ *     segments below may have been reclaimed (materializer.c M5).  A record the chain needs but the
  *     WAL lacks (corruption) leaves a gap: reads of it fail with EIO, and
  *     the error is logged with the stream and the range -- the committed
  *     range is never shortened.
@@ -52,6 +56,7 @@
 #include "core_priv.h"
 #include "failpoint.h"
 #include "log.h"
+#include "pipeline.h"
 #include "wal.h"
 
 struct rec {
@@ -238,15 +243,82 @@ out:
 	return err;
 }
 
-/* R5 for one stream */
+struct objs {
+	struct nrs_obj_row *v;
+	size_t n, cap;
+};
+
+static int collect_committed(void *ctx, const struct nrs_obj_row *o)
+{
+	struct objs *l = ctx;
+
+	if (o->state != NRS_OBJ_COMMITTED)
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct nrs_obj_row *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *o;
+	return 0;
+}
+
+static int cmp_obj(const void *a, const void *b)
+{
+	const struct nrs_obj_row *x = a, *y = b;
+
+	if (x->stream_id != y->stream_id)
+		return x->stream_id < y->stream_id ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->gen < y->gen ? -1 : x->gen > y->gen;
+}
+
+/* R5, objects: the entries of one stream's committed generations. */
+static int index_objects(struct nrs_stream *st, const struct objs *l,
+			 size_t *i)
+{
+	for (; *i < l->n && l->v[*i].stream_id == st->id; (*i)++) {
+		const struct nrs_obj_row *o = &l->v[*i];
+		struct nrs_index_ent e = {
+			.start = o->start, .end = o->end, .gen = o->gen,
+			.kind = NRS_TARGET_OBJ, .ostart = o->start,
+			.oend = o->end,
+		};
+		int err;
+
+		if (o->end <= st->start || o->end > st->head)
+			continue;	/* trimmed away, or not ours */
+		if (st->index.n && o->start < st->index.v[st->index.n - 1].end) {
+			nrs_err("stream %" PRIu64 ": object generation %" PRIu64
+				" [%" PRIu64 ", %" PRIu64 ") overlaps another;"
+				" ignored", st->id, o->gen, o->start, o->end);
+			continue;
+		}
+		err = nrs_index_append(&st->index, &e);
+		if (err)
+			return err;
+		st->materialized = o->end;
+		st->obj_bytes += o->length;
+	}
+	return 0;
+}
+
+/* R5, WAL: one stream's records above max(start, materialized) */
 static int rebuild_index(struct nrs_stream *st, const struct scan *s)
 {
 	const struct rec **chain = NULL;
 	size_t n = 0, cap = 0;
 	uint64_t want_end = st->head, lsn = st->last_lsn;
+	uint64_t floor = st->materialized > st->start ? st->materialized
+						      : st->start;
 	int err = 0;
 
-	while (want_end > st->start && lsn != 0) {
+	while (want_end > floor && lsn != 0) {
 		const struct rec *r = find_lsn(s, lsn);
 
 		if (!r || r->stream_id != st->id ||
@@ -302,6 +374,8 @@ out:
 int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 {
 	struct scan s = { 0 };
+	struct objs ol = { 0 };
+	size_t oi = 0;
 	uint64_t max_lsn = 0;
 	int err;
 
@@ -321,14 +395,25 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 	err = republish(c, &s);
 	if (err)
 		goto out;
+	err = nrs_meta_obj_foreach(c->meta, 0, collect_committed, &ol);
+	if (err)
+		goto out;
+	if (ol.n > 1)
+		qsort(ol.v, ol.n, sizeof(*ol.v), cmp_obj);
 	for (size_t i = 0; i < c->nstreams; i++) {
 		struct nrs_stream *st = c->streams[i];
 
 		if (!st)
 			continue;
-		err = rebuild_index(st, &s);
+		while (oi < ol.n && ol.v[oi].stream_id < st->id)
+			oi++;
+		err = index_objects(st, &ol, &oi);
+		if (!err)
+			err = rebuild_index(st, &s);
 		if (err)
 			goto out;
+		if (st->head > st->materialized && st->head > st->start)
+			st->unmat_since_ns = (int64_t)nrs_now_mono_ns();
 		st->ord_head = st->head;
 		st->read_limit = st->head;
 		st->ord_version = st->version;
@@ -343,6 +428,7 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 out:
 	if (err)
 		nrs_err("recovery failed: %s", strerror(-err));
+	free(ol.v);
 	free(s.v);
 	return err;
 }

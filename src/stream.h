@@ -33,6 +33,14 @@ struct nrs_stream {
 	int64_t mtime_ns;
 	int profile;
 	uint64_t wal_bytes;	/* on-disk WAL record bytes of live ranges */
+	uint64_t materialized;	/* [0, materialized) has published object
+				 * generations (or lies below start) */
+	uint64_t obj_bytes;	/* bytes of the published objects */
+	int64_t unmat_since_ns;	/* monotonic time the oldest committed byte
+				 * not yet materialized was appended; 0 if
+				 * none (materializer.c) */
+	bool mat_busy;		/* a materializer thread works on it */
+	uint64_t mat_retry_ns;	/* after a failure: not before (monotonic) */
 	struct nrs_index index;
 	unsigned int open_handles;
 	bool unlinked;

@@ -71,6 +71,13 @@ struct nrs_wal_ops {
 	 */
 	int (*scan)(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx);
 	void (*stats)(struct nrs_wal *w, struct nrs_wal_stats *out);
+	/*
+	 * Delete every segment numbered below `below` but the one appends go
+	 * to.  The caller guarantees that none of their records is needed any
+	 * more and that no read of them is in flight.  Returns the number of
+	 * segments removed (*bytes: their size) or -errno.
+	 */
+	int (*reclaim)(struct nrs_wal *w, uint64_t below, uint64_t *bytes);
 	void (*close)(struct nrs_wal *w);
 };
 
@@ -98,6 +105,12 @@ static inline int nrs_wal_scan(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx)
 static inline void nrs_wal_stats(struct nrs_wal *w, struct nrs_wal_stats *out)
 {
 	w->ops->stats(w, out);
+}
+
+static inline int nrs_wal_reclaim(struct nrs_wal *w, uint64_t below,
+				  uint64_t *bytes)
+{
+	return w->ops->reclaim(w, below, bytes);
 }
 
 /* Close of NULL is a no-op. */
@@ -135,6 +148,12 @@ struct nrs_wal_local_opts {
 	 * the heads of records the WAL already holds.  0: no reserve.
 	 */
 	uint64_t reserve;
+	/*
+	 * The most bytes the segments may hold: an append past it fails
+	 * -ENOSPC before writing anything (backpressure while committed bytes
+	 * cannot move to the object store).  0: no budget.
+	 */
+	uint64_t budget;
 	/*
 	 * For offline checkers: the directory is never created, scan() cuts
 	 * and removes nothing (a torn tail is only reported through damage;

@@ -63,6 +63,18 @@
  *       free space on the file system fails -ENOSPC before writing: that
  *       space is the metadata store's, which must still publish the heads
  *       of records the WAL holds.
+ *   A6  An append that would bring the bytes held in segments past the
+ *       configured budget fails -ENOSPC before writing (backpressure while
+ *       the object store cannot take the committed bytes, wal.h).
+ *
+ * RECLAMATION
+ *
+ *   D1  reclaim(below) unlinks every segment numbered below `below` except
+ *       the current one, then fsyncs DIR once.  The caller guarantees that
+ *       no record in them is needed (published elsewhere, trimmed or
+ *       unlinked) and that no reader still reads them; their fds are closed.
+ *       A crash part way leaves some of them, which the next reclaim
+ *       removes; recovery ignores records a head does not reach (I3).
  *
  * RECOVERY (scan: before the first append; again only before one)
  *
@@ -160,6 +172,7 @@ struct wal_local {
 	int dirfd;
 	uint64_t seg_size;
 	uint64_t reserve;		/* bytes of free space left to others */
+	uint64_t budget;		/* A6: most bytes in segments, 0: none */
 	bool read_only;		/* R8 */
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
@@ -509,6 +522,20 @@ static int check_reserve(struct wal_local *w, size_t total)
 	return 0;
 }
 
+/* A6: the budget, against the bytes the segment table holds. */
+static int check_budget(struct wal_local *w, size_t total)
+{
+	uint64_t held = 0;
+
+	if (w->budget == 0)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->nsegs; i++)
+		held += w->segs[i].size;
+	pthread_mutex_unlock(&w->lock);
+	return held >= w->budget || w->budget - held < total ? -ENOSPC : 0;
+}
+
 static int local_append(struct nrs_wal *base, const struct iovec *iov,
 			int iovcnt, struct nrs_wal_pos *pos)
 {
@@ -537,6 +564,8 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 	w->appended = true;
 
 	rc = check_reserve(w, total);
+	if (rc == 0)
+		rc = check_budget(w, total);
 	if (rc < 0)
 		return rc;
 	if (w->cur_fd < 0 || w->must_rotate ||
@@ -951,6 +980,55 @@ static void local_stats(struct nrs_wal *base, struct nrs_wal_stats *out)
 	pthread_mutex_unlock(&w->lock);
 }
 
+/* D1 */
+static int local_reclaim(struct nrs_wal *base, uint64_t below, uint64_t *bytes)
+{
+	struct wal_local *w = (struct wal_local *)base;
+	char name[SEG_NAME_MAX];
+	uint64_t freed = 0;
+	int removed = 0, rc = 0;
+
+	if (w->read_only)
+		return -EROFS;
+	for (;;) {
+		struct seg victim = { .no = 0 };
+
+		pthread_mutex_lock(&w->lock);
+		for (size_t i = 0; i < w->nsegs && w->segs[i].no < below; i++) {
+			if (w->segs[i].no == w->cur_no)
+				continue;
+			victim = w->segs[i];
+			memmove(w->segs + i, w->segs + i + 1,
+				(w->nsegs - i - 1) * sizeof(*w->segs));
+			w->nsegs--;
+			break;
+		}
+		pthread_mutex_unlock(&w->lock);
+		if (victim.no == 0)
+			break;
+		if (victim.fd >= 0)
+			close(victim.fd);
+		seg_name(name, victim.no);
+		if (unlinkat(w->dirfd, name, 0) < 0 && errno != ENOENT) {
+			rc = -errno;
+			nrs_err("local WAL %s: cannot remove segment %s: %s",
+				w->dir, name, strerror(-rc));
+			break;
+		}
+		freed += victim.size;
+		removed++;
+	}
+	if (removed > 0) {
+		int frc = fsync_dir(w);
+
+		if (frc < 0 && rc == 0)
+			rc = frc;
+	}
+	if (bytes)
+		*bytes = freed;
+	return rc < 0 ? rc : removed;
+}
+
 static void local_close(struct nrs_wal *base)
 {
 	struct wal_local *w = (struct wal_local *)base;
@@ -973,6 +1051,7 @@ static const struct nrs_wal_ops local_ops = {
 	.read = local_read,
 	.scan = local_scan,
 	.stats = local_stats,
+	.reclaim = local_reclaim,
 	.close = local_close,
 };
 
@@ -1081,6 +1160,7 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 	w->next_no = 1;
 	w->seg_size = o && o->segment_size ? o->segment_size : DEFAULT_SEG_SIZE;
 	w->reserve = o ? o->reserve : 0;
+	w->budget = o ? o->budget : 0;
 	if (o) {
 		w->read_only = o->read_only;
 		w->damage = o->damage;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "index.h"
+#include "walrec.h"
 
 static struct nrs_index_ent ent(uint64_t s, uint64_t e, uint64_t seg,
 				uint64_t off)
@@ -108,13 +109,91 @@ static void test_format(void **state)
 
 	(void)state;
 	build(&ix, 7);
-	n = nrs_index_format(&ix, NULL, 0);
+	n = nrs_index_format(&ix, 7, NULL, 0);
 	assert_int_equal(n, (ssize_t)strlen(want));
-	assert_int_equal(nrs_index_format(&ix, buf, (size_t)n - 1), -ERANGE);
-	assert_int_equal(nrs_index_format(&ix, buf, sizeof(buf)), n);
+	assert_int_equal(nrs_index_format(&ix, 7, buf, (size_t)n - 1), -ERANGE);
+	assert_int_equal(nrs_index_format(&ix, 7, buf, sizeof(buf)), n);
 	assert_memory_equal(buf, want, (size_t)n);
 	nrs_index_free(&ix);
-	assert_int_equal(nrs_index_format(&ix, buf, sizeof(buf)), 0);
+	assert_int_equal(nrs_index_format(&ix, 7, buf, sizeof(buf)), 0);
+}
+
+static struct nrs_index_ent obj(uint64_t s, uint64_t e, uint64_t gen,
+				uint64_t os, uint64_t oe)
+{
+	struct nrs_index_ent x = { .start = s, .end = e, .gen = gen,
+				   .kind = NRS_TARGET_OBJ, .ostart = os,
+				   .oend = oe };
+	return x;
+}
+
+/* Materialization replaces WAL entries by object entries, from below. */
+static void test_replace(void **state)
+{
+	struct nrs_index ix = { 0 };
+	struct nrs_index_ent e, out[8];
+	uint64_t bytes = 99;
+
+	(void)state;
+	for (uint64_t i = 0; i < 6; i++) {
+		e = ent(10 * i, 10 * i + 10, 3 + i / 2, 64 + 100 * i);
+		assert_int_equal(nrs_index_append(&ix, &e), 0);
+	}
+	assert_int_equal(nrs_index_min_seg(&ix), 3);
+	/* [0, 30): three records of 10 bytes, each 64 + 8 bytes on disk */
+	e = obj(0, 30, 1, 0, 30);
+	assert_int_equal(nrs_index_replace(&ix, &e, &bytes), 3);
+	assert_int_equal(bytes, 3 * nrs_walrec_total_len(10));
+	assert_int_equal(ix.n, 4);
+	assert_true(nrs_index_check(&ix));
+	assert_int_equal(nrs_index_min_seg(&ix), 4);	/* [30, 40) */
+	/* a reach past the end of a record is refused, nothing changes */
+	e = obj(30, 45, 2, 30, 45);
+	assert_int_equal(nrs_index_replace(&ix, &e, &bytes), -EINVAL);
+	assert_int_equal(ix.n, 4);
+	/* reads resolve across generations: the object, then the WAL */
+	assert_int_equal(nrs_index_collect(&ix, 25, 40, out, 8), 2);
+	assert_int_equal(out[0].gen, 1);
+	assert_int_equal(out[0].kind, NRS_TARGET_OBJ);
+	assert_int_equal(out[1].gen, 0);
+	assert_int_equal(out[1].kind, NRS_TARGET_WAL);
+	/* a range cut below by a trim: the first record begins below it */
+	nrs_index_drop_below(&ix, 35);
+	assert_int_equal(ix.n, 3);
+	e = obj(35, 60, 2, 35, 60);
+	assert_int_equal(nrs_index_replace(&ix, &e, &bytes), 3);
+	assert_int_equal(ix.n, 1);
+	assert_int_equal(nrs_index_min_seg(&ix), UINT64_MAX);
+	assert_int_equal(nrs_index_collect(&ix, 35, 60, out, 8), 1);
+	assert_int_equal(out[0].gen, 2);
+	assert_int_equal(out[0].start, 35);
+	/* nothing left to replace above the head */
+	e = obj(60, 70, 3, 60, 70);
+	assert_int_equal(nrs_index_replace(&ix, &e, &bytes), 0);
+	assert_int_equal(bytes, 0);
+	assert_int_equal(ix.n, 1);
+	nrs_index_free(&ix);
+}
+
+static void test_format_obj(void **state)
+{
+	struct nrs_index ix = { 0 };
+	struct nrs_index_ent e = obj(0, 30, 1, 0, 30);
+	char buf[512];
+	const char *want =
+		"0 30 1 obj:s/0000000000000007/0000000000000000-"
+		"000000000000001e-g0000000000000001\n"
+		"30 40 0 wal:4:364\n";
+	ssize_t n;
+
+	(void)state;
+	assert_int_equal(nrs_index_append(&ix, &e), 0);
+	e = ent(30, 40, 4, 364);
+	assert_int_equal(nrs_index_append(&ix, &e), 0);
+	n = nrs_index_format(&ix, 7, buf, sizeof(buf));
+	assert_int_equal(n, (ssize_t)strlen(want));
+	assert_memory_equal(buf, want, (size_t)n);
+	nrs_index_free(&ix);
 }
 
 int main(void)
@@ -124,6 +203,8 @@ int main(void)
 		cmocka_unit_test(test_find_collect),
 		cmocka_unit_test(test_drop_below),
 		cmocka_unit_test(test_format),
+		cmocka_unit_test(test_replace),
+		cmocka_unit_test(test_format_obj),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

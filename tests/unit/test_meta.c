@@ -23,7 +23,12 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "meta.h"
+
+/* meta_sqlite.c SCHEMA_VERSION */
+#define NRS_TEST_SCHEMA_VERSION 2
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE	(1 << 0)
@@ -1111,10 +1116,10 @@ static void test_newer_version_refused(void **state)
 	nrs_meta_close(f->m);
 	f->m = NULL;
 	/* user_version: big-endian 32 bits at offset 60 of the header */
-	patch_byte(f->path, 63, 2);
+	patch_byte(f->path, 63, 0x7f);
 	assert_int_equal(nrs_meta_open(f->path, &m2), -EPROTO);
 	assert_null(m2);
-	patch_byte(f->path, 63, 1);
+	patch_byte(f->path, 63, NRS_TEST_SCHEMA_VERSION);
 	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
 	assert_int_equal(getattr_ok(f->m, ROOT).ino, ROOT);
 }
@@ -1348,10 +1353,106 @@ static void test_readonly_listing(void **state)
 	assert_int_equal(access(p, F_OK), -1);
 
 	/* Another schema version is refused read-only too. */
-	patch_byte(f->path, 63, 2);
+	patch_byte(f->path, 63, 0x7f);
 	assert_int_equal(nrs_meta_open_readonly(f->path, &ro), -EPROTO);
-	patch_byte(f->path, 63, 1);
+	patch_byte(f->path, 63, NRS_TEST_SCHEMA_VERSION);
 	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+}
+
+static int collect_objs(void *ctx, const struct nrs_obj_row *o)
+{
+	struct nrs_obj_row *v = ctx;
+	size_t n = 0;
+
+	while (v[n].gen)
+		n++;
+	if (n >= 7)
+		return -ENOSPC;
+	v[n] = *o;
+	return 0;
+}
+
+/* Object generations: intents, publication, states, per-stream listing. */
+static void test_objects(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_obj_row a = { .stream_id = 3, .start = 0, .end = 100,
+				 .length = 200, .ctime_ns = 5 };
+	struct nrs_obj_row b = { .stream_id = 4, .start = 10, .end = 20,
+				 .length = 90 };
+	struct nrs_obj_row v[8];
+	unsigned char sha[32];
+
+	memset(sha, 0xab, sizeof(sha));
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &a), 0);
+	assert_true(a.gen >= 1);
+	assert_int_equal(a.state, NRS_OBJ_PREPARED);
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &b), 0);
+	assert_true(b.gen > a.gen);	/* generations grow, never reused */
+	b.end = b.start;
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &b), -EINVAL);
+
+	assert_int_equal(nrs_meta_obj_publish(f->m, a.gen, sha), 0);
+	assert_int_equal(nrs_meta_obj_publish(f->m, a.gen, sha), -ESTALE);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, b.gen, NRS_OBJ_COMMITTED,
+						NRS_OBJ_RETIRED), -ESTALE);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, b.gen, NRS_OBJ_PREPARED,
+						NRS_OBJ_QUARANTINED), 0);
+
+	reopen(f);	/* all of it is durable */
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 0, collect_objs, v), 0);
+	assert_int_equal(v[0].gen, a.gen);
+	assert_int_equal(v[0].state, NRS_OBJ_COMMITTED);
+	assert_int_equal(v[0].stream_id, 3);
+	assert_int_equal(v[0].end, 100);
+	assert_int_equal(v[0].length, 200);
+	assert_int_equal(v[0].ctime_ns, 5);
+	assert_memory_equal(v[0].sha256, sha, sizeof(sha));
+	assert_int_equal(v[1].state, NRS_OBJ_QUARANTINED);
+	assert_int_equal(v[2].gen, 0);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 4, collect_objs, v), 0);
+	assert_int_equal(v[0].gen, b.gen);
+	assert_int_equal(v[1].gen, 0);
+
+	assert_int_equal(nrs_meta_obj_delete(f->m, b.gen), 0);
+	assert_int_equal(nrs_meta_obj_delete(f->m, b.gen), 0);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 4, collect_objs, v), 0);
+	assert_int_equal(v[0].gen, 0);
+	/* a new intent never gets a deleted generation back */
+	b.end = 30;
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &b), 0);
+	assert_true(b.gen > a.gen + 1);
+}
+
+/* A version 1 database (no objects table) is upgraded in place. */
+static void test_upgrade_v1(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_obj_row a = { .stream_id = 1, .start = 0, .end = 1 };
+	uint64_t d;
+	sqlite3 *db;
+
+	d = mkdir_ok(f->m, ROOT, "kept");
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "DROP TABLE objects;"
+				      " PRAGMA user_version = 1;", NULL, NULL,
+				      NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+	{
+		struct nrs_attr la;
+
+		assert_int_equal(nrs_meta_lookup(f->m, ROOT, "kept", &la), 0);
+		assert_int_equal(la.ino, d);
+	}
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &a), 0);
+	reopen(f);
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &a), 0);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -1385,6 +1486,8 @@ int main(void)
 		T(test_threads),
 		T(test_sync_only_when_durable),
 		T(test_readonly_listing),
+		T(test_objects),
+		T(test_upgrade_v1),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -109,7 +109,8 @@ static void mock_close(struct nrs_wal *w)
 }
 
 static const struct nrs_wal_ops mock_ops = {
-	"mock", mock_append, mock_read, mock_scan, mock_stats, mock_close,
+	.name = "mock", .append = mock_append, .read = mock_read,
+	.scan = mock_scan, .stats = mock_stats, .close = mock_close,
 };
 
 /* ---- fixture ---------------------------------------------------------- */

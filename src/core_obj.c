@@ -1,0 +1,103 @@
+/*
+ * core_obj.c - the stream core's object side: which object store it uses
+ * (DESIGN.md section 7), the block cache reads go through, and the
+ * materializer threads.
+ *
+ * With no s3 option the store is the embedded directory DATA/objects, so
+ * the whole pipeline (materialize, read from objects, reclaim the WAL) runs
+ * with no server.  With -o s3=URL the same objects go to that bucket;
+ * credentials come from the s3_credentials file or the environment, never
+ * from the command line.  Opening makes no request: a store that is down at
+ * mount only delays materialization (appends go on from the WAL, up to its
+ * budget).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_priv.h"
+#include "log.h"
+#include "materializer.h"
+#include "objfmt.h"
+#include "objstore.h"
+
+static int open_s3(struct nrs_core *c, const struct nrs_core_opts *o)
+{
+	struct nrs_s3_opts so = { .url = o->s3_url, .ca_file = o->s3_ca_file };
+	char *access = NULL, *secret = NULL;
+	int err;
+
+	err = nrs_s3_credentials(o->s3_credentials, &access, &secret);
+	if (err) {
+		nrs_err("S3 %s: no credentials (%s): set AWS_ACCESS_KEY_ID and"
+			" AWS_SECRET_ACCESS_KEY or -o s3_credentials=FILE",
+			o->s3_url, strerror(-err));
+		return err;
+	}
+	so.access_key = access;
+	so.secret_key = secret;
+	err = nrs_objstore_s3_open(&so, &c->store);
+	if (err)
+		nrs_err("S3 %s: %s", o->s3_url, err == -EINVAL ?
+			"not a URL of the form http[s]://HOST[:PORT]/BUCKET"
+			: strerror(-err));
+	free(access);
+	if (secret)
+		memset(secret, 0, strlen(secret));
+	free(secret);
+	return err;
+}
+
+int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
+{
+	struct nrs_bcache_opts bo = {
+		.mem_bytes = o->cache_size,
+		.disk_dir = o->disk_cache,
+		.disk_bytes = o->disk_cache_size,
+	};
+	char path[4096];
+	int err;
+
+	if (o->s3_url) {
+		err = open_s3(c, o);
+	} else {
+		snprintf(path, sizeof(path), "%s/objects", c->data_dir);
+		err = nrs_objstore_dir_open(path, &c->store);
+		if (err)
+			nrs_err("cannot open object directory %s: %s", path,
+				strerror(-err));
+	}
+	if (err)
+		return err;
+	err = nrs_bcache_open(&bo, c->store, &c->bcache);
+	if (err) {
+		nrs_err("cannot set up the block cache: %s", strerror(-err));
+		return err;
+	}
+	c->reader.wal = c->wal;
+	c->reader.bcache = c->bcache;
+	c->reader.metrics = &c->metrics;
+	c->reader.gate = &c->gate;
+	return 0;
+}
+
+int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
+{
+	struct nrs_mat_opts mo = {
+		.min_bytes = o->mat_min_bytes,
+		.max_age_ms = o->mat_max_age_ms,
+		.object_size = o->object_size,
+		.threads = o->mat_threads,
+	};
+
+	return nrs_mat_start(c, &mo, &c->mat);
+}
+
+void nrs_core_obj_close(struct nrs_core *c)
+{
+	nrs_mat_stop(c->mat);
+	c->mat = NULL;
+}
