@@ -78,7 +78,8 @@ struct nrs_mat {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stopping;			/* protected by lock */
-	bool orphans_done;		/* protected by lock */
+	bool orphans_taken;		/* protected by lock */
+	struct nrs_obj_row *orphans;	/* M6: prepared rows at start, gen 0 ends */
 	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
 	uint64_t reclaimed_below;	/* protected by reclaim_lock */
 };
@@ -308,6 +309,7 @@ static int materialize(struct nrs_mat *m, struct nrs_stream *st)
 	struct nrs_core *c = m->c;
 	struct nrs_obj_row o = { .stream_id = st->id };
 	struct nrs_objhdr h = { .stream_id = st->id };
+	struct nrs_reader rd;
 	unsigned char md5[NRS_MD5_LEN];
 	char key[NRS_OBJKEY_MAX];
 	size_t hl, len;
@@ -326,7 +328,9 @@ static int materialize(struct nrs_mat *m, struct nrs_stream *st)
 	buf = malloc(hl + len);
 	if (!buf)
 		return -ENOMEM;
-	n = nrs_reader_read(&c->reader, st, buf + hl, len, h.start, false);
+	rd = c->reader;
+	rd.metrics = NULL;	/* not a read anyone asked for */
+	n = nrs_reader_read(&rd, st, buf + hl, len, h.start, false);
 	if (n != (ssize_t)len) {
 		err = n < 0 ? (int)n : -EAGAIN;
 		if (err != -ENODATA)	/* trimmed meanwhile: look again */
@@ -442,15 +446,17 @@ static int collect_prepared(void *ctx, const struct nrs_obj_row *o)
 	return 0;
 }
 
-/* M6: delete the objects of prepared rows, then the rows.  0 when done. */
+/* M6: delete the objects of the prepared rows found at start (never an
+ * intent of this run), then the rows.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
 {
 	struct nrs_core *c = m->c;
-	struct nrs_obj_row *v = NULL;
-	int err;
+	struct nrs_obj_row *v = m->orphans;
+	int err = 0;
 
-	err = nrs_meta_obj_foreach(c->meta, 0, collect_prepared, &v);
 	for (size_t i = 0; !err && v && v[i].gen; i++) {
+		if (v[i].state == 0)
+			continue;	/* done in an earlier round */
 		struct nrs_objhdr h = { .stream_id = v[i].stream_id,
 					.start = v[i].start, .end = v[i].end,
 					.gen = v[i].gen };
@@ -461,6 +467,7 @@ static int clean_orphans(struct nrs_mat *m)
 		if (!err)
 			err = nrs_meta_obj_delete(c->meta, v[i].gen);
 		if (!err) {
+			v[i].state = 0;
 			nrs_info("removed orphan object %s (an upload a stop or"
 				 " crash interrupted)", key);
 			nrs_count(&c->metrics.obj_orphans_removed, 1);
@@ -469,7 +476,6 @@ static int clean_orphans(struct nrs_mat *m)
 				 key, strerror(-err));
 		}
 	}
-	free(v);
 	return err;
 }
 
@@ -480,8 +486,8 @@ static void *mat_thread(void *arg)
 	bool first;
 
 	pthread_mutex_lock(&m->lock);
-	first = !m->orphans_done;
-	m->orphans_done = true;		/* one thread does it */
+	first = !m->orphans_taken;
+	m->orphans_taken = true;	/* one thread does it */
 	pthread_mutex_unlock(&m->lock);
 	while (first && clean_orphans(m) != 0)
 		if (nap(m, backoff_ms(m, orphan_attempt++)))
@@ -535,9 +541,13 @@ int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
 	pthread_cond_init(&m->cond, NULL);
 	pthread_mutex_init(&m->reclaim_lock, NULL);
 	m->threads = calloc(m->o.threads, sizeof(*m->threads));
-	if (!m->threads) {
+	err = m->threads ? 0 : -ENOMEM;
+	if (!err)	/* before any thread records an intent of its own */
+		err = nrs_meta_obj_foreach(c->meta, 0, collect_prepared,
+					   &m->orphans);
+	if (err) {
 		nrs_mat_stop(m);
-		return -ENOMEM;
+		return err;
 	}
 	for (; m->nthreads < m->o.threads; m->nthreads++) {
 		err = -pthread_create(&m->threads[m->nthreads], NULL,
@@ -564,6 +574,7 @@ void nrs_mat_stop(struct nrs_mat *m)
 	pthread_mutex_destroy(&m->reclaim_lock);
 	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->lock);
+	free(m->orphans);
 	free(m->threads);
 	free(m);
 }
