@@ -45,6 +45,7 @@ struct nrs_core_opts {
 	/* materializer (materializer.h; 0: defaults) */
 	uint64_t mat_min_bytes, mat_max_age_ms, object_size;
 	unsigned int mat_threads;
+	uint64_t gc_grace_ms;		/* lifecycle.c G2; 0: default */
 };
 
 /* Invalidate cached file data of ino from byte off to the end. */

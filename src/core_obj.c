@@ -1,7 +1,7 @@
 /*
  * core_obj.c - the stream core's object side: which object store it uses
- * (DESIGN.md section 7), the block cache reads go through, and the
- * materializer threads.
+ * (DESIGN.md section 7), the block cache reads go through, the
+ * materializer threads and the lifecycle (retention, GC) thread.
  *
  * With no s3 option the store is the embedded directory DATA/objects, so
  * the whole pipeline (materialize, read from objects, reclaim the WAL) runs
@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core_priv.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "materializer.h"
 #include "objfmt.h"
@@ -93,11 +94,14 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 		.threads = o->mat_threads,
 	};
 
-	return nrs_mat_start(c, &mo, &c->mat);
+	return nrs_mat_start(c, &mo, &c->mat) ?:
+	       nrs_lc_start(c, o->gc_grace_ms, &c->lc);
 }
 
 void nrs_core_obj_close(struct nrs_core *c)
 {
+	nrs_lc_stop(c->lc);
+	c->lc = NULL;
 	nrs_mat_stop(c->mat);
 	c->mat = NULL;
 }

@@ -19,6 +19,7 @@
 #include "stream.h"
 
 struct nrs_bcache;
+struct nrs_lc;
 struct nrs_mat;
 struct nrs_objstore;
 struct nrs_pipeline;
@@ -33,6 +34,7 @@ struct nrs_core {
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
+	struct nrs_lc *lc;		/* retention and GC thread */
 	pthread_rwlock_t gate;		/* reads vs reclamation (reader.h) */
 	struct nrs_reader reader;
 	struct nrs_metrics metrics;
@@ -95,6 +97,10 @@ void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a);
  */
 int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
 		   bool bind);
+
+/* core_xattr.c: raise st's start to v (durable), drop the index below it
+ * and the kernel's cached pages.  -EINVAL if v < start or v > head. */
+int nrs_core_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v);
 
 /* core_xattr.c: the virtual files */
 int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len);

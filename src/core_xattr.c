@@ -153,7 +153,7 @@ ssize_t nrs_core_getxattr(struct nrs_core *c, uint64_t ino, const char *name,
 	return n;
 }
 
-static int set_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v)
+int nrs_core_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v)
 {
 	int err;
 
@@ -166,8 +166,10 @@ static int set_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v)
 	if (err)
 		return err;
 	pthread_mutex_lock(&st->lock);
-	st->start = v;
-	nrs_index_drop_below(&st->index, v);
+	if (v > st->start) {	/* concurrent trims: the store kept the larger */
+		st->start = v;
+		nrs_index_drop_below(&st->index, v);
+	}
 	pthread_mutex_unlock(&st->lock);
 	/* pages cached below the new start must not be read again */
 	if (c->inval)
@@ -211,7 +213,7 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 		err = nrs_core_fence(c, st, v, false);
 		break;
 	case NRS_XA_TRIM:
-		err = set_trim(c, st, v);
+		err = nrs_core_trim(c, st, v);
 		break;
 	case NRS_XA_PROFILE:
 		pthread_mutex_lock(&st->lock);

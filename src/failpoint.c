@@ -68,6 +68,9 @@
  *   obj.after_publish       after it: published, the caller told it failed
  *                           (crash here: the index is rebuilt at mount).
  *   wal.before_reclaim      M5, before WAL segments are deleted.
+ *   gc.before_delete        lifecycle.c G2, before a draining object is
+ *                           deleted from the store.
+ *   gc.after_delete         after the delete, before the row is retired.
  *
  * nrs_meta_publish serves both the pipeline (P3) and recovery (R4), so the
  * meta.* points are hit by both.
@@ -101,6 +104,8 @@ static const char *const fp_names[NRS_FP_COUNT] = {
 	[NRS_FP_OBJ_BEFORE_PUBLISH] = "obj.before_publish",
 	[NRS_FP_OBJ_AFTER_PUBLISH] = "obj.after_publish",
 	[NRS_FP_WAL_BEFORE_RECLAIM] = "wal.before_reclaim",
+	[NRS_FP_GC_BEFORE_DELETE] = "gc.before_delete",
+	[NRS_FP_GC_AFTER_DELETE] = "gc.after_delete",
 };
 
 static const struct {

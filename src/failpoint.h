@@ -28,6 +28,8 @@ enum nrs_fp {
 	NRS_FP_OBJ_BEFORE_PUBLISH,	/* "obj.before_publish" */
 	NRS_FP_OBJ_AFTER_PUBLISH,	/* "obj.after_publish" */
 	NRS_FP_WAL_BEFORE_RECLAIM,	/* "wal.before_reclaim" */
+	NRS_FP_GC_BEFORE_DELETE,	/* "gc.before_delete" */
+	NRS_FP_GC_AFTER_DELETE,		/* "gc.after_delete" */
 	NRS_FP_COUNT
 };
 

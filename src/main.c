@@ -42,7 +42,8 @@
 /* Numeric -o options: name, where the value goes, smallest value. */
 enum num_opt {
 	NO_SEGMENT_SIZE, NO_RESERVE, NO_BUDGET, NO_CACHE, NO_DISK_CACHE,
-	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_COUNT
+	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_GC_GRACE,
+	NO_COUNT
 };
 
 static const struct {
@@ -58,6 +59,7 @@ static const struct {
 	[NO_MAT_AGE] = { "materialize_age_ms", 1, UINT64_MAX / 1000000 },
 	[NO_OBJECT_SIZE] = { "object_size", 4096, UINT32_MAX },
 	[NO_MAT_THREADS] = { "materializers", 1, 64 },
+	[NO_GC_GRACE] = { "gc_grace_ms", 1, UINT64_MAX / 1000000 },
 };
 
 struct options {
@@ -79,6 +81,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("materialize_age_ms=%s", num[NO_MAT_AGE]),
 	OPT("object_size=%s", num[NO_OBJECT_SIZE]),
 	OPT("materializers=%s", num[NO_MAT_THREADS]),
+	OPT("gc_grace_ms=%s", num[NO_GC_GRACE]),
 	OPT("s3=%s", s3),
 	OPT("s3_credentials=%s", s3_credentials),
 	OPT("s3_ca=%s", s3_ca),
@@ -107,6 +110,8 @@ static void usage(const char *prog)
 	       "    -o materialize_age_ms=N  ... or once the oldest waited N ms (5000)\n"
 	       "    -o object_size=N         most payload bytes per object (16 MiB)\n"
 	       "    -o materializers=N       materializer threads (default 2)\n"
+	       "    -o gc_grace_ms=N         unneeded objects are deleted after N ms\n"
+	       "                             (default 60000)\n"
 	       "    -o cache_size=N          memory block cache bytes (default 64 MiB)\n"
 	       "    -o disk_cache=DIR        a disk block cache in DIR (default none)\n"
 	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
@@ -225,7 +230,8 @@ static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 	      parse_num(o, NO_MAT_BYTES, &co->mat_min_bytes) ?:
 	      parse_num(o, NO_MAT_AGE, &co->mat_max_age_ms) ?:
 	      parse_num(o, NO_OBJECT_SIZE, &co->object_size) ?:
-	      parse_num(o, NO_MAT_THREADS, &threads);
+	      parse_num(o, NO_MAT_THREADS, &threads) ?:
+	      parse_num(o, NO_GC_GRACE, &co->gc_grace_ms);
 	co->mat_threads = (unsigned int)threads;
 	return err;
 }

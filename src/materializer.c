@@ -356,7 +356,8 @@ static int materialize(struct nrs_mat *m, struct nrs_stream *st)
 		err = upload(m, key, buf, hl + len, md5, o.sha256);
 		if (err == -EBADMSG &&
 		    nrs_meta_obj_set_state(c->meta, o.gen, NRS_OBJ_PREPARED,
-					   NRS_OBJ_QUARANTINED) != 0)
+					   NRS_OBJ_QUARANTINED,
+					   nrs_now_real_ns()) != 0)
 			goto out;
 	} while (err == -EBADMSG && !stopping(m));
 	if (err)

@@ -218,6 +218,7 @@ struct nrs_obj_row {
 	unsigned char sha256[32];
 	int state;			/* enum nrs_obj_state */
 	int64_t ctime_ns;		/* when the intent was recorded */
+	int64_t mtime_ns;		/* when the state last changed */
 };
 
 /* Record an intent (state prepared, durable); sets o->gen. */
@@ -226,9 +227,10 @@ int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o);
  * durable.  -ESTALE if gen is not prepared. */
 int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 			 const unsigned char sha256[32]);
-/* Move gen from state from to state to (durable).  -ESTALE if gen is not
- * in state from, -ENOENT if there is no such row. */
-int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to);
+/* Move gen from state from to state to at now_ns (durable).  -ESTALE if
+ * gen is not in state from (or there is no such row). */
+int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to,
+			   int64_t now_ns);
 /* Forget a row (durable); 0 also if it is gone. */
 int nrs_meta_obj_delete(struct nrs_meta *m, uint64_t gen);
 /* Every row (stream_id 0) or a stream's, gen ascending; stop as above. */

@@ -22,7 +22,8 @@
  *   objects  gen INTEGER PRIMARY KEY AUTOINCREMENT (the generation),
  *            stream_id, start, end (the logical range it holds), length
  *            (object bytes), sha256 BLOB(32), state (enum nrs_obj_state),
- *            ctime_ns; index (stream_id, gen).  Added by version 2.
+ *            ctime_ns (the intent), mtime_ns (the last state change);
+ *            index (stream_id, gen).  Added by version 2.
  *
  * An older database is upgraded in place, in the transaction that opens it
  * (schema_upgrade): version 1 gets the objects table.
@@ -159,7 +160,7 @@ enum stmt_id {
 	"i.atime_ns, COALESCE(" STREAM_MTIME ", i.mtime_ns), " \
 	"MAX(i.ctime_ns, COALESCE(" STREAM_MTIME ", i.ctime_ns)), i.stream_id"
 #define NR_ATTR_COLS 10
-#define OBJ_COLS "gen, stream_id, start, end, length, sha256, state, ctime_ns"
+#define OBJ_COLS "gen, stream_id, start, end, length, sha256, state, ctime_ns, mtime_ns"
 #define STREAM_COLS "id, ino, head, version, start, epoch, last_lsn, " \
 	"mtime_ns, profile, unlinked"
 
@@ -233,8 +234,9 @@ static const char *const stmt_sql[ST_NR] = {
 	[ST_DIRENT_LIST] = "SELECT parent, name, ino FROM dirents"
 		" ORDER BY cookie",
 	[ST_OBJ_INSERT] = "INSERT INTO objects(stream_id, start, end, length,"
-		" sha256, state, ctime_ns) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-	[ST_OBJ_STATE] = "UPDATE objects SET state = ?3"
+		" sha256, state, ctime_ns, mtime_ns)"
+		" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+	[ST_OBJ_STATE] = "UPDATE objects SET state = ?3, mtime_ns = ?4"
 		" WHERE gen = ?1 AND state = ?2",
 	[ST_OBJ_PUBLISH] = "UPDATE objects SET state = ?2, sha256 = ?3"
 		" WHERE gen = ?1 AND state = ?4",
@@ -250,7 +252,8 @@ static const char *const stmt_sql[ST_NR] = {
 	" gen INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL," \
 	" start INTEGER NOT NULL, end INTEGER NOT NULL," \
 	" length INTEGER NOT NULL, sha256 BLOB NOT NULL," \
-	" state INTEGER NOT NULL, ctime_ns INTEGER NOT NULL);" \
+	" state INTEGER NOT NULL, ctime_ns INTEGER NOT NULL," \
+	" mtime_ns INTEGER NOT NULL);" \
 	"CREATE INDEX objects_by_stream ON objects(stream_id, gen);"
 
 static const char schema_sql[] =
@@ -1595,6 +1598,7 @@ static void col_obj(sqlite3_stmt *s, struct nrs_obj_row *o)
 		memcpy(o->sha256, sha, sizeof(o->sha256));
 	o->state = sqlite3_column_int(s, 6);
 	o->ctime_ns = sqlite3_column_int64(s, 7);
+	o->mtime_ns = sqlite3_column_int64(s, 8);
 }
 
 int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o)
@@ -1615,6 +1619,7 @@ int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o)
 	if (!ret) {
 		o->gen = (uint64_t)sqlite3_last_insert_rowid(m->db);
 		o->state = NRS_OBJ_PREPARED;
+		o->mtime_ns = o->ctime_ns;
 	}
 	return tx_end(m, ret);
 }
@@ -1639,13 +1644,14 @@ int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 	return tx_end(m, ret);
 }
 
-int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to)
+int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to,
+			   int64_t now_ns)
 {
 	int ret = tx_begin(m, TX_DURABLE);
 
 	if (ret)
 		return ret;
-	ret = run(m, BIND(m, ST_OBJ_STATE, gen, from, to));
+	ret = run(m, BIND(m, ST_OBJ_STATE, gen, from, to, now_ns));
 	if (!ret && sqlite3_changes(m->db) != 1) {
 		ret = -ESTALE;
 		nrs_err("meta: object generation %llu is not in state %d",

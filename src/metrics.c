@@ -198,6 +198,22 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	counter(&t, "wal_reclaimed_bytes_total",
 		"Bytes of the WAL segments deleted.",
 		nrs_counter(&m->wal_reclaimed_bytes));
+	counter(&t, "retention_trims_total",
+		"Trims made by retention.", nrs_counter(&m->retention_trims));
+	counter(&t, "retention_trimmed_bytes_total",
+		"Bytes trimmed by retention.",
+		nrs_counter(&m->retention_trimmed_bytes));
+	counter(&t, "gc_deleted_objects_total",
+		"Superseded or unneeded objects deleted by GC.",
+		nrs_counter(&m->gc_deleted));
+	counter(&t, "gc_deleted_bytes_total", "Bytes of the objects GC deleted.",
+		nrs_counter(&m->gc_deleted_bytes));
+	gauge(&t, "gc_draining_bytes",
+	      "Bytes of objects no state needs, waiting out the GC grace period.",
+	      nrs_counter(&m->gc_draining_bytes));
+	gauge(&t, "gc_last_lag_seconds",
+	      "Time from draining to deletion of the last object GC deleted.",
+	      nrs_counter(&m->gc_last_lag_ms) / 1000);
 	counter(&t, "cache_hits_total", "Object block cache hits (memory).",
 		g->cache_hits);
 	counter(&t, "cache_misses_total", "Object block cache misses (memory).",

@@ -46,6 +46,13 @@ struct nrs_metrics {
 	atomic_uint_fast64_t obj_orphans_removed;
 	atomic_uint_fast64_t wal_reclaimed_segments;
 	atomic_uint_fast64_t wal_reclaimed_bytes;
+	/* lifecycle.c */
+	atomic_uint_fast64_t retention_trims;
+	atomic_uint_fast64_t retention_trimmed_bytes;
+	atomic_uint_fast64_t gc_deleted;	/* objects retired */
+	atomic_uint_fast64_t gc_deleted_bytes;
+	atomic_uint_fast64_t gc_last_lag_ms;	/* draining -> deleted, last */
+	atomic_uint_fast64_t gc_draining_bytes;	/* awaiting GC, last pass */
 	struct nrs_hist commit_latency;		/* microseconds, submit->reply */
 	struct nrs_hist batch_appends;		/* appends per batch */
 	struct nrs_hist batch_bytes;		/* payload bytes per batch */

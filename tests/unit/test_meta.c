@@ -1395,9 +1395,9 @@ static void test_objects(void **state)
 	assert_int_equal(nrs_meta_obj_publish(f->m, a.gen, sha), 0);
 	assert_int_equal(nrs_meta_obj_publish(f->m, a.gen, sha), -ESTALE);
 	assert_int_equal(nrs_meta_obj_set_state(f->m, b.gen, NRS_OBJ_COMMITTED,
-						NRS_OBJ_RETIRED), -ESTALE);
+						NRS_OBJ_RETIRED, 9), -ESTALE);
 	assert_int_equal(nrs_meta_obj_set_state(f->m, b.gen, NRS_OBJ_PREPARED,
-						NRS_OBJ_QUARANTINED), 0);
+						NRS_OBJ_QUARANTINED, 9), 0);
 
 	reopen(f);	/* all of it is durable */
 	memset(v, 0, sizeof(v));
@@ -1408,6 +1408,8 @@ static void test_objects(void **state)
 	assert_int_equal(v[0].end, 100);
 	assert_int_equal(v[0].length, 200);
 	assert_int_equal(v[0].ctime_ns, 5);
+	assert_int_equal(v[0].mtime_ns, 5);
+	assert_int_equal(v[1].mtime_ns, 9);
 	assert_memory_equal(v[0].sha256, sha, sizeof(sha));
 	assert_int_equal(v[1].state, NRS_OBJ_QUARANTINED);
 	assert_int_equal(v[2].gen, 0);

@@ -1,0 +1,28 @@
+/*
+ * lifecycle.h - the retention and GC thread (rules at the top of
+ * lifecycle.c).
+ */
+#ifndef NRS_LIFECYCLE_H
+#define NRS_LIFECYCLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meta.h"
+
+struct nrs_core;
+struct nrs_lc;
+
+/* Starts the thread; grace_ms 0: 60000. */
+int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out);
+/* Stops it between two steps (NULL ok). */
+void nrs_lc_stop(struct nrs_lc *l);
+
+/*
+ * Retention L2 over one stream's object rows: the new start (an object's
+ * end), or 0 if nothing is to go.  ret_bytes, ret_ms: 0 = no limit.
+ */
+uint64_t nrs_retention_cut(const struct nrs_obj_row *v, size_t n, uint64_t head,
+			   uint64_t ret_bytes, uint64_t ret_ms, int64_t now_ns);
+
+#endif
