@@ -92,6 +92,7 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 		.max_age_ms = o->mat_max_age_ms,
 		.object_size = o->object_size,
 		.threads = o->mat_threads,
+		.compact_size = o->compact_size,
 	};
 
 	return nrs_mat_start(c, &mo, &c->mat) ?:

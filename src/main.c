@@ -43,7 +43,7 @@
 enum num_opt {
 	NO_SEGMENT_SIZE, NO_RESERVE, NO_BUDGET, NO_CACHE, NO_DISK_CACHE,
 	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_GC_GRACE,
-	NO_COUNT
+	NO_COMPACT, NO_COUNT
 };
 
 static const struct {
@@ -60,6 +60,7 @@ static const struct {
 	[NO_OBJECT_SIZE] = { "object_size", 4096, UINT32_MAX },
 	[NO_MAT_THREADS] = { "materializers", 1, 64 },
 	[NO_GC_GRACE] = { "gc_grace_ms", 1, UINT64_MAX / 1000000 },
+	[NO_COMPACT] = { "compact_size", 4096, UINT32_MAX },
 };
 
 struct options {
@@ -82,6 +83,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("object_size=%s", num[NO_OBJECT_SIZE]),
 	OPT("materializers=%s", num[NO_MAT_THREADS]),
 	OPT("gc_grace_ms=%s", num[NO_GC_GRACE]),
+	OPT("compact_size=%s", num[NO_COMPACT]),
 	OPT("s3=%s", s3),
 	OPT("s3_credentials=%s", s3_credentials),
 	OPT("s3_ca=%s", s3_ca),
@@ -112,6 +114,8 @@ static void usage(const char *prog)
 	       "    -o materializers=N       materializer threads (default 2)\n"
 	       "    -o gc_grace_ms=N         unneeded objects are deleted after N ms\n"
 	       "                             (default 60000)\n"
+	       "    -o compact_size=N        merge objects below N/4 bytes into objects\n"
+	       "                             of at most N (default 64 MiB)\n"
 	       "    -o cache_size=N          memory block cache bytes (default 64 MiB)\n"
 	       "    -o disk_cache=DIR        a disk block cache in DIR (default none)\n"
 	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
@@ -231,7 +235,8 @@ static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 	      parse_num(o, NO_MAT_AGE, &co->mat_max_age_ms) ?:
 	      parse_num(o, NO_OBJECT_SIZE, &co->object_size) ?:
 	      parse_num(o, NO_MAT_THREADS, &threads) ?:
-	      parse_num(o, NO_GC_GRACE, &co->gc_grace_ms);
+	      parse_num(o, NO_GC_GRACE, &co->gc_grace_ms) ?:
+	      parse_num(o, NO_COMPACT, &co->compact_size);
 	co->mat_threads = (unsigned int)threads;
 	return err;
 }

@@ -38,6 +38,13 @@
  *     are deleted (a missing one is fine) and then the rows.  Committed
  *     rows were restored into the indexes by recovery.
  *
+ *  C1-C2 Compaction (issue 5), when nothing waits to be materialized:
+ *     runs of small adjacent objects of a stream are read back (verified)
+ *     and stored as one new generation, published with the replaced ones
+ *     moving to draining in the same transaction (meta.h); reads that hold
+ *     the old ones finish on them, and GC deletes them after its grace
+ *     period (lifecycle.c G2).  Same M2-M4 path, same proof.
+ *
  * A crash anywhere converges: before M4 the range is still served from the
  * WAL and the intent is cleaned up (M6); after M4 recovery serves it from
  * the object and stops the commit chain walk at `materialized`; a segment
@@ -68,6 +75,8 @@
 #define DEFAULT_OBJECT_SIZE	(16ull << 20)
 #define DEFAULT_THREADS		2
 #define DEFAULT_RETRY_MAX_MS	10000
+#define DEFAULT_COMPACT_SIZE	(64ull << 20)
+#define MAX_COMPACT		64	/* objects merged at most at once */
 
 struct nrs_mat {
 	struct nrs_core *c;
@@ -269,9 +278,29 @@ static struct nrs_stream *pick(struct nrs_mat *m)
 	return st;
 }
 
-/* M4, the in-memory half: serve [a, b) from generation gen. */
+/* Done with st (marked busy by the caller): after a failure, not again
+ * before a pause. */
+static void release(const struct nrs_mat *m, struct nrs_stream *st, int err)
+{
+	pthread_mutex_lock(&st->lock);
+	st->mat_busy = false;
+	if (err && err != -ECANCELED)
+		st->mat_retry_ns = nrs_now_mono_ns() + backoff_ms(m, 3) * 1000000;
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* What a new generation replaces: WAL records (materialize) or whole
+ * smaller objects of the stream (compact). */
+struct olds {
+	uint64_t gen[MAX_COMPACT];
+	size_t n;
+	uint64_t bytes;		/* their object bytes */
+};
+
+/* M4, the in-memory half: serve [o->start, o->end) from generation
+ * o->gen instead of what the index named there. */
 static void apply(struct nrs_core *c, struct nrs_stream *st,
-		  const struct nrs_obj_row *o)
+		  const struct nrs_obj_row *o, const struct olds *olds)
 {
 	struct nrs_index_ent e = {
 		.start = o->start, .end = o->end, .gen = o->gen,
@@ -286,13 +315,15 @@ static void apply(struct nrs_core *c, struct nrs_stream *st,
 	n = e.start < e.end ? nrs_index_replace(&st->index, &e, &wal_bytes) : 0;
 	if (n < 0)
 		nrs_err("stream %" PRIu64 ": cannot index object generation %"
-			PRIu64 " [%" PRIu64 ", %" PRIu64 "): %s; the range stays"
-			" in the WAL until the next mount", st->id, o->gen,
+			PRIu64 " [%" PRIu64 ", %" PRIu64 "): %s; the range keeps"
+			" its old copy until the next mount", st->id, o->gen,
 			o->start, o->end, strerror(-n));
 	if (n >= 0) {
 		st->wal_bytes -= wal_bytes < st->wal_bytes ? wal_bytes
 							    : st->wal_bytes;
 		st->obj_bytes += o->length;
+		st->obj_bytes -= olds->bytes < st->obj_bytes ? olds->bytes
+							      : st->obj_bytes;
 		if (o->end > st->materialized)
 			st->materialized = o->end;
 		if (st->materialized >= st->head)
@@ -303,44 +334,39 @@ static void apply(struct nrs_core *c, struct nrs_stream *st,
 	nrs_count(&c->metrics.obj_upload_bytes, o->length);
 }
 
-/* M2-M4 for one stream.  0, or -errno (the stream is retried later). */
-static int materialize(struct nrs_mat *m, struct nrs_stream *st)
+/*
+ * M2-M4 for [a, b) of st: read it through the reader (every byte verified,
+ * from the WAL or from the objects it replaces), upload it as a new
+ * generation, publish it (replacing olds, if any, in the same
+ * transaction), serve it.  0, or -errno (the stream is retried later).
+ */
+static int make_object(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
+		       uint64_t b, const struct olds *olds)
 {
 	struct nrs_core *c = m->c;
-	struct nrs_obj_row o = { .stream_id = st->id };
-	struct nrs_objhdr h = { .stream_id = st->id };
-	struct nrs_reader rd;
+	struct nrs_obj_row o = { .stream_id = st->id, .start = a, .end = b };
+	struct nrs_objhdr h = { .stream_id = st->id, .start = a, .end = b };
+	size_t len = (size_t)(b - a), hl = nrs_objfmt_hdr_len(len);
+	struct nrs_reader rd = c->reader;
 	unsigned char md5[NRS_MD5_LEN];
 	char key[NRS_OBJKEY_MAX];
-	size_t hl, len;
 	unsigned char *buf;
 	ssize_t n;
-	bool ok;
 	int err;
 
-	pthread_mutex_lock(&st->lock);
-	ok = plan(m, st, &h.start, &h.end);
-	pthread_mutex_unlock(&st->lock);
-	if (!ok)
-		return 0;
-	len = (size_t)(h.end - h.start);
-	hl = nrs_objfmt_hdr_len(len);
 	buf = malloc(hl + len);
 	if (!buf)
 		return -ENOMEM;
-	rd = c->reader;
 	rd.metrics = NULL;	/* not a read anyone asked for */
-	n = nrs_reader_read(&rd, st, buf + hl, len, h.start, false);
+	n = nrs_reader_read(&rd, st, buf + hl, len, a, false);
 	if (n != (ssize_t)len) {
 		err = n < 0 ? (int)n : -EAGAIN;
 		if (err != -ENODATA)	/* trimmed meanwhile: look again */
 			nrs_err("stream %" PRIu64 ": cannot read [%" PRIu64 ", %"
-				PRIu64 ") to materialize it: %s", st->id,
-				h.start, h.end, strerror(-err));
+				PRIu64 ") to make an object of it: %s", st->id,
+				a, b, strerror(-err));
 		goto out;
 	}
-	o.start = h.start;
-	o.end = h.end;
 	o.length = hl + len;
 	o.ctime_ns = nrs_now_real_ns();
 	do {
@@ -364,7 +390,10 @@ static int materialize(struct nrs_mat *m, struct nrs_stream *st)
 		goto out;	/* stopping: the intent is an orphan (M6) */
 	err = nrs_failpoint(NRS_FP_OBJ_BEFORE_PUBLISH);
 	if (!err)
-		err = nrs_meta_obj_publish(c->meta, o.gen, o.sha256);
+		err = olds->n ? nrs_meta_obj_replace(c->meta, o.gen, o.sha256,
+						     olds->gen, olds->n,
+						     nrs_now_real_ns())
+			      : nrs_meta_obj_publish(c->meta, o.gen, o.sha256);
 	if (!err)
 		err = nrs_failpoint(NRS_FP_OBJ_AFTER_PUBLISH);
 	if (err) {
@@ -373,10 +402,108 @@ static int materialize(struct nrs_mat *m, struct nrs_stream *st)
 		goto out;
 	}
 	o.state = NRS_OBJ_COMMITTED;
-	apply(c, st, &o);
+	apply(c, st, &o, olds);
 out:
 	free(buf);
 	return err;
+}
+
+static int materialize(struct nrs_mat *m, struct nrs_stream *st)
+{
+	struct olds none = { .n = 0 };
+	uint64_t a, b;
+	bool ok;
+
+	pthread_mutex_lock(&st->lock);
+	ok = plan(m, st, &a, &b);
+	pthread_mutex_unlock(&st->lock);
+	return ok ? make_object(m, st, a, b, &none) : 0;
+}
+
+/*
+ * C1 Compaction plan, under st->lock: the first run of at least two
+ *    adjacent objects, each whole (not cut by a trim) and smaller than a
+ *    quarter of compact_size, merged while the sum stays within
+ *    compact_size.  An object of a quarter of compact_size or more is never
+ *    rewritten, so every byte is rewritten a bounded number of times, and
+ *    the idle tail of a stream (small age-triggered objects) is merged like
+ *    any other run.
+ */
+static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
+			 uint64_t *a, uint64_t *b, struct olds *olds)
+{
+	uint64_t small = m->o.compact_size / 4;
+
+	for (size_t i = 0; i < st->index.n; i++) {
+		const struct nrs_index_ent *e = &st->index.v[i];
+		size_t j = i;
+
+		olds->n = 0;
+		olds->bytes = 0;
+		*a = *b = e->start;
+		for (; j < st->index.n && olds->n < MAX_COMPACT; j++) {
+			const struct nrs_index_ent *x = &st->index.v[j];
+			uint64_t len = x->oend - x->ostart;
+
+			if (x->kind != NRS_TARGET_OBJ || x->start != x->ostart ||
+			    x->end != x->oend || x->start != *b || len >= small ||
+			    x->end - *a > m->o.compact_size)
+				break;
+			olds->gen[olds->n++] = x->gen;
+			olds->bytes += nrs_objfmt_hdr_len(len) + len;
+			*b = x->end;
+		}
+		if (olds->n >= 2)
+			return true;
+		i = j > i ? j - 1 : i;
+	}
+	return false;
+}
+
+static void consider_compact(void *ctx, struct nrs_stream *st)
+{
+	struct pick *p = ctx;
+	uint64_t a, b;
+	struct olds olds;
+
+	if (!p->best && !st->mat_busy && plan_compact(p->m, st, &a, &b, &olds))
+		p->best = st->id;
+}
+
+/* C2: compact one run of one stream, if any; true if it did. */
+static bool compact_some(struct nrs_mat *m)
+{
+	struct pick p = { .m = m };
+	struct nrs_stream *st;
+	struct olds olds;
+	uint64_t a, b;
+	bool ok;
+	int err;
+
+	if (!m->o.compact_size)
+		return false;
+	nrs_core_streams_each(m->c, consider_compact, &p);
+	if (!p.best || !(st = nrs_core_stream_get(m->c, p.best)))
+		return false;
+	pthread_mutex_lock(&st->lock);
+	ok = !st->mat_busy && plan_compact(m, st, &a, &b, &olds);
+	if (ok)
+		st->mat_busy = true;
+	pthread_mutex_unlock(&st->lock);
+	if (ok) {
+		err = make_object(m, st, a, b, &olds);
+		if (!err) {
+			nrs_count(&m->c->metrics.compactions, 1);
+			nrs_count(&m->c->metrics.compacted_objects, olds.n);
+			nrs_debug("stream %" PRIu64 ": compacted %zu objects into"
+				  " [%" PRIu64 ", %" PRIu64 ")", st->id, olds.n,
+				  a, b);
+		}
+		release(m, st, err);
+		ok = err == 0;
+	}
+	nrs_stream_put(st);
+	return ok;
 }
 
 static void oldest_seg(void *ctx, struct nrs_stream *st)
@@ -499,16 +626,12 @@ static void *mat_thread(void *arg)
 
 		if (!st) {
 			reclaim(m);
-			nap(m, TICK_MS);
+			if (!compact_some(m))
+				nap(m, TICK_MS);
 			continue;
 		}
 		err = materialize(m, st);
-		pthread_mutex_lock(&st->lock);
-		st->mat_busy = false;
-		if (err && err != -ECANCELED)
-			st->mat_retry_ns = nrs_now_mono_ns() +
-				backoff_ms(m, 3) * 1000000;
-		pthread_mutex_unlock(&st->lock);
+		release(m, st, err);
 		nrs_stream_put(st);
 		if (!err)
 			reclaim(m);
@@ -538,6 +661,10 @@ int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
 		m->o.threads = DEFAULT_THREADS;
 	if (!m->o.retry_max_ms)
 		m->o.retry_max_ms = DEFAULT_RETRY_MAX_MS;
+	if (!m->o.compact_size)
+		m->o.compact_size = DEFAULT_COMPACT_SIZE;
+	if (m->o.compact_size >= NRS_OBJ_MAX_LEN)
+		m->o.compact_size = NRS_OBJ_MAX_LEN - 1;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
 	pthread_mutex_init(&m->reclaim_lock, NULL);

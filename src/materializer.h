@@ -23,6 +23,8 @@ struct nrs_mat_opts {
 	uint64_t object_size;	/* most payload bytes per object; 0: 16 MiB */
 	unsigned int threads;	/* 0: 2 */
 	uint64_t retry_max_ms;	/* backoff cap for store errors; 0: 10000 */
+	uint64_t compact_size;	/* merge objects below a quarter of it into
+				 * objects of at most it; 0: 64 MiB */
 };
 
 /* Starts the threads (after recovery, with the pipeline running). */

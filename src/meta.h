@@ -227,6 +227,12 @@ int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o);
  * durable.  -ESTALE if gen is not prepared. */
 int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 			 const unsigned char sha256[32]);
+/* Compaction: in one durable transaction, gen goes prepared -> committed
+ * (with its SHA-256) and every one of olds committed -> draining at now_ns.
+ * -ESTALE (nothing changed) if any is not in the state it leaves. */
+int nrs_meta_obj_replace(struct nrs_meta *m, uint64_t gen,
+			 const unsigned char sha256[32], const uint64_t *olds,
+			 size_t nolds, int64_t now_ns);
 /* Move gen from state from to state to at now_ns (durable).  -ESTALE if
  * gen is not in state from (or there is no such row). */
 int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to,

@@ -1624,15 +1624,13 @@ int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o)
 	return tx_end(m, ret);
 }
 
-int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
-			 const unsigned char sha256[32])
+/* Under the lock, in a transaction: gen prepared -> committed. */
+static int obj_publish(struct nrs_meta *m, uint64_t gen,
+		       const unsigned char sha256[32])
 {
-	sqlite3_stmt *s;
-	int ret = tx_begin(m, TX_DURABLE);
+	sqlite3_stmt *s = BIND(m, ST_OBJ_PUBLISH, gen, NRS_OBJ_COMMITTED);
+	int ret;
 
-	if (ret)
-		return ret;
-	s = BIND(m, ST_OBJ_PUBLISH, gen, NRS_OBJ_COMMITTED);
 	bind_bytes(s, 3, sha256, 32);
 	sqlite3_bind_int(s, 4, NRS_OBJ_PREPARED);
 	ret = run(m, s);
@@ -1640,6 +1638,37 @@ int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 		ret = -ESTALE;
 		nrs_err("meta: object generation %llu is not prepared",
 			(unsigned long long)gen);
+	}
+	return ret;
+}
+
+int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
+			 const unsigned char sha256[32])
+{
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	return tx_end(m, obj_publish(m, gen, sha256));
+}
+
+int nrs_meta_obj_replace(struct nrs_meta *m, uint64_t gen,
+			 const unsigned char sha256[32], const uint64_t *olds,
+			 size_t nolds, int64_t now_ns)
+{
+	int ret = tx_begin(m, TX_DURABLE);
+
+	if (ret)
+		return ret;
+	ret = obj_publish(m, gen, sha256);
+	for (size_t i = 0; !ret && i < nolds; i++) {
+		ret = run(m, BIND(m, ST_OBJ_STATE, olds[i], NRS_OBJ_COMMITTED,
+				  NRS_OBJ_DRAINING, now_ns));
+		if (!ret && sqlite3_changes(m->db) != 1) {
+			ret = -ESTALE;
+			nrs_err("meta: object generation %llu is not committed",
+				(unsigned long long)olds[i]);
+		}
 	}
 	return tx_end(m, ret);
 }

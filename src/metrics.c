@@ -198,6 +198,11 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	counter(&t, "wal_reclaimed_bytes_total",
 		"Bytes of the WAL segments deleted.",
 		nrs_counter(&m->wal_reclaimed_bytes));
+	counter(&t, "compactions_total",
+		"Objects published by compaction.", nrs_counter(&m->compactions));
+	counter(&t, "compacted_objects_total",
+		"Smaller objects that compaction replaced.",
+		nrs_counter(&m->compacted_objects));
 	counter(&t, "retention_trims_total",
 		"Trims made by retention.", nrs_counter(&m->retention_trims));
 	counter(&t, "retention_trimmed_bytes_total",

@@ -386,6 +386,27 @@ expect_errno () {
 	nrs-syscalls expect "$want" "$@"
 }
 
+# nrs_wait_for SECONDS COMMAND...: run COMMAND every 0.1 s until it
+# succeeds; fail (saying what) after SECONDS.
+nrs_wait_for () {
+	local n=0 limit=$(($1 * 10))
+	shift
+	until "$@"; do
+		[ $n -lt $limit ] || { echo "nrs_wait_for: still not: $*"; return 1; }
+		sleep 0.1; n=$((n + 1))
+	done
+}
+
+# nrs_metric NAME: the value of nereus_NAME in /.nereus/metrics.
+nrs_metric () {
+	sed -n "s/^nereus_$1 //p" "$MNT/.nereus/metrics"
+}
+
+# nrs_objects: how many objects the embedded store holds.
+nrs_objects () {
+	find "$DATA/objects" -path "$DATA/objects/.tmp" -prune -o -type f -print | wc -l
+}
+
 # The raw value of xattr NAME of FILE (no newline added).
 nrs_xattr () {
 	getfattr --absolute-names --only-values -n "$2" -- "$1"

@@ -108,9 +108,10 @@ test_expect_success 'numeric user.nereus.* values: empty, non-numeric, signed, 2
 	printf 0123456789 >>"$X" && printf abcdef >>"$X" &&
 	setfattr -n user.nereus.trim -v 4 "$X" &&
 	setfattr -n user.nereus.epoch -v 3 "$X" &&
-	setfattr -n user.nereus.retention.bytes -v 100 "$X" &&
-	setfattr -n user.nereus.retention.ms -v 100 "$X" &&
-	setfattr -n user.nereus.retention.ms -v 100 "$MNT/x" &&
+	# retention is enforced: values far above what this stream holds
+	setfattr -n user.nereus.retention.bytes -v 100000000000 "$X" &&
+	setfattr -n user.nereus.retention.ms -v 3600000 "$X" &&
+	setfattr -n user.nereus.retention.ms -v 3600000 "$MNT/x" &&
 	dx=$(dump "$X") && dd=$(dump "$MNT/x") &&
 	for n in epoch trim retention.bytes retention.ms; do
 		# a value that is valid for each: trim within [4, 16], epoch above 3
@@ -131,7 +132,7 @@ test_expect_success 'numeric user.nereus.* values: empty, non-numeric, signed, 2
 	test "$(dump "$MNT/x")" = "$dd" &&
 	test "$(nrs_xattr "$X" user.nereus.start)" = 4 &&
 	test "$(nrs_xattr "$X" user.nereus.epoch)" = 3 &&
-	test "$(nrs_xattr "$X" user.nereus.retention.ms)" = 100 &&
+	test "$(nrs_xattr "$X" user.nereus.retention.ms)" = 3600000 &&
 	expect_errno ok setxattr "$X" user.nereus.trim 10 &&
 	expect_errno ok setxattr "$X" user.nereus.epoch 10 &&
 	test "$(nrs_xattr "$X" user.nereus.start)" = 10 &&
@@ -350,7 +351,7 @@ test_expect_success 'the daemon is alive; clean unmount exits 0; after a remount
 	test "$(nrs_xattr "$X" user.big | wc -c)" = 65536 &&
 	test "$(nrs_xattr "$X" user.nereus.epoch)" = 10 &&
 	test "$(nrs_xattr "$X" user.nereus.start)" = 10 &&
-	test "$(nrs_xattr "$MNT/x" user.nereus.retention.ms)" = 100
+	test "$(nrs_xattr "$MNT/x" user.nereus.retention.ms)" = 3600000
 '
 
 test_expect_success 'unmount' '

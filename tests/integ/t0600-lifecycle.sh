@@ -4,26 +4,12 @@ test_description='lifecycle: retention by bytes and by time trims at object boun
 
 # lifecycle.c L1-L3 and G1-G4.  The embedded store: every object is one
 # file under $DATA/objects, so the test counts them directly.
-OPTS="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,gc_grace_ms=300"
+# compact_size=4096: no compaction here (t0610), so objects stay 256 KiB
+OPTS="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,gc_grace_ms=300,compact_size=4096"
 
-objects () {
-	find "$DATA/objects" -path "$DATA/objects/.tmp" -prune -o -type f -print | wc -l
-}
 object_bytes () {
 	find "$DATA/objects" -path "$DATA/objects/.tmp" -prune -o -type f -printf '%s\n' |
 		awk '{ s += $1 } END { print s + 0 }'
-}
-metric () {
-	sed -n "s/^nereus_$1 //p" "$MNT/.nereus/metrics"
-}
-# wait_for SECONDS COMMAND...: until COMMAND succeeds.
-wait_for () {
-	local n=0 limit=$(($1 * 10))
-	shift
-	until "$@"; do
-		[ $n -lt $limit ] || { echo "wait_for: still not: $*"; return 1; }
-		sleep 0.1; n=$((n + 1))
-	done
 }
 materialized () {
 	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
@@ -32,13 +18,13 @@ xattr_is () { # FILE NAME VALUE
 	[ "$(nrs_xattr "$1" "$2")" = "$3" ]
 }
 metric_ge () { # NAME N
-	[ "$(metric "$1")" -ge "$2" ]
+	[ "$(nrs_metric "$1")" -ge "$2" ]
 }
 metric_is () { # NAME VALUE
-	[ "$(metric "$1")" = "$2" ]
+	[ "$(nrs_metric "$1")" = "$2" ]
 }
 objects_below () { # N
-	[ "$(objects)" -lt "$1" ]
+	[ "$(nrs_objects)" -lt "$1" ]
 }
 object_bytes_below () { # N
 	[ "$(object_bytes)" -lt "$1" ]
@@ -53,8 +39,8 @@ test_expect_success 'retention.bytes on a directory: trims whole objects, keeps 
 	setfattr -n user.nereus.retention.bytes -v 1000000 "$MNT/k" &&
 	head -c 3000000 /dev/urandom >"$TRASH/blob" &&
 	dd if="$TRASH/blob" of="$MNT/k/r" bs=65536 oflag=append conv=notrunc status=none &&
-	wait_for 20 materialized "$MNT/k/r" &&
-	wait_for 10 started_past "$MNT/k/r" 0 &&
+	nrs_wait_for 20 materialized "$MNT/k/r" &&
+	nrs_wait_for 10 started_past "$MNT/k/r" 0 &&
 	sleep 1.5 &&	# passes after the last object was published
 	start=$(nrs_xattr "$MNT/k/r" user.nereus.start) &&
 	echo "# start $start" &&
@@ -64,17 +50,17 @@ test_expect_success 'retention.bytes on a directory: trims whole objects, keeps 
 	expect_errno ENODATA pread "$MNT/k/r" $((start - 1)) 1 &&
 	dd if="$MNT/k/r" iflag=skip_bytes skip="$start" status=none >"$TRASH/tail" &&
 	dd if="$TRASH/blob" bs=1 skip="$start" status=none | cmp - "$TRASH/tail" &&
-	test "$(metric retention_trims_total)" -ge 1
+	test "$(nrs_metric retention_trims_total)" -ge 1
 '
 
 test_expect_success 'GC deletes the trimmed objects after the grace period: the store shrinks to what is kept' '
-	wait_for 10 metric_ge gc_deleted_objects_total 1 &&
+	nrs_wait_for 10 metric_ge gc_deleted_objects_total 1 &&
 	kept=$((3000000 - start)) &&
-	wait_for 10 object_bytes_below $((kept + kept / 10 + 20000)) &&
-	echo "# kept $kept bytes, objects hold $(object_bytes) bytes in $(objects) files" &&
+	nrs_wait_for 10 object_bytes_below $((kept + kept / 10 + 20000)) &&
+	echo "# kept $kept bytes, objects hold $(object_bytes) bytes in $(nrs_objects) files" &&
 	test "$(object_bytes)" -ge "$kept" &&
-	test "$(metric gc_draining_bytes)" = 0 &&
-	test "$(metric wal_bytes)" -lt 1100000
+	test "$(nrs_metric gc_draining_bytes)" = 0 &&
+	test "$(nrs_metric wal_bytes)" -lt 1100000
 '
 
 test_expect_success 'retention.ms on a stream: everything older goes' '
@@ -83,8 +69,8 @@ test_expect_success 'retention.ms on a stream: everything older goes' '
 	setfattr -n user.nereus.retention.ms -v 1500 "$MNT/m/t" &&
 	head -c 800000 /dev/urandom >"$TRASH/blob.t" &&
 	dd if="$TRASH/blob.t" of="$MNT/m/t" bs=65536 oflag=append conv=notrunc status=none &&
-	wait_for 20 materialized "$MNT/m/t" &&
-	wait_for 10 xattr_is "$MNT/m/t" user.nereus.start 800000 &&
+	nrs_wait_for 20 materialized "$MNT/m/t" &&
+	nrs_wait_for 10 xattr_is "$MNT/m/t" user.nereus.start 800000 &&
 	test "$(stat -c %s "$MNT/m/t")" = 800000 &&
 	expect_errno ENODATA pread "$MNT/m/t" 0 1 &&
 	echo more >>"$MNT/m/t" &&
@@ -106,14 +92,14 @@ none_exist () {
 test_expect_success 'unlink with an open handle: reads go on until close, then GC deletes the objects' '
 	head -c 900000 /dev/urandom >"$TRASH/blob.u" &&
 	cp "$TRASH/blob.u" "$MNT/m/u" &&
-	wait_for 20 materialized "$MNT/m/u" &&
+	nrs_wait_for 20 materialized "$MNT/m/u" &&
 	object_files_of "$MNT/m/u" >"$TRASH/files.u" &&
 	test -s "$TRASH/files.u" &&
 	exec 3<"$MNT/m/u" &&
 	rm "$MNT/m/u" &&
 	sleep 1 &&
 	{ all_exist "$TRASH/files.u" && cmp /dev/fd/3 "$TRASH/blob.u"; rc=$?; exec 3<&-; test $rc = 0; } &&
-	wait_for 10 none_exist "$TRASH/files.u"
+	nrs_wait_for 10 none_exist "$TRASH/files.u"
 '
 
 # A crash between the delete and the retired state, and before the delete:
@@ -122,7 +108,7 @@ for point in gc.before_delete gc.after_delete; do
 	test_expect_success "crash at $point: GC converges after remount" "
 		head -c 700000 /dev/urandom >\"\$TRASH/blob.$point\" &&
 		cp \"\$TRASH/blob.$point\" \"\$MNT/m/$point\" &&
-		wait_for 20 materialized \"\$MNT/m/$point\" &&
+		nrs_wait_for 20 materialized \"\$MNT/m/$point\" &&
 		object_files_of \"\$MNT/m/$point\" >\"\$TRASH/files.$point\" &&
 		nrs_umount &&
 		NRS_FAILPOINTS=$point=crash && export NRS_FAILPOINTS &&
@@ -134,9 +120,9 @@ for point in gc.before_delete gc.after_delete; do
 		nrs_kill9 &&
 		grep \"failpoint $point: crash at hit 1\\$\" \"\$LOG\" &&
 		nrs_mount -o \"\$OPTS\" &&
-		wait_for 10 none_exist \"\$TRASH/files.$point\" &&
+		nrs_wait_for 10 none_exist \"\$TRASH/files.$point\" &&
 		dd if=\"\$MNT/k/r\" iflag=skip_bytes skip=\"\$start\" status=none | cmp - \"\$TRASH/tail\" &&
-		wait_for 10 metric_is gc_draining_bytes 0
+		nrs_wait_for 10 metric_is gc_draining_bytes 0
 	"
 done
 
