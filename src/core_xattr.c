@@ -400,6 +400,16 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 		(uint64_t)nrs_counter(&m->obj_retries), g.mat_lag_bytes,
 		g.mat_lag_ms / 1000,
 		(uint64_t)nrs_counter(&m->wal_reclaimed_bytes));
+	fprintf(f, "  \"lifecycle\": {\"retention_trims\": %" PRIu64
+		", \"compactions\": %" PRIu64 ", \"gc_draining_bytes\": %" PRIu64
+		", \"gc_deleted_objects\": %" PRIu64 ", \"gc_deleted_bytes\": %"
+		PRIu64 ", \"gc_last_lag_seconds\": %" PRIu64 "},\n",
+		(uint64_t)nrs_counter(&m->retention_trims),
+		(uint64_t)nrs_counter(&m->compactions),
+		(uint64_t)nrs_counter(&m->gc_draining_bytes),
+		(uint64_t)nrs_counter(&m->gc_deleted),
+		(uint64_t)nrs_counter(&m->gc_deleted_bytes),
+		(uint64_t)nrs_counter(&m->gc_last_lag_ms) / 1000);
 	fprintf(f, "  \"appends\": %" PRIu64 ",\n  \"append_bytes\": %" PRIu64
 		",\n  \"append_errors\": %" PRIu64 ",\n  \"read_errors\": %" PRIu64
 		"\n}\n", (uint64_t)nrs_counter(&m->appends),
