@@ -29,13 +29,14 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 		.disk_dir = o->disk_cache,
 		.disk_bytes = o->disk_cache_size,
 	};
-	char path[4096];
 	int err;
 
 	if (o->s3_url) {
 		err = nrs_objstore_s3_open_url(o->s3_url, o->s3_credentials,
 					       o->s3_ca_file, &c->store);
 	} else {
+		char path[4096];
+
 		snprintf(path, sizeof(path), "%s/objects", c->data_dir);
 		err = nrs_objstore_dir_open(path, &c->store);
 		if (err)
