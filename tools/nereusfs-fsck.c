@@ -154,14 +154,18 @@ static int open_store(const char *dir, const struct store_opts *so,
 		snprintf(name, size, "%s", so->s3_url);
 		err = nrs_objstore_s3_open_url(so->s3_url, so->s3_credentials,
 					       so->s3_ca, &f->store);
-		if (err == -ENOENT)
+		if (err == -ENOENT) {
 			fprintf(stderr, "%s: no S3 credentials: set "
 				"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or"
 				" give --s3-credentials=FILE\n", prog);
-		else if (err == -EINVAL)
+			return EXIT_FAILED;
+		}
+		if (err == -EINVAL) {
 			fprintf(stderr, "%s: %s is not a URL of the form "
 				"http[s]://HOST[:PORT]/BUCKET\n", prog,
 				so->s3_url);
+			return EXIT_FAILED;
+		}
 		return err ? fail("cannot open the object store", name, err)
 			   : 0;
 	}
