@@ -477,13 +477,19 @@ static int check_pending(struct nrs_fsck *f, const struct ns *ns)
 
 /* ---- F20: object generations, as recovery R5 takes them ----------------- */
 
-/* A row a materializer could have written (objfmt.h). */
-static bool obj_row_is_possible(const struct nrs_obj_row *o)
+/* What the object of row o must say it holds. */
+static struct nrs_objhdr obj_hdr(const struct nrs_obj_row *o)
 {
-	struct nrs_objhdr h = {
+	return (struct nrs_objhdr){
 		.stream_id = o->stream_id, .start = o->start, .end = o->end,
 		.gen = o->gen,
 	};
+}
+
+/* A row a materializer could have written (objfmt.h). */
+static bool obj_row_is_possible(const struct nrs_obj_row *o)
+{
+	struct nrs_objhdr h = obj_hdr(o);
 
 	return nrs_objfmt_hdr_is_valid(&h) &&
 	       o->length == nrs_objfmt_hdr_len(o->end - o->start) +
@@ -614,10 +620,7 @@ static void explain_bad_object(const unsigned char *buf, size_t len,
 static int check_object(struct nrs_fsck *f, const struct nrs_obj_row *o,
 			const char *key, const char *what)
 {
-	struct nrs_objhdr h = {
-		.stream_id = o->stream_id, .start = o->start, .end = o->end,
-		.gen = o->gen,
-	};
+	struct nrs_objhdr h = obj_hdr(o);
 	unsigned char sha[NRS_SHA256_LEN], *buf;
 	struct nrs_obj_meta meta;
 	char why[200];
@@ -706,10 +709,7 @@ static int check_objects(struct nrs_fsck *f, const struct ns *ns)
 
 	for (size_t i = 0; i < f->nobjs; i++) {
 		const struct nrs_obj_row *o = &f->objs[i];
-		struct nrs_objhdr h = {
-			.stream_id = o->stream_id, .start = o->start,
-			.end = o->end, .gen = o->gen,
-		};
+		struct nrs_objhdr h = obj_hdr(o);
 		ssize_t s = stream_at(f, o->stream_id);
 		const char *state = obj_state_name(o->state);
 		int err;
