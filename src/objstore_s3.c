@@ -958,10 +958,9 @@ int nrs_objstore_s3_open_url(const char *url, const char *cred_file,
 
 	err = nrs_s3_credentials(cred_file, &access, &secret);
 	if (err) {
+		/* The daemon's words: nereusfs-fsck says its own. */
 		nrs_err("S3 %s: no credentials (%s): set AWS_ACCESS_KEY_ID and"
-			" AWS_SECRET_ACCESS_KEY, or name a 0600 credentials file"
-			" (nereusfs -o s3_credentials=FILE, nereusfs-fsck"
-			" --s3-credentials=FILE)",
+			" AWS_SECRET_ACCESS_KEY or -o s3_credentials=FILE",
 			url, strerror(-err));
 		return err;
 	}

@@ -403,30 +403,6 @@ nrs_check_head () {
 	done
 }
 
-# Wait until every FILE is materialized up to its head (20 s at most).
-wait_materialized () {
-	local f n=0 h m
-	for f in "$@"; do
-		while :; do
-			h=$(nrs_xattr "$f" user.nereus.head) &&
-			m=$(nrs_xattr "$f" user.nereus.materialized) || return 1
-			[ "$h" = "$m" ] && break
-			if [ $n -ge 200 ]; then
-				echo "$f: materialized $m, head $h after 20 s"
-				nrs_xattr "$f" user.nereus.index | tail -3
-				return 1
-			fi
-			n=$((n + 1))
-			sleep 0.1
-		done
-	done
-}
-
-# The object keys the index of FILE serves from (user.nereus.index).
-index_keys () {
-	nrs_xattr "$1" user.nereus.index | sed -n 's/^[0-9]* [0-9]* [0-9]* obj://p'
-}
-
 # nrs_verify_records NRS-VERIFY-ARGS...: run nrs-verify (tests/helpers:
 # record by record, against the ack logs) and print its report; then, for
 # every stream it reports, I4 (st_size == user.nereus.head) and version ==

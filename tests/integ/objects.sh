@@ -18,6 +18,30 @@ FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segm
 S=$MNT/k/s
 acks=$TRASH/acks
 
+# Wait until every FILE is materialized up to its head (20 s at most).
+wait_materialized () {
+	local f n=0 h m
+	for f in "$@"; do
+		while :; do
+			h=$(nrs_xattr "$f" user.nereus.head) &&
+			m=$(nrs_xattr "$f" user.nereus.materialized) || return 1
+			[ "$h" = "$m" ] && break
+			if [ $n -ge 200 ]; then
+				echo "$f: materialized $m, head $h after 20 s"
+				nrs_xattr "$f" user.nereus.index | tail -3
+				return 1
+			fi
+			n=$((n + 1))
+			sleep 0.1
+		done
+	done
+}
+
+# The keys the index of FILE serves from objects.
+index_keys () {
+	nrs_xattr "$1" user.nereus.index | sed -n 's/^[0-9]* [0-9]* [0-9]* obj://p'
+}
+
 metric () {
 	sed -n "s/^nereus_$1 //p" "$MNT/.nereus/metrics"
 }
