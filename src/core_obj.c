@@ -13,9 +13,7 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core_priv.h"
@@ -25,33 +23,6 @@
 #include "objfmt.h"
 #include "objstore.h"
 
-static int open_s3(struct nrs_core *c, const struct nrs_core_opts *o)
-{
-	struct nrs_s3_opts so = { .url = o->s3_url, .ca_file = o->s3_ca_file };
-	char *access = NULL, *secret = NULL;
-	int err;
-
-	err = nrs_s3_credentials(o->s3_credentials, &access, &secret);
-	if (err) {
-		nrs_err("S3 %s: no credentials (%s): set AWS_ACCESS_KEY_ID and"
-			" AWS_SECRET_ACCESS_KEY or -o s3_credentials=FILE",
-			o->s3_url, strerror(-err));
-		return err;
-	}
-	so.access_key = access;
-	so.secret_key = secret;
-	err = nrs_objstore_s3_open(&so, &c->store);
-	if (err)
-		nrs_err("S3 %s: %s", o->s3_url, err == -EINVAL ?
-			"not a URL of the form http[s]://HOST[:PORT]/BUCKET"
-			: strerror(-err));
-	free(access);
-	if (secret)
-		memset(secret, 0, strlen(secret));
-	free(secret);
-	return err;
-}
-
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 {
 	struct nrs_bcache_opts bo = {
@@ -59,12 +30,14 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 		.disk_dir = o->disk_cache,
 		.disk_bytes = o->disk_cache_size,
 	};
-	char path[4096];
 	int err;
 
 	if (o->s3_url) {
-		err = open_s3(c, o);
+		err = nrs_objstore_s3_open_url(o->s3_url, o->s3_credentials,
+					       o->s3_ca_file, &c->store);
 	} else {
+		char path[4096];
+
 		snprintf(path, sizeof(path), "%s/objects", c->data_dir);
 		err = nrs_objstore_dir_open(path, &c->store);
 		if (err)

@@ -1,12 +1,16 @@
 /*
  * fsck.c - what nereusfs-fsck checks, over the metadata rows and WAL records
- * the tool gathered (fsck.h).  Pure: no I/O, so every check is unit-tested
- * on hand-made rows (tests/unit/test_fsck.c).
+ * the tool gathered (fsck.h).  No I/O but the reads of objects through the
+ * store the caller lends (F21), so every check is unit-tested on hand-made
+ * rows or a data directory built with the real modules
+ * (tests/unit/test_fsck.c).
  *
  * The truth is the one recovery uses (recovery.c R1-R6, DESIGN.md 1 and 6):
- * published heads, and the commit chain that leads back from each head
- * through the WAL.  Every finding is one line "Fn where: what", where names
- * a stream (id and path), an inode, or a WAL segment file and byte range.
+ * published heads, the committed object generations, and the commit chain
+ * that leads back from each head through the WAL down to where the objects
+ * end (recovery.h: the same rules, shared).  Every finding is one line
+ * "Fn where: what", where names a stream (id and path), an inode, a WAL
+ * segment file and byte range, or an object (generation, range, key).
  *
  * CHECKS (F1, F2 are made by the tool; the rest here)
  *
@@ -27,8 +31,10 @@
  *   F9  The commit chain: walking back from last_lsn by prev_lsn, every
  *       record is in the WAL, belongs to the stream and ends where the
  *       next one begins (the newest at the head), until it reaches the
- *       start; a chain that ends (prev_lsn 0) ends at offset 0.  Else a
- *       committed range has no copy: reads of it fail (recovery R5).
+ *       floor max(start, materialized) -- below it the objects hold the
+ *       bytes and the WAL segments may be gone (recovery R5, F20); a chain
+ *       that ends (prev_lsn 0) ends at offset 0.  Else a committed range
+ *       has no copy: reads of it fail.
  *   F10 Every record of the chain passes its payload CRCs (DESIGN.md I6).
  *   F11 Epochs along the chain never decrease and never exceed the
  *       stream's epoch (a fenced writer cannot publish).
@@ -50,6 +56,25 @@
  *       stream row belongs to such an inode.
  *   F19 No inode has nlink 0: one left by a crash (M2) is forgotten by the
  *       next mount (or --repair); a directory never has nlink 0.
+ *   F20 Committed object generations (meta.h), taken per stream as
+ *       recovery R5 takes them (recovery.h): each row is possible (a
+ *       non-empty range shorter than 2^32, gen >= 1, a length of exactly
+ *       header + payload); none reaches past its stream's head; none
+ *       overlaps another; and with the commit chain above them they cover
+ *       [start, head) with no gap (a gap is reported with its range).
+ *       The materialized end is the floor of F9.  A row whose stream is
+ *       gone holds no readable byte (said with -v: nothing collects such
+ *       objects yet).
+ *   F21 Every committed object is in the store (missing is a finding; a
+ *       store that cannot be read makes the check fail), is exactly as
+ *       long as its row says, verifies (objfmt.c O1-O6: its header names
+ *       its stream, range and generation, every block CRC32C), has the
+ *       row's SHA-256, and the store's proof (the SHA-256 head() returns)
+ *       agrees.  Only when the caller lends a store (not --no-objects).
+ *   F22 Rows in other states: prepared ones are pending upload intents
+ *       whose objects (if stored) and rows the next mount deletes
+ *       (materializer.c M6), not an error; quarantined, draining and
+ *       retired ones are said with -v.
  */
 #include "config.h"
 
@@ -62,6 +87,8 @@
 #include <sys/stat.h>
 
 #include "fsck.h"
+#include "objfmt.h"
+#include "recovery.h"
 
 #define PATH_DEPTH_MAX	4096	/* deeper, or a loop: F16 */
 #define PATH_SHOW_MAX	32	/* components a message shows */
@@ -80,6 +107,7 @@ void nrs_fsck_free(struct nrs_fsck *f)
 	free(f->streams);
 	free(f->recs);
 	free(f->damage);
+	free(f->objs);
 	nrs_fsck_init(f, f->report, f->ctx);
 }
 
@@ -133,6 +161,13 @@ int nrs_fsck_add_rec(void *ctx, const struct nrs_wal_rec_info *ri)
 	struct nrs_fsck *f = ctx;
 
 	return PUSH(f, recs, nrecs, rcap, *ri);
+}
+
+int nrs_fsck_add_obj(void *ctx, const struct nrs_obj_row *o)
+{
+	struct nrs_fsck *f = ctx;
+
+	return PUSH(f, objs, nobjs, ocap, *o);
 }
 
 void nrs_fsck_add_damage(void *ctx, const struct nrs_wal_damage *d)
@@ -326,22 +361,27 @@ static void check_wal(struct nrs_fsck *f)
 
 /* ---- F7-F12: heads and commit chains ------------------------------------ */
 
-/* F9-F12 for one linked stream; who is "stream N (/path)". */
+/* F9-F12 for one linked stream, down to floor (recovery.h); who is
+ * "stream N (/path)". */
 static void check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
-			const char *who)
+			const char *who, uint64_t floor)
 {
 	uint64_t want = st->head, lsn = st->last_lsn, appends = 0;
 	uint64_t later_epoch = UINT64_MAX;
-	char sf[40];
+	char sf[40], objs[64] = "";
 
-	while (want > st->start && lsn != 0) {
+	if (floor > st->start)
+		snprintf(objs, sizeof(objs), " (its objects end at %" PRIu64 ")",
+			 floor);
+	while (want > floor && lsn != 0) {
 		const struct nrs_wal_rec_info *ri = rec_of(f, lsn);
 		const struct nrs_walrec *r = ri ? &ri->rec : NULL;
 
 		if (!r) {
 			ERR(f, "F9 %s: commit chain broken: LSN %" PRIu64 " is"
 			    " not in the WAL: committed bytes [%" PRIu64 ", %"
-			    PRIu64 ") cannot be reached", who, lsn, st->start, want);
+			    PRIu64 ") cannot be reached%s", who, lsn, floor, want,
+			    objs);
 			f->chains_intact = false;
 			return;
 		}
@@ -376,11 +416,11 @@ static void check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
 		want = r->base;
 		lsn = r->prev_lsn;
 	}
-	if (want > st->start) {
+	if (want > floor) {
 		ERR(f, "F9 %s: commit chain ends at offset %" PRIu64 ", above "
-		    "the start %" PRIu64 ": committed bytes [%" PRIu64 ", %"
-		    PRIu64 ") have no record", who, want, st->start, st->start,
-		    want);
+		    "the %s %" PRIu64 ": committed bytes [%" PRIu64 ", %"
+		    PRIu64 ") have no record", who, want, floor > st->start ?
+		    "end of its objects" : "start", floor, floor, want);
 		f->chains_intact = false;
 	} else if (want == 0 ? st->version != appends : st->version < appends) {
 		ERR(f, "F12 %s: version %" PRIu64 ", but the commit chain holds"
@@ -435,12 +475,297 @@ static int check_pending(struct nrs_fsck *f, const struct ns *ns)
 	return 0;
 }
 
+/* ---- F20: object generations, as recovery R5 takes them ----------------- */
+
+/* What the object of row o must say it holds. */
+static struct nrs_objhdr obj_hdr(const struct nrs_obj_row *o)
+{
+	return (struct nrs_objhdr){
+		.stream_id = o->stream_id, .start = o->start, .end = o->end,
+		.gen = o->gen,
+	};
+}
+
+/* A row a materializer could have written (objfmt.h). */
+static bool obj_row_is_possible(const struct nrs_obj_row *o)
+{
+	struct nrs_objhdr h = obj_hdr(o);
+
+	return nrs_objfmt_hdr_is_valid(&h) &&
+	       o->length == nrs_objfmt_hdr_len(o->end - o->start) +
+			    (o->end - o->start);
+}
+
+static bool obj_is_checked(const struct nrs_obj_row *o)
+{
+	return o->state == NRS_OBJ_COMMITTED && obj_row_is_possible(o);
+}
+
+/*
+ * F20 for one linked stream: its committed generations, from f->objs[*oi]
+ * on (the cursor moves past the stream's rows).  Returns its materialized
+ * end (0 if no generation serves).
+ */
+static uint64_t check_stream_objects(struct nrs_fsck *f,
+				     const struct nrs_stream_row *st,
+				     const char *who, size_t *oi)
+{
+	/* The last generation that serves: an empty one before the first. */
+	struct nrs_obj_row last = { .gen = 0 };
+
+	while (*oi < f->nobjs && f->objs[*oi].stream_id < st->id)
+		(*oi)++;
+	for (; *oi < f->nobjs && f->objs[*oi].stream_id == st->id; (*oi)++) {
+		const struct nrs_obj_row *o = &f->objs[*oi];
+		uint64_t below = last.gen ? last.end : st->start;
+
+		if (!obj_is_checked(o))
+			continue;	/* check_objects says why */
+		switch (nrs_recover_obj_use(o, st->start, st->head, last.end)) {
+		case NRS_OBJ_USE_TRIMMED:
+			continue;
+		case NRS_OBJ_USE_PAST_HEAD:
+			ERR(f, "F20 %s: object generation %" PRIu64 " [%" PRIu64
+			    ", %" PRIu64 ") reaches past the head %" PRIu64 ": "
+			    "the next mount does not read it", who, o->gen,
+			    o->start, o->end, st->head);
+			continue;
+		case NRS_OBJ_USE_OVERLAPS:
+			ERR(f, "F20 %s: object generation %" PRIu64 " [%" PRIu64
+			    ", %" PRIu64 ") overlaps generation %" PRIu64 " [%"
+			    PRIu64 ", %" PRIu64 "): the next mount does not read"
+			    " it", who, o->gen, o->start, o->end, last.gen,
+			    last.start, last.end);
+			continue;
+		case NRS_OBJ_USE_SERVES:
+			break;
+		}
+		if (o->start > below) {
+			ERR(f, "F20 %s: committed bytes [%" PRIu64 ", %" PRIu64
+			    ") are in no object (a gap below generation %" PRIu64
+			    "), and the commit chain stops above them: reads of"
+			    " them fail", who, below, o->start, o->gen);
+			f->chains_intact = false;
+		}
+		last = *o;
+	}
+	return last.end;
+}
+
+/* ---- F21, F22: every row of the objects table -------------------------- */
+
+/* Why nrs_objfmt_verify() refused buf (len bytes, the length its row says)
+ * that should hold h: a phrase for a finding. */
+static void explain_bad_object(const unsigned char *buf, size_t len,
+			       const struct nrs_objhdr *h, int err,
+			       char *why, size_t size)
+{
+	struct nrs_objinfo oi;
+	uint32_t bad = 0, first = 0;
+	int perr;
+
+	if (err == -EPROTO) {
+		snprintf(why, size, "it is in a newer object format than this "
+			 "nereusfs-fsck reads");
+		return;
+	}
+	perr = nrs_objfmt_parse(buf, len, NULL, &oi);
+	if (perr == -EBADMSG) {
+		snprintf(why, size, "its header fails its CRC32C");
+		return;
+	}
+	if (perr) {
+		snprintf(why, size, "its header holds fields no writer "
+			 "produces");
+		return;
+	}
+	if (err == -EUCLEAN) {
+		snprintf(why, size, "its header names stream %" PRIu64 " [%"
+			 PRIu64 ", %" PRIu64 ") gen %" PRIu64 " instead",
+			 oi.h.stream_id, oi.h.start, oi.h.end, oi.h.gen);
+		return;
+	}
+	if (nrs_objfmt_verify_table(&oi, buf + NRS_OBJ_FIXED)) {
+		snprintf(why, size, "its block table fails its CRC32C");
+		return;
+	}
+	for (uint32_t i = oi.nblocks; i-- > 0;) {
+		size_t at = nrs_objfmt_hdr_len(h->end - h->start) +
+			    (size_t)i * NRS_OBJ_BLOCK;
+
+		if (nrs_objfmt_verify_block(&oi, buf + NRS_OBJ_FIXED, i,
+					    buf + at,
+					    nrs_objfmt_block_len(&oi, i))) {
+			bad++;
+			first = i;
+		}
+	}
+	if (bad)
+		snprintf(why, size, "%" PRIu32 " of its %" PRIu32 " payload "
+			 "blocks fail their CRC32C, the first holding bytes [%"
+			 PRIu64 ", %" PRIu64 ")", bad, oi.nblocks,
+			 h->start + (uint64_t)first * NRS_OBJ_BLOCK,
+			 h->start + (uint64_t)first * NRS_OBJ_BLOCK +
+			 nrs_objfmt_block_len(&oi, first));
+	else
+		snprintf(why, size, "it fails verification (%s)",
+			 strerror(-err));
+}
+
+/*
+ * F21 for committed row o; what is "object KEY (stream ...)".  0 when the
+ * object was judged (whatever was found), else the error of a store that
+ * could not be read, or -ENOMEM.
+ */
+static int check_object(struct nrs_fsck *f, const struct nrs_obj_row *o,
+			const char *key, const char *what)
+{
+	struct nrs_objhdr h = obj_hdr(o);
+	unsigned char sha[NRS_SHA256_LEN], *buf;
+	struct nrs_obj_meta meta;
+	char why[200];
+	ssize_t n;
+	int err;
+
+	err = f->store ? nrs_obj_head(f->store, key, &meta) : -ENOENT;
+	if (err == -ENOENT)
+		goto missing;
+	if (err)
+		return err;
+	if (meta.length != o->length) {
+		ERR(f, "F21 %s: holds %" PRIu64 " bytes, its row says %" PRIu64,
+		    what, meta.length, o->length);
+		goto lost;
+	}
+	buf = malloc(o->length);
+	if (!buf)
+		return -ENOMEM;
+	n = nrs_obj_get(f->store, key, 0, buf, o->length);
+	if (n == -ENOENT) {
+		free(buf);
+		goto missing;
+	}
+	if (n < 0) {
+		free(buf);
+		return (int)n;
+	}
+	if ((uint64_t)n != o->length) {
+		ERR(f, "F21 %s: a read of it ended after %zd of its %" PRIu64
+		    " bytes", what, n, o->length);
+		free(buf);
+		goto lost;
+	}
+	err = nrs_objfmt_verify(buf, (size_t)n, &h);
+	if (err) {
+		explain_bad_object(buf, (size_t)n, &h, err, why, sizeof(why));
+		free(buf);
+		ERR(f, "F21 %s: %s: reads of it fail", what, why);
+		goto lost;
+	}
+	err = nrs_objfmt_digest(buf, (size_t)n, sha, NULL);
+	free(buf);
+	if (err)
+		return err;
+	if (memcmp(sha, o->sha256, NRS_SHA256_LEN) != 0) {
+		ERR(f, "F21 %s: its SHA-256 is not the one its row recorded "
+		    "when it was published", what);
+		goto lost;
+	}
+	if (!meta.has_sha256 ||
+	    memcmp(meta.sha256, o->sha256, NRS_SHA256_LEN) != 0)
+		ERR(f, "F21 %s: its bytes are intact, but the store %s", what,
+		    meta.has_sha256 ? "keeps another SHA-256 for it"
+				    : "keeps no valid SHA-256 for it");
+	else
+		f->objects_verified++;
+	return 0;
+
+missing:
+	ERR(f, "F21 %s: missing from the object store%s: committed bytes [%"
+	    PRIu64 ", %" PRIu64 ") have no copy there", what, f->store ? "" :
+	    " (there is no object directory: are the objects in S3?)",
+	    o->start, o->end);
+lost:
+	f->chains_intact = false;
+	return 0;
+}
+
+static const char *obj_state_name(int state)
+{
+	switch (state) {
+	case NRS_OBJ_PREPARED:		return "prepared";
+	case NRS_OBJ_COMMITTED:		return "committed";
+	case NRS_OBJ_DRAINING:		return "draining";
+	case NRS_OBJ_RETIRED:		return "retired";
+	case NRS_OBJ_QUARANTINED:	return "quarantined";
+	default:			return NULL;
+	}
+}
+
+/* F20 (rows), F21 (through f->store), F22, over every row. */
+static int check_objects(struct nrs_fsck *f, const struct ns *ns)
+{
+	char path[512], key[NRS_OBJKEY_MAX], what[900];
+
+	for (size_t i = 0; i < f->nobjs; i++) {
+		const struct nrs_obj_row *o = &f->objs[i];
+		struct nrs_objhdr h = obj_hdr(o);
+		ssize_t s = stream_at(f, o->stream_id);
+		const char *state = obj_state_name(o->state);
+		int err;
+
+		if (nrs_objfmt_key(key, &h) < 0)
+			snprintf(key, sizeof(key), "generation %" PRIu64, o->gen);
+		snprintf(what, sizeof(what), "object %s (stream %" PRIu64 " (%s)"
+			 ", bytes [%" PRIu64 ", %" PRIu64 "), %s)", key,
+			 o->stream_id, s < 0 ? "gone" : f->streams[s].unlinked ?
+			 "unlinked" : path_of(f, ns, f->streams[s].ino, path,
+					      sizeof(path)),
+			 o->start, o->end, state ? state : "?");
+		if (!state) {
+			ERR(f, "F20 %s: unknown state %d", what, o->state);
+			continue;
+		}
+		if (o->state == NRS_OBJ_PREPARED) {
+			nrs_fsck_say(f, NRS_FSCK_PENDING, "F22 %s: an upload "
+				     "intent: the next mount deletes the object "
+				     "(if it was stored) and the row", what);
+			continue;
+		}
+		if (o->state != NRS_OBJ_COMMITTED) {
+			nrs_fsck_say(f, NRS_FSCK_INFO, "F22 %s: %s", what,
+				     o->state == NRS_OBJ_QUARANTINED ?
+				     "its key held other bytes: it is never "
+				     "read or written again" :
+				     "superseded: never read");
+			continue;
+		}
+		if (!obj_row_is_possible(o)) {
+			ERR(f, "F20 %s: an impossible row (gen %" PRIu64 ", %"
+			    PRIu64 " bytes): no materializer wrote it", what,
+			    o->gen, o->length);
+			continue;
+		}
+		if (s < 0)
+			nrs_fsck_say(f, NRS_FSCK_INFO, "F20 %s: its stream is "
+				     "gone: it holds no readable byte", what);
+		if (!f->store && !f->store_absent)
+			continue;
+		err = check_object(f, o, key, what);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 {
 	char path[512], who[600];
+	size_t oi = 0;
 
 	for (size_t s = 0; s < f->nstreams; s++) {
 		const struct nrs_stream_row *st = &f->streams[s];
+		uint64_t materialized;
 		bool ok = true;
 
 		if (st->unlinked)
@@ -466,8 +791,11 @@ static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 			    st->version, st->head);
 			ok = false;
 		}
+		materialized = check_stream_objects(f, st, who, &oi);
 		if (ok)
-			check_chain(f, st, who);
+			check_chain(f, st, who,
+				    nrs_recover_chain_floor(st->start,
+							    materialized));
 	}
 }
 
@@ -620,6 +948,8 @@ int nrs_fsck_check(struct nrs_fsck *f)
 		qsort(f->streams, f->nstreams, sizeof(*f->streams), cmp_sid);
 	if (f->nrecs > 1)
 		qsort(f->recs, f->nrecs, sizeof(*f->recs), cmp_lsn);
+	if (f->nobjs > 1)
+		qsort(f->objs, f->nobjs, sizeof(*f->objs), nrs_recover_obj_cmp);
 	ns.names = calloc(f->ninodes + 1, sizeof(*ns.names));
 	ns.name = malloc((f->ninodes + 1) * sizeof(*ns.name));
 	ns.subdirs = calloc(f->ninodes + 1, sizeof(*ns.subdirs));
@@ -633,7 +963,7 @@ int nrs_fsck_check(struct nrs_fsck *f)
 	check_dirents(f, &ns);
 	check_inodes(f, &ns);
 	check_streams(f, &ns);
-	err = check_pending(f, &ns);
+	err = check_pending(f, &ns) ?: check_objects(f, &ns);
 out:
 	free(ns.names);
 	free(ns.name);

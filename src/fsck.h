@@ -6,7 +6,8 @@
  * nrs_fsck through the nrs_fsck_add_* functions, whose signatures fit the
  * listing callbacks of meta.h and wal.h, then calls nrs_fsck_check(), which
  * reports every inconsistency through the report callback, one line each.
- * No I/O happens here.  The checks F1..F20 are listed at the top of fsck.c.
+ * The only I/O happens through the object store the caller may lend (F21).
+ * The checks F1..F22 are listed at the top of fsck.c.
  */
 #ifndef NRS_FSCK_H
 #define NRS_FSCK_H
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "meta.h"
+#include "objstore.h"
 #include "wal.h"
 
 enum nrs_fsck_sev {
@@ -45,17 +47,29 @@ struct nrs_fsck {
 	size_t nrecs, rcap;
 	struct nrs_wal_damage *damage;		/* in log order */
 	size_t ndamage, mcap;
+	struct nrs_obj_row *objs;		/* sorted by check: stream,
+						 * start, gen (recovery.h) */
+	size_t nobjs, ocap;
 	int oom;				/* -ENOMEM from add_damage */
+
+	/* F21, set by the caller before nrs_fsck_check: the store holding
+	 * the objects (borrowed: it must outlive the check); or store_absent:
+	 * there is no store (the embedded directory does not exist), so
+	 * every committed object is missing.  Neither: F21 is skipped. */
+	struct nrs_objstore *store;
+	bool store_absent;
 
 	nrs_fsck_report_cb report;
 	void *ctx;
 	/* Results of nrs_fsck_check (and of nrs_fsck_say). */
 	uint64_t errors, pending;
-	/* Every committed byte has an intact WAL copy (F9, F10): only then
-	 * may a torn tail be cut, since it cannot hold a committed record. */
+	/* Every committed byte has an intact copy, in the WAL (F9, F10) or
+	 * in an object (F20, F21): only then may a torn tail be cut, since it
+	 * cannot hold a committed record. */
 	bool chains_intact;
 	uint64_t torn;				/* F5 findings */
 	uint64_t unlinked;			/* F19 findings */
+	uint64_t objects_verified;		/* F21: fetched and intact */
 };
 
 void nrs_fsck_init(struct nrs_fsck *f, nrs_fsck_report_cb report, void *ctx);
@@ -68,6 +82,8 @@ int nrs_fsck_add_dirent(void *f, uint64_t parent, const void *name,
 			size_t len, uint64_t ino);
 int nrs_fsck_add_stream(void *f, const struct nrs_stream_row *s);
 int nrs_fsck_add_rec(void *f, const struct nrs_wal_rec_info *ri);
+/* A row of the objects table, any state (nrs_meta_obj_foreach). */
+int nrs_fsck_add_obj(void *f, const struct nrs_obj_row *o);
 /* A WAL damage callback (wal.h); a failed copy shows in check's result. */
 void nrs_fsck_add_damage(void *f, const struct nrs_wal_damage *d);
 
@@ -75,7 +91,12 @@ void nrs_fsck_add_damage(void *f, const struct nrs_wal_damage *d);
 void nrs_fsck_say(struct nrs_fsck *f, enum nrs_fsck_sev sev,
 		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Run F3..F20 over what was added.  0, or -ENOMEM. */
+/*
+ * Run F3..F22 over what was added, F21 through f->store.  0 when the check
+ * ran, whatever it found; -ENOMEM; or the error of a store that could not
+ * be read (anything but a missing object, which is a finding): then the
+ * objects were not all checked.
+ */
 int nrs_fsck_check(struct nrs_fsck *f);
 
 #endif

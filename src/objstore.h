@@ -120,6 +120,12 @@ static inline void nrs_obj_close(struct nrs_objstore *s)
  * directory), so an object is whole or absent after a crash.
  */
 int nrs_objstore_dir_open(const char *dir, struct nrs_objstore **out);
+/*
+ * The embedded store for reading only (nereusfs-fsck): nothing under dir is
+ * created, removed or written, so head() and get() work and put() and del()
+ * fail with -EROFS.  -ENOENT if dir does not exist (not logged).
+ */
+int nrs_objstore_dir_open_readonly(const char *dir, struct nrs_objstore **out);
 
 struct nrs_s3_opts {
 	const char *url;	/* http[s]://HOST[:PORT]/BUCKET */
@@ -144,5 +150,14 @@ int nrs_objstore_s3_open(const struct nrs_s3_opts *o,
  * -ENOENT if none are found.  The caller frees *access and *secret.
  */
 int nrs_s3_credentials(const char *file, char **access, char **secret);
+
+/*
+ * nrs_objstore_s3_open() with the credentials of nrs_s3_credentials(
+ * cred_file) and ca_file (NULL: the system's CA store); the secret is wiped
+ * from memory before it returns.  What goes wrong is logged; the errors
+ * are those of the two (-ENOENT: no credentials, -EINVAL: a bad URL).
+ */
+int nrs_objstore_s3_open_url(const char *url, const char *cred_file,
+			     const char *ca_file, struct nrs_objstore **out);
 
 #endif

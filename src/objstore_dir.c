@@ -61,7 +61,9 @@
  *
  * One process opens a store directory at a time (the daemon holds the data
  * directory's lock): open() empties DIR/.tmp, which would break another
- * opener's put in progress.
+ * opener's put in progress.  The read-only open (nereusfs-fsck, under a
+ * shared hold of that lock) creates, removes and writes nothing: .tmp is
+ * left as it is, put() and del() fail with EROFS.
  */
 #include "config.h"
 
@@ -472,7 +474,8 @@ static void dir_close(struct nrs_objstore *s)
 {
 	struct dir_store *d = dir_of(s);
 
-	close(d->tmpfd);
+	if (d->tmpfd >= 0)
+		close(d->tmpfd);
 	close(d->rootfd);
 	free(d->dir);
 	free(d);
@@ -484,6 +487,36 @@ static const struct nrs_objstore_ops dir_ops = {
 	.head = dir_head,
 	.get = dir_get,
 	.del = dir_del,
+	.close = dir_close,
+};
+
+static int ro_put(struct nrs_objstore *s, const char *key, const void *buf,
+		  size_t len, const unsigned char md5[NRS_MD5_LEN],
+		  const unsigned char sha256[NRS_SHA256_LEN])
+{
+	(void)s;
+	(void)key;
+	(void)buf;
+	(void)len;
+	(void)md5;
+	(void)sha256;
+	return -EROFS;
+}
+
+static int ro_del(struct nrs_objstore *s, const char *key)
+{
+	(void)s;
+	(void)key;
+	return -EROFS;
+}
+
+/* Read only (nrs_objstore_dir_open_readonly): no .tmp, no writes. */
+static const struct nrs_objstore_ops dir_ro_ops = {
+	.name = "dir",
+	.put = ro_put,
+	.head = dir_head,
+	.get = dir_get,
+	.del = ro_del,
 	.close = dir_close,
 };
 
@@ -516,7 +549,7 @@ static int clear_tmp(struct dir_store *d)
 	return 0;
 }
 
-int nrs_objstore_dir_open(const char *dir, struct nrs_objstore **out)
+static int dir_open(const char *dir, bool readonly, struct nrs_objstore **out)
 {
 	struct dir_store *d;
 	int rc;
@@ -526,20 +559,26 @@ int nrs_objstore_dir_open(const char *dir, struct nrs_objstore **out)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	d->base.ops = &dir_ops;
+	d->base.ops = readonly ? &dir_ro_ops : &dir_ops;
 	d->rootfd = d->tmpfd = -1;
 	d->dir = strdup(dir);
 	if (!d->dir) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	rc = mkdirs_at(AT_FDCWD, dir);
+	rc = readonly ? 0 : mkdirs_at(AT_FDCWD, dir);
 	if (rc < 0)
 		goto out_log;
 	d->rootfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->rootfd < 0) {
 		rc = -errno;
+		if (readonly)
+			goto out_free;	/* the caller says it better */
 		goto out_log;
+	}
+	if (readonly) {
+		*out = &d->base;
+		return 0;
 	}
 	rc = mkdirs_at(d->rootfd, TMP_DIR);
 	if (rc < 0)
@@ -566,4 +605,14 @@ out_free:
 	free(d->dir);
 	free(d);
 	return rc;
+}
+
+int nrs_objstore_dir_open(const char *dir, struct nrs_objstore **out)
+{
+	return dir_open(dir, false, out);
+}
+
+int nrs_objstore_dir_open_readonly(const char *dir, struct nrs_objstore **out)
+{
+	return dir_open(dir, true, out);
 }

@@ -948,3 +948,31 @@ int nrs_s3_credentials(const char *file, char **access, char **secret)
 	*secret = k;
 	return 0;
 }
+
+int nrs_objstore_s3_open_url(const char *url, const char *cred_file,
+			     const char *ca_file, struct nrs_objstore **out)
+{
+	struct nrs_s3_opts so = { .url = url, .ca_file = ca_file };
+	char *access = NULL, *secret = NULL;
+	int err;
+
+	err = nrs_s3_credentials(cred_file, &access, &secret);
+	if (err) {
+		/* The daemon's words: nereusfs-fsck says its own. */
+		nrs_err("S3 %s: no credentials (%s): set AWS_ACCESS_KEY_ID and"
+			" AWS_SECRET_ACCESS_KEY or -o s3_credentials=FILE",
+			url, strerror(-err));
+		return err;
+	}
+	so.access_key = access;
+	so.secret_key = secret;
+	err = nrs_objstore_s3_open(&so, out);
+	if (err)
+		nrs_err("S3 %s: %s", url, err == -EINVAL ?
+			"not a URL of the form http[s]://HOST[:PORT]/BUCKET"
+			: strerror(-err));
+	free(access);
+	explicit_bzero(secret, strlen(secret));
+	free(secret);
+	return err;
+}

@@ -57,6 +57,7 @@
 #include "failpoint.h"
 #include "log.h"
 #include "pipeline.h"
+#include "recovery.h"
 #include "wal.h"
 
 struct rec {
@@ -267,7 +268,7 @@ static int collect_committed(void *ctx, const struct nrs_obj_row *o)
 	return 0;
 }
 
-static int cmp_obj(const void *a, const void *b)
+int nrs_recover_obj_cmp(const void *a, const void *b)
 {
 	const struct nrs_obj_row *x = a, *y = b;
 
@@ -276,6 +277,19 @@ static int cmp_obj(const void *a, const void *b)
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
 	return x->gen < y->gen ? -1 : x->gen > y->gen;
+}
+
+enum nrs_obj_use nrs_recover_obj_use(const struct nrs_obj_row *o,
+				     uint64_t start, uint64_t head,
+				     uint64_t last_end)
+{
+	if (o->end <= start)
+		return NRS_OBJ_USE_TRIMMED;
+	if (o->end > head)
+		return NRS_OBJ_USE_PAST_HEAD;
+	if (o->start < last_end)
+		return NRS_OBJ_USE_OVERLAPS;
+	return NRS_OBJ_USE_SERVES;
 }
 
 /* R5, objects: the entries of one stream's committed generations. */
@@ -289,15 +303,20 @@ static int index_objects(struct nrs_stream *st, const struct objs *l,
 			.kind = NRS_TARGET_OBJ, .ostart = o->start,
 			.oend = o->end,
 		};
+		uint64_t last_end = st->index.n ?
+				    st->index.v[st->index.n - 1].end : 0;
 		int err;
 
-		if (o->end <= st->start || o->end > st->head)
-			continue;	/* trimmed away, or not ours */
-		if (st->index.n && o->start < st->index.v[st->index.n - 1].end) {
+		switch (nrs_recover_obj_use(o, st->start, st->head, last_end)) {
+		case NRS_OBJ_USE_SERVES:
+			break;
+		case NRS_OBJ_USE_OVERLAPS:
 			nrs_err("stream %" PRIu64 ": object generation %" PRIu64
 				" [%" PRIu64 ", %" PRIu64 ") overlaps another;"
 				" ignored", st->id, o->gen, o->start, o->end);
 			continue;
+		default:
+			continue;	/* trimmed away, or not ours */
 		}
 		err = nrs_index_append(&st->index, &e);
 		if (err)
@@ -314,8 +333,7 @@ static int rebuild_index(struct nrs_stream *st, const struct scan *s)
 	const struct rec **chain = NULL;
 	size_t n = 0, cap = 0;
 	uint64_t want_end = st->head, lsn = st->last_lsn;
-	uint64_t floor = st->materialized > st->start ? st->materialized
-						      : st->start;
+	uint64_t floor = nrs_recover_chain_floor(st->start, st->materialized);
 	int err = 0;
 
 	while (want_end > floor && lsn != 0) {
@@ -399,7 +417,7 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 	if (err)
 		goto out;
 	if (ol.n > 1)
-		qsort(ol.v, ol.n, sizeof(*ol.v), cmp_obj);
+		qsort(ol.v, ol.n, sizeof(*ol.v), nrs_recover_obj_cmp);
 	for (size_t i = 0; i < c->nstreams; i++) {
 		struct nrs_stream *st = c->streams[i];
 

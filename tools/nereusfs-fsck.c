@@ -1,20 +1,25 @@
 /*
  * nereusfs-fsck - check a nereusfs data directory offline (man/nereusfs-fsck.8).
  *
- * The checks are src/fsck.c's F1..F19; this file does the I/O: it takes
- * DIR/lock (F1), reads meta.db read-only (F2) and scans the WAL read-only,
- * so without --repair not a byte of DIR changes.
+ * The checks are src/fsck.c's F1..F22; this file does the I/O: it takes
+ * DIR/lock (F1), reads meta.db read-only (F2), scans the WAL read-only and
+ * opens the object store read-only (DIR/objects, or --s3), so without
+ * --repair not a byte of DIR (or of the bucket) changes.
  *
  * --repair makes only the repairs that cannot lose an acknowledged byte,
  * the ones the next mount would make anyway (recovery.c R1, R2):
  *   - cut a torn WAL tail, remove a segment torn at creation (F5) -- only
- *     when every commit chain is intact (F9, F10), since a tail that held
- *     a committed record would be damage, not a crash artefact;
+ *     when every committed byte has an intact copy (F9, F10, F20, F21),
+ *     since a tail that held a committed record would be damage, not a
+ *     crash artefact;
  *   - forget inodes with nlink 0 (F19).
+ * Nothing of the object side: no object and no row is ever deleted or
+ * written (the daemon settles prepared intents itself, materializer.c M6).
  * Then it checks again, and the exit status is that of the second check.
  *
- * Exit status: 0 clean (pending records allowed), 1 inconsistencies
- * found, 2 could not check.
+ * Exit status: 0 clean (pending records and intents allowed), 1
+ * inconsistencies found, 2 could not check (also: the object store could
+ * not be read).
  */
 #include "config.h"
 
@@ -32,6 +37,7 @@
 #include "fsck.h"
 #include "log.h"
 #include "meta.h"
+#include "objstore.h"
 #include "wal.h"
 
 #define EXIT_CLEAN	0
@@ -40,6 +46,13 @@
 
 static const char *prog = "nereusfs-fsck";
 static bool verbose;
+
+/* Where the objects are: S3 if s3_url, else DIR/objects; none with
+ * no_objects. */
+struct store_opts {
+	bool no_objects;
+	const char *s3_url, *s3_credentials, *s3_ca;
+};
 
 static void print_line(void *ctx, enum nrs_fsck_sev sev, const char *line)
 {
@@ -105,7 +118,8 @@ static int load_meta(const char *dir, struct nrs_fsck *f)
 	err = nrs_meta_integrity_check(m, print_problem, f) ?:
 		nrs_meta_inode_foreach(m, nrs_fsck_add_inode, f) ?:
 		nrs_meta_dirent_foreach(m, nrs_fsck_add_dirent, f) ?:
-		nrs_meta_stream_foreach(m, nrs_fsck_add_stream, f);
+		nrs_meta_stream_foreach(m, nrs_fsck_add_stream, f) ?:
+		nrs_meta_obj_foreach(m, 0, nrs_fsck_add_obj, f);
 	nrs_meta_close(m);
 	return err ? fail("cannot read the metadata", path, err) : 0;
 }
@@ -130,18 +144,62 @@ static int load_wal(const char *dir, struct nrs_fsck *f)
 	return err ? fail("cannot scan the WAL", path, err) : 0;
 }
 
-/* One whole check; *out is filled even when it fails. */
-static int check(const char *dir, struct nrs_fsck *f)
+/* F21's store, opened for reading only; *name says which, for messages. */
+static int open_store(const char *dir, const struct store_opts *so,
+		      struct nrs_fsck *f, char *name, size_t size)
 {
+	int err;
+
+	if (so->s3_url) {
+		snprintf(name, size, "%s", so->s3_url);
+		err = nrs_objstore_s3_open_url(so->s3_url, so->s3_credentials,
+					       so->s3_ca, &f->store);
+		if (err == -ENOENT) {
+			fprintf(stderr, "%s: no S3 credentials: set "
+				"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or"
+				" give --s3-credentials=FILE\n", prog);
+			return EXIT_FAILED;
+		}
+		if (err == -EINVAL) {
+			fprintf(stderr, "%s: %s is not a URL of the form "
+				"http[s]://HOST[:PORT]/BUCKET\n", prog,
+				so->s3_url);
+			return EXIT_FAILED;
+		}
+		return err ? fail("cannot open the object store", name, err)
+			   : 0;
+	}
+	snprintf(name, size, "%s/objects", dir);
+	err = nrs_objstore_dir_open_readonly(name, &f->store);
+	if (err == -ENOENT) {
+		f->store_absent = true;	/* every committed object is missing */
+		return 0;
+	}
+	return err ? fail("cannot open the object store", name, err) : 0;
+}
+
+/* One whole check; *f is filled even when it fails. */
+static int check(const char *dir, const struct store_opts *so,
+		 struct nrs_fsck *f)
+{
+	char store[4096];
 	int rc;
 
 	nrs_fsck_init(f, print_line, NULL);
 	f->ctx = f;
 	rc = load_meta(dir, f) ?: load_wal(dir, f);
+	if (!rc && !so->no_objects)
+		rc = open_store(dir, so, f, store, sizeof(store));
 	if (rc)
 		return rc;
 	rc = nrs_fsck_check(f);
-	return rc ? fail("cannot check", dir, rc) : 0;
+	nrs_obj_close(f->store);
+	f->store = NULL;
+	if (rc == -ENOMEM)
+		return fail("cannot check", dir, rc);
+	if (rc)
+		return fail("cannot read the objects in", store, rc);
+	return 0;
 }
 
 static void say_repair(void *ctx, const struct nrs_wal_damage *d)
@@ -207,9 +265,10 @@ static int repair(const char *dir, struct nrs_fsck *f, bool *did)
 	int rc = 0;
 
 	if (f->torn && !f->chains_intact)
-		printf("not repaired: the torn WAL tail stays, because a commit "
-		       "chain is broken and the tail may hold committed bytes: "
-		       "an operator must look (nereusfs-fsck(8))\n");
+		printf("not repaired: the torn WAL tail stays, because committed"
+		       " bytes have no intact copy (a broken commit chain, or "
+		       "a missing or damaged object) and the tail may hold "
+		       "some: an operator must look (nereusfs-fsck(8))\n");
 	else if (f->torn) {
 		rc = cut_torn(dir);
 		*did = true;
@@ -223,11 +282,22 @@ static int repair(const char *dir, struct nrs_fsck *f, bool *did)
 
 static void usage(FILE *to)
 {
-	fprintf(to, "usage: %s [--repair] [-v] DATADIR\n"
+	fprintf(to, "usage: %s [--repair] [--no-objects] [--s3=URL "
+		"[--s3-credentials=FILE] [--s3-ca=FILE]] [-v] DATADIR\n"
 		"Check a nereusfs data directory while it is not mounted.\n"
-		"  --repair  cut torn WAL tails and forget unlinked inodes\n"
-		"            (never a committed byte), then check again\n"
-		"  -v        also print the log of the WAL scan\n"
+		"  --repair     cut torn WAL tails and forget unlinked inodes\n"
+		"               (never a committed byte, nothing of the\n"
+		"               objects), then check again\n"
+		"  --no-objects do not read the objects (their rows are\n"
+		"               still checked)\n"
+		"  --s3=URL     the objects are in http[s]://HOST[:PORT]/BUCKET\n"
+		"               (default: the directory DATADIR/objects)\n"
+		"  --s3-credentials=FILE  a 0600 file with AWS_ACCESS_KEY_ID=\n"
+		"               and AWS_SECRET_ACCESS_KEY= (default: those\n"
+		"               environment variables)\n"
+		"  --s3-ca=FILE CA certificates for https (default: system)\n"
+		"  -v           also print informational findings and the\n"
+		"               log of the WAL scan\n"
 		"Exit status: 0 clean, 1 inconsistencies, 2 could not check.\n",
 		prog);
 }
@@ -236,10 +306,15 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "repair", no_argument, NULL, 'r' },
+		{ "no-objects", no_argument, NULL, 'n' },
+		{ "s3", required_argument, NULL, 's' },
+		{ "s3-credentials", required_argument, NULL, 'c' },
+		{ "s3-ca", required_argument, NULL, 'a' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct store_opts so = { 0 };
 	struct nrs_fsck f;
 	bool do_repair = false, did = false;
 	const char *dir;
@@ -249,12 +324,17 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r': do_repair = true; break;
+		case 'n': so.no_objects = true; break;
+		case 's': so.s3_url = optarg; break;
+		case 'c': so.s3_credentials = optarg; break;
+		case 'a': so.s3_ca = optarg; break;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return EXIT_CLEAN;
 		default: usage(stderr); return EXIT_FAILED;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind != argc - 1 ||
+	    (!so.s3_url && (so.s3_credentials || so.s3_ca))) {
 		usage(stderr);
 		return EXIT_FAILED;
 	}
@@ -268,18 +348,22 @@ int main(int argc, char **argv)
 	rc = lock_dir(dir, do_repair, &lock_fd);
 	if (rc)
 		return rc;
-	rc = check(dir, &f);
+	rc = check(dir, &so, &f);
 	if (!rc && do_repair && f.errors)
 		rc = repair(dir, &f, &did);
 	if (!rc && did) {
 		nrs_fsck_free(&f);
 		printf("%s: checking again after the repairs\n", prog);
-		rc = check(dir, &f);
+		rc = check(dir, &so, &f);
 	}
 	if (!rc) {
 		printf("%s: %s: %" PRIu64 " inconsistencies, %" PRIu64
-		       " streams with pending records\n", prog, dir, f.errors,
-		       f.pending);
+		       " pending, ", prog, dir, f.errors, f.pending);
+		if (so.no_objects)
+			printf("objects not read (--no-objects)\n");
+		else
+			printf("%" PRIu64 " objects verified\n",
+			       f.objects_verified);
 		rc = f.errors ? EXIT_FOUND : EXIT_CLEAN;
 	}
 	nrs_fsck_free(&f);

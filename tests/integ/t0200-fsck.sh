@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='nereusfs-fsck: a clean data directory, each kind of damage, --repair'
+test_description='nereusfs-fsck: a clean data directory, each kind of damage, --repair, objects'
 . "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
 
 FSCK=${NRS_FSCK:-$nrs_top/nereusfs-fsck}
@@ -31,11 +31,18 @@ fsck_expect () {
 	done
 }
 
-# damaged NAME: a fresh copy of the clean data directory, in $D.
+# obj_range KEY: "START END" of the object KEY in the saved index of /o/b
+# (object boundaries depend on timing).
+obj_range () {
+	grep " obj:$1\$" "$TRASH/oindex" | cut -d" " -f1,2
+}
+
+# damaged NAME [FROM]: a fresh copy of the clean data directory (or of
+# FROM), in $D.
 damaged () {
 	D=$TRASH/$1 &&
 	rm -rf "$D" &&
-	cp -a "$TRASH/clean" "$D"
+	cp -a "${2:-$TRASH/clean}" "$D"
 }
 
 # flip FILE OFFSET: invert one byte.
@@ -168,6 +175,88 @@ test_expect_success 'the repaired copies mount and read back' '
 	test "$(stat -c %s "$MNT/k/a")" = 15000 &&
 	test "$(stat -c %s "$MNT/k/b")" = 8000 &&
 	cat "$MNT/k/a" "$MNT/k/b" >/dev/null &&
+	nrs_umount
+'
+
+# ---- the object side (F20-F22) -------------------------------------------
+
+FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576"
+
+test_expect_success 'objects: materialized, WAL segments reclaimed, and clean' '
+	rm -rf "$DATA" &&
+	nrs_mount -o "$FAST" &&
+	mkdir "$MNT/o" &&
+	head -c 3000000 /dev/urandom >"$TRASH/blob" &&
+	dd if="$TRASH/blob" of="$MNT/o/b" bs=65536 oflag=append conv=notrunc status=none &&
+	n=0 &&
+	until [ "$(nrs_xattr "$MNT/o/b" user.nereus.materialized)" = 3000000 ]; do
+		[ $n -lt 200 ] || { echo "not materialized after 20 s"; return 1; }
+		sleep 0.1; n=$((n + 1))
+	done &&
+	nrs_xattr "$MNT/o/b" user.nereus.index >"$TRASH/oindex" &&
+	sed -n "s/^[0-9]* [0-9]* [0-9]* obj://p" "$TRASH/oindex" >"$TRASH/okeys" &&
+	nkeys=$(wc -l <"$TRASH/okeys") &&
+	test "$nkeys" -ge 11 &&
+	n=0 &&
+	while { [ -e "$DATA/$SEG1" ] || [ -e "$DATA/$SEG2" ]; } && [ $n -lt 100 ]; do
+		sleep 0.1; n=$((n + 1))
+	done &&
+	nrs_umount &&
+	test ! -e "$DATA/$SEG1" && test ! -e "$DATA/$SEG2" &&
+	sums "$DATA" >"$TRASH/before" &&
+	fsck_expect 0 "$DATA" -- "0 inconsistencies" "$nkeys objects verified" &&
+	sums "$DATA" >"$TRASH/after" &&
+	test_cmp "$TRASH/before" "$TRASH/after" &&
+	cp -a "$DATA" "$TRASH/objclean"
+'
+
+test_expect_success 'a flipped byte in an object: reported with its key' '
+	damaged objflip "$TRASH/objclean" &&
+	key=$(sed -n 2p "$TRASH/okeys") &&
+	file=$D/objects/$key &&
+	size=$(stat -c %s "$file") &&
+	set -- $(obj_range "$key") &&
+	nb=$((($2 - $1 + 65535) / 65536)) &&
+	flip "$file" $((size - 5000)) &&
+	fsck_expect 1 "$D" -- \
+		"F21 object $key (stream 1 (/o/b), bytes [$1, $2), committed): 1 of its $nb payload blocks fail their CRC32C" &&
+	fsck_expect 0 "$D" --no-objects -- "0 inconsistencies" &&
+	sums "$D" >"$TRASH/before" &&
+	fsck_expect 1 "$D" --repair -- "F21 object $key" &&
+	sums "$D" >"$TRASH/after" &&
+	test_cmp "$TRASH/before" "$TRASH/after"
+'
+
+test_expect_success 'a deleted object: reported with its key' '
+	damaged objgone "$TRASH/objclean" &&
+	key=$(sed -n 3p "$TRASH/okeys") &&
+	set -- $(obj_range "$key") &&
+	rm "$D/objects/$key" &&
+	fsck_expect 1 "$D" -- \
+		"F21 object $key (stream 1 (/o/b), bytes [$1, $2), committed): missing from the object store"
+'
+
+test_expect_success 'an upload intent left by a crash is pending, not an error' '
+	damaged objintent "$TRASH/objclean" &&
+	sqlite3 "$D/meta.db" "INSERT INTO objects(stream_id, start, end, length, sha256, state, ctime_ns)
+		SELECT stream_id, start, end, length, sha256, 1, ctime_ns FROM objects ORDER BY gen DESC LIMIT 1" &&
+	fsck_expect 0 "$D" -- "prepared): an upload intent" "0 inconsistencies, 1 pending"
+'
+
+test_expect_success 'an object store that cannot be reached: exit 2' '
+	(
+		AWS_ACCESS_KEY_ID=fsck && AWS_SECRET_ACCESS_KEY=fsck-secret &&
+		export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY &&
+		fsck_expect 2 "$TRASH/objclean" --s3=http://127.0.0.1:9/bucket -- \
+			"cannot read the objects in http://127.0.0.1:9/bucket"
+	) &&
+	fsck_expect 2 "$TRASH/objclean" --s3-ca=/dev/null -- "usage:"
+'
+
+test_expect_success 'the checked copy mounts and reads back' '
+	rm -rf "$DATA" && cp -a "$TRASH/objclean" "$DATA" &&
+	nrs_mount -o "$FAST" &&
+	cmp "$TRASH/blob" "$MNT/o/b" &&
 	nrs_umount
 '
 

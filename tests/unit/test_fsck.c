@@ -5,6 +5,12 @@
  * The base picture: root (1) holds directory "k" (16), which holds stream
  * "s" (17, stream 1), committed by three records LSN 1..3 of 100 bytes
  * each, one append each, epoch 2.
+ *
+ * The object side (F20-F22) runs on a data directory built with the real
+ * modules: meta.db by meta_sqlite.c, objects by objfmt.c in the embedded
+ * store (objstore_dir.c).  Stream 1 ("/k/s") has head 300000: generation 1
+ * holds [0, 200000) (4 payload blocks), and the WAL still holds only LSN 3,
+ * [200000, 300000): LSN 1 and 2 were reclaimed after materialization.
  */
 #include "config.h"
 
@@ -15,12 +21,18 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fsck.h"
+#include "meta.h"
+#include "objfmt.h"
+#include "objstore.h"
 
 struct out {
 	char text[8192];
@@ -261,6 +273,338 @@ static void test_loop(void **state)
 	expect(f, 2, "F16 inode 16", "does not reach the root");
 }
 
+/* ---- F20-F22 on a data directory built with the real modules ----------- */
+
+#define OBJ_HEAD	300000
+#define OBJ_WAL_BASE	200000	/* LSN 3, the one record left in the WAL */
+
+/* An nrs_fsck and its output buffer (as above), then the directory. */
+struct objdir {
+	struct nrs_fsck f;
+	struct out out;
+	char dir[64];
+	char path[512];		/* scratch */
+	struct nrs_meta *m;	/* open while building */
+	struct nrs_objstore *store;
+	uint64_t sid;
+};
+
+static const char *at(struct objdir *d, const char *rel)
+{
+	snprintf(d->path, sizeof(d->path), "%s/%s", d->dir, rel);
+	return d->path;
+}
+
+/* Store an object of stream sid holding [start, end) and record it as a
+ * committed generation (materializer.c M3, M4); its key in key. */
+static void put_object(struct objdir *d, uint64_t start, uint64_t end,
+		       char key[NRS_OBJKEY_MAX])
+{
+	struct nrs_obj_row row = {
+		.stream_id = d->sid, .start = start, .end = end,
+		.length = nrs_objfmt_hdr_len(end - start) + (end - start),
+	};
+	unsigned char sha[NRS_SHA256_LEN], md5[NRS_MD5_LEN];
+	size_t hl = nrs_objfmt_hdr_len(end - start);
+	unsigned char *buf = malloc(row.length);
+	struct nrs_objhdr h = { .stream_id = d->sid, .start = start,
+				.end = end };
+
+	assert_non_null(buf);
+	for (uint64_t i = 0; i < end - start; i++)
+		buf[hl + i] = (unsigned char)((start + i) * 7 + 1);
+	assert_int_equal(nrs_meta_obj_prepare(d->m, &row), 0);
+	h.gen = row.gen;
+	assert_int_equal(nrs_objfmt_seal(buf, &h), 0);
+	assert_int_equal(nrs_objfmt_digest(buf, row.length, sha, md5), 0);
+	assert_true(nrs_objfmt_key(key, &h) > 0);
+	assert_int_equal(nrs_obj_put(d->store, key, buf, row.length, md5, sha),
+			 0);
+	assert_int_equal(nrs_meta_obj_publish(d->m, row.gen, sha), 0);
+	free(buf);
+}
+
+static int setup_objdir(void **state)
+{
+	struct objdir *d = calloc(1, sizeof(*d));
+	struct nrs_head_update u = {
+		.old_version = 0, .head = OBJ_HEAD, .version = 3, .epoch = 2,
+		.last_lsn = 3, .mtime_ns = 1,
+	};
+	struct nrs_stream_row srow;
+	struct nrs_attr a;
+
+	if (!d)
+		return -1;
+	nrs_fsck_init(&d->f, record, &d->f);
+	snprintf(d->dir, sizeof(d->dir), "/tmp/test_fsck.XXXXXX");
+	assert_non_null(mkdtemp(d->dir));
+	assert_int_equal(nrs_meta_open(at(d, "meta.db"), &d->m), 0);
+	assert_int_equal(nrs_objstore_dir_open(at(d, "objects"), &d->store), 0);
+	assert_int_equal(nrs_meta_mkdir(d->m, NRS_ROOT_INO, "k", 0755, 0, 0, 1,
+					&a), 0);
+	assert_int_equal(nrs_meta_create(d->m, a.ino, "s", 0644, 0, 0, 1, &a,
+					 &srow), 0);
+	d->sid = u.id = srow.id;
+	assert_int_equal(nrs_meta_publish(d->m, &u, 1, true), 0);
+	*state = d;
+	return 0;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+		  struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int teardown_objdir(void **state)
+{
+	struct objdir *d = *state;
+
+	nrs_meta_close(d->m);
+	nrs_obj_close(d->store);
+	nrs_fsck_free(&d->f);
+	nftw(d->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(d);
+	return 0;
+}
+
+/* What nereusfs-fsck loads (tools/nereusfs-fsck.c), with the WAL record
+ * LSN 3 made by hand; the store opened for reading only, as the tool does,
+ * unless store is false (--no-objects). */
+static void load(struct objdir *d, bool store)
+{
+	struct nrs_wal_rec_info ri = {
+		.rec = { .kind = NRS_WALREC_DATA, .lsn = 3, .stream_id = d->sid,
+			 .base = OBJ_WAL_BASE, .len = OBJ_HEAD - OBJ_WAL_BASE,
+			 .n_appends = 1, .epoch = 2, .prev_lsn = 2 },
+		.pos = { 2, 64 },
+		.data_ok = true,
+	};
+	struct nrs_meta *m = NULL;
+	int err;
+
+	nrs_meta_close(d->m);
+	d->m = NULL;
+	nrs_obj_close(d->store);
+	d->store = NULL;
+	nrs_fsck_free(&d->f);
+	assert_int_equal(nrs_meta_open_readonly(at(d, "meta.db"), &m), 0);
+	assert_int_equal(nrs_meta_inode_foreach(m, nrs_fsck_add_inode, &d->f), 0);
+	assert_int_equal(nrs_meta_dirent_foreach(m, nrs_fsck_add_dirent, &d->f),
+			 0);
+	assert_int_equal(nrs_meta_stream_foreach(m, nrs_fsck_add_stream, &d->f),
+			 0);
+	assert_int_equal(nrs_meta_obj_foreach(m, 0, nrs_fsck_add_obj, &d->f), 0);
+	nrs_meta_close(m);
+	assert_int_equal(nrs_fsck_add_rec(&d->f, &ri), 0);
+	if (!store)
+		return;
+	err = nrs_objstore_dir_open_readonly(at(d, "objects"), &d->store);
+	if (err == -ENOENT)
+		d->f.store_absent = true;
+	else
+		assert_int_equal(err, 0);
+	d->f.store = d->store;
+}
+
+/* Load, check, and expect that many errors and each wanted string. */
+static const char *check_objdir(struct objdir *d, bool store, uint64_t errors,
+				const char *want1, const char *want2)
+{
+	const char *text;
+
+	load(d, store);
+	text = run(&d->f);
+	assert_ptr_equal(text, d->out.text);	/* record() writes there */
+	assert_int_equal(d->f.errors, errors);
+	if (want1)
+		assert_non_null(strstr(text, want1));
+	if (want2)
+		assert_non_null(strstr(text, want2));
+	return text;
+}
+
+/* Invert the byte at payload offset off of the object stored under key
+ * (the dir store's own header is 64 bytes, objstore_dir.c). */
+static void flip_payload(struct objdir *d, const char *key, uint64_t len,
+			 uint64_t off)
+{
+	unsigned char b;
+	int fd;
+
+	snprintf(d->path, sizeof(d->path), "%s/objects/%s", d->dir, key);
+	fd = open(d->path, O_RDWR);
+	assert_true(fd >= 0);
+	off += 64 + nrs_objfmt_hdr_len(len);
+	assert_int_equal(pread(fd, &b, 1, (off_t)off), 1);
+	b ^= 0x10;
+	assert_int_equal(pwrite(fd, &b, 1, (off_t)off), 1);
+	close(fd);
+}
+
+static void test_objects_clean(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX];
+	struct stat st;
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	check_objdir(d, true, 0, NULL, NULL);
+	assert_int_equal(d->f.objects_verified, 1);
+	assert_true(d->f.chains_intact);
+	/* Nothing of the store was created or removed. */
+	assert_int_equal(stat(at(d, "objects/.tmp"), &st), 0);
+	assert_int_equal(d->f.store->ops->del(d->f.store, key), -EROFS);
+	assert_int_equal(stat(at(d, "objects"), &st), 0);
+}
+
+static void test_objects_flipped_byte(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX], want[512];
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	flip_payload(d, key, OBJ_WAL_BASE, 70000);
+	snprintf(want, sizeof(want), "F21 object %s (stream 1 (/k/s), bytes "
+		 "[0, 200000), committed): 1 of its 4 payload blocks fail their"
+		 " CRC32C, the first holding bytes [65536, 131072)", key);
+	check_objdir(d, true, 1, want, NULL);
+	assert_false(d->f.chains_intact);
+	assert_int_equal(d->f.objects_verified, 0);
+	/* --no-objects: the rows still add up, the bytes are not read. */
+	check_objdir(d, false, 0, NULL, NULL);
+}
+
+static void test_objects_missing(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX], want[512];
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	snprintf(want, sizeof(want), "F21 object %s (stream 1 (/k/s), bytes "
+		 "[0, 200000), committed): missing from the object store", key);
+	assert_int_equal(unlink(at(d, "objects/s/0000000000000001/"
+				   "0000000000000000-0000000000030d40-g"
+				   "0000000000000001")), 0);
+	check_objdir(d, true, 1, want, NULL);
+	assert_false(d->f.chains_intact);
+	/* No object directory at all: every committed object is missing. */
+	assert_int_equal(nftw(at(d, "objects"), rm_one, 16,
+			      FTW_DEPTH | FTW_PHYS), 0);
+	check_objdir(d, true, 1, want, NULL);
+	assert_true(d->f.store_absent);
+}
+
+static void test_objects_overlap(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX];
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	put_object(d, 100000, 250000, key);
+	check_objdir(d, true, 1, "F20 stream 1 (/k/s): object generation 2 "
+		     "[100000, 250000) overlaps generation 1 [0, 200000): the "
+		     "next mount does not read it", NULL);
+	assert_int_equal(d->f.objects_verified, 2);
+}
+
+static void test_objects_gap_to_wal(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX];
+
+	put_object(d, 0, 150000, key);
+	check_objdir(d, true, 1, "F9 stream 1 (/k/s): commit chain broken: "
+		     "LSN 2 is not in the WAL: committed bytes [150000, 200000)"
+		     " cannot be reached (its objects end at 150000)", NULL);
+	assert_false(d->f.chains_intact);
+}
+
+static void test_objects_gap_between(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX];
+
+	put_object(d, 50000, 120000, key);
+	put_object(d, 130000, OBJ_WAL_BASE, key);
+	check_objdir(d, true, 2, "F20 stream 1 (/k/s): committed bytes [0, "
+		     "50000) are in no object (a gap below generation 1)",
+		     "F20 stream 1 (/k/s): committed bytes [120000, 130000) are"
+		     " in no object (a gap below generation 2)");
+	assert_false(d->f.chains_intact);
+}
+
+static void test_objects_past_head_and_trimmed(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX];
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	put_object(d, OBJ_WAL_BASE, OBJ_HEAD + 10, key);
+	check_objdir(d, true, 1, "F20 stream 1 (/k/s): object generation 2 "
+		     "[200000, 300010) reaches past the head 300000", NULL);
+	/* Trimmed to 250000: generation 1 holds no readable byte, and the
+	 * chain still reaches down to the start. */
+	d->m = NULL;
+	assert_int_equal(nrs_meta_open(at(d, "meta.db"), &d->m), 0);
+	assert_int_equal(nrs_meta_set_start(d->m, d->sid, 250000), 0);
+	check_objdir(d, true, 1, "reaches past the head", NULL);
+}
+
+static void test_objects_intents(void **state)
+{
+	struct objdir *d = *state;
+	struct nrs_obj_row o = {
+		.stream_id = d->sid, .start = OBJ_WAL_BASE, .end = OBJ_HEAD,
+		.length = 1,
+	};
+	char key[NRS_OBJKEY_MAX];
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	assert_int_equal(nrs_meta_obj_prepare(d->m, &o), 0);	/* gen 2 */
+	assert_int_equal(nrs_meta_obj_prepare(d->m, &o), 0);	/* gen 3 */
+	assert_int_equal(nrs_meta_obj_set_state(d->m, o.gen, NRS_OBJ_PREPARED,
+						NRS_OBJ_QUARANTINED), 0);
+	check_objdir(d, true, 0, "F22 object s/0000000000000001/"
+			    "0000000000030d40-00000000000493e0-g0000000000000002"
+			    " (stream 1 (/k/s), bytes [200000, 300000), prepared):"
+			    " an upload intent", "-g0000000000000003 (stream 1 "
+			    "(/k/s), bytes [200000, 300000), quarantined): its "
+			    "key held other bytes");
+	assert_int_equal(d->f.pending, 1);
+	assert_int_equal(d->f.objects_verified, 1);
+}
+
+/* A store that does not answer. */
+static int down_head(struct nrs_objstore *s, const char *key,
+		     struct nrs_obj_meta *out)
+{
+	(void)s;
+	(void)key;
+	(void)out;
+	return -ECONNREFUSED;
+}
+
+static void test_objects_store_down(void **state)
+{
+	static const struct nrs_objstore_ops down_ops = {
+		.name = "down", .head = down_head,
+	};
+	struct nrs_objstore down = { .ops = &down_ops };
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX];
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	load(d, false);
+	d->f.store = &down;
+	assert_int_equal(nrs_fsck_check(&d->f), -ECONNREFUSED);
+	d->f.store = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -277,6 +621,18 @@ int main(void)
 		T(test_unlinked_and_nlink),
 		T(test_links_disagree),
 		T(test_loop),
+#undef T
+#define T(name) cmocka_unit_test_setup_teardown(name, setup_objdir, \
+						teardown_objdir)
+		T(test_objects_clean),
+		T(test_objects_flipped_byte),
+		T(test_objects_missing),
+		T(test_objects_overlap),
+		T(test_objects_gap_to_wal),
+		T(test_objects_gap_between),
+		T(test_objects_past_head_and_trimmed),
+		T(test_objects_intents),
+		T(test_objects_store_down),
 #undef T
 	};
 

@@ -1,0 +1,50 @@
+/*
+ * recovery.h - the rules of start-up recovery (recovery.c R5) that the
+ * offline checker (fsck.c) applies too, so that nereusfs-fsck judges a data
+ * directory exactly as the next mount will read it.  Pure functions: no
+ * I/O, no locks.  nrs_recover() itself is in core_priv.h.
+ *
+ * R5 in short: a stream's committed object generations, taken in the order
+ * of nrs_recover_obj_cmp, are indexed first; the end of the last one taken
+ * is the stream's `materialized`; then the commit chain is walked back from
+ * the head only down to nrs_recover_chain_floor(start, materialized),
+ * because the WAL segments below may have been reclaimed (materializer.c
+ * M5).
+ */
+#ifndef NRS_RECOVERY_H
+#define NRS_RECOVERY_H
+
+#include <stdint.h>
+
+#include "meta.h"
+
+/* What R5 does with one committed generation of a stream. */
+enum nrs_obj_use {
+	NRS_OBJ_USE_SERVES = 1,	/* indexed: serves [start, end) */
+	NRS_OBJ_USE_TRIMMED,	/* holds only bytes below the stream's start */
+	NRS_OBJ_USE_PAST_HEAD,	/* reaches past the head: not the stream's */
+	NRS_OBJ_USE_OVERLAPS,	/* overlaps a generation already indexed */
+};
+
+/* The order R5 takes committed generations in: stream id, start, gen
+ * (a qsort comparator over struct nrs_obj_row). */
+int nrs_recover_obj_cmp(const void *a, const void *b);
+
+/*
+ * R5: the use of committed generation o of a stream whose start and head
+ * are given, when the generations taken before it (in the order above) end
+ * at last_end (0 when none was taken).  Every generation that serves
+ * becomes the new last_end, and the last one's end is `materialized`.
+ */
+enum nrs_obj_use nrs_recover_obj_use(const struct nrs_obj_row *o,
+				     uint64_t start, uint64_t head,
+				     uint64_t last_end);
+
+/* R5: where the commit chain walk stops: max(start, materialized). */
+static inline uint64_t nrs_recover_chain_floor(uint64_t start,
+					       uint64_t materialized)
+{
+	return materialized > start ? materialized : start;
+}
+
+#endif
