@@ -180,7 +180,8 @@ test_expect_success 'the repaired copies mount and read back' '
 
 # ---- the object side (F20-F22) -------------------------------------------
 
-FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576"
+# (compact_size=4096: no compaction, so the objects stay those the index named)
+FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,compact_size=4096"
 
 test_expect_success 'objects: materialized, WAL segments reclaimed, and clean' '
 	rm -rf "$DATA" &&
@@ -238,8 +239,8 @@ test_expect_success 'a deleted object: reported with its key' '
 
 test_expect_success 'an upload intent left by a crash is pending, not an error' '
 	damaged objintent "$TRASH/objclean" &&
-	sqlite3 "$D/meta.db" "INSERT INTO objects(stream_id, start, end, length, sha256, state, ctime_ns)
-		SELECT stream_id, start, end, length, sha256, 1, ctime_ns FROM objects ORDER BY gen DESC LIMIT 1" &&
+	sqlite3 "$D/meta.db" "INSERT INTO objects(stream_id, start, end, length, sha256, state, ctime_ns, mtime_ns)
+		SELECT stream_id, start, end, length, sha256, 1, ctime_ns, ctime_ns FROM objects ORDER BY gen DESC LIMIT 1" &&
 	fsck_expect 0 "$D" -- "prepared): an upload intent" "0 inconsistencies, 1 pending"
 '
 

@@ -568,7 +568,7 @@ static void test_objects_intents(void **state)
 	assert_int_equal(nrs_meta_obj_prepare(d->m, &o), 0);	/* gen 2 */
 	assert_int_equal(nrs_meta_obj_prepare(d->m, &o), 0);	/* gen 3 */
 	assert_int_equal(nrs_meta_obj_set_state(d->m, o.gen, NRS_OBJ_PREPARED,
-						NRS_OBJ_QUARANTINED), 0);
+						NRS_OBJ_QUARANTINED, 1), 0);
 	check_objdir(d, true, 0, "F22 object s/0000000000000001/"
 			    "0000000000030d40-00000000000493e0-g0000000000000002"
 			    " (stream 1 (/k/s), bytes [200000, 300000), prepared):"
