@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "core_priv.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "objfmt.h"
 #include "objstore.h"
@@ -165,6 +166,7 @@ static void forget_stream(struct nrs_core *c, uint64_t ino, uint64_t id)
 			PRIu64 "): %s; it is retried at the next mount", ino, id,
 			strerror(-err));
 	nrs_core_stream_remove(c, id);
+	nrs_lc_poke(c->lc, id);		/* its objects may go (lifecycle.c) */
 }
 
 void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a)

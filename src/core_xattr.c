@@ -28,6 +28,7 @@
 #include <sys/xattr.h>
 
 #include "core_priv.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "objfmt.h"
 #include "objstore.h"
@@ -174,6 +175,7 @@ int nrs_core_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v)
 	/* pages cached below the new start must not be read again */
 	if (c->inval)
 		c->inval(c->inval_ctx, st->ino, 0);
+	nrs_lc_poke(c->lc, st->id);	/* objects below may go (lifecycle.c) */
 	return 0;
 }
 

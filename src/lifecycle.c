@@ -1,7 +1,7 @@
 /*
  * lifecycle.c - retention and the physical GC of object generations
  * (DESIGN.md section 1 event 5, I5, section 6; issue 5).  One background
- * thread runs both passes every LC_TICK_MS.
+ * thread runs GC every LC_TICK_MS and retention every second.
  *
  * RETENTION
  *
@@ -24,9 +24,12 @@
  *
  *  G1 committed -> draining, when no published state needs the object any
  *     more: its stream is gone (unlinked and its last handle closed), or
- *     the object lies wholly below the stream's start.  (Compaction will
- *     add: a newer generation covers it entirely.)  The index no longer
- *     names it by then (trim and forget drop it first).
+ *     the object lies wholly below the stream's start.  (Compaction moves
+ *     the generations it replaces in its own publishing transaction.)  The
+ *     index no longer names it by then (trim and forget drop it first).
+ *     Checked for the streams a trim or a forget pokes (nrs_lc_poke), and
+ *     for every committed row once at start (a crash may have come between
+ *     the trim and the check).
  *  G2 draining -> retired, once it has drained for gc_grace_ms and every
  *     read that might still hold it has finished (the read gate, taken
  *     exclusively once per pass, reader.h): its cached blocks are
@@ -60,6 +63,7 @@
 #include "pipeline.h"
 
 #define LC_TICK_MS		500
+#define RETENTION_TICKS		2	/* retention every second */
 #define DEFAULT_GRACE_MS	60000
 
 struct nrs_lc {
@@ -71,6 +75,10 @@ struct nrs_lc {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stopping;		/* protected by lock */
+	bool sweep_all;		/* protected by lock: G1 for every row */
+	uint64_t *dirty;	/* protected by lock: streams poked (G1) */
+	size_t ndirty, cap;
+	unsigned int ticks;	/* the thread's own */
 };
 
 struct rows {
@@ -95,7 +103,7 @@ static int collect(void *ctx, const struct nrs_obj_row *o)
 	return 0;
 }
 
-/* L2 for one stream's rows: the cut, or 0. */
+/* L2 for one stream's rows: the cut, or 0.  (nrs_retention_cut) */
 uint64_t nrs_retention_cut(const struct nrs_obj_row *v, size_t n, uint64_t head,
 			   uint64_t ret_bytes, uint64_t ret_ms, int64_t now_ns)
 {
@@ -261,7 +269,57 @@ static void retire(struct nrs_lc *l, const struct nrs_obj_row *o, int64_t now)
 	nrs_debug("gc: retired object %s (%" PRIu64 " bytes)", key, o->length);
 }
 
-static void gc_pass(struct nrs_lc *l)
+/* G1 for the committed rows in r. */
+static void drain_unneeded(struct nrs_lc *l, const struct rows *r)
+{
+	int64_t now = nrs_now_real_ns();
+
+	for (size_t i = 0; i < r->n; i++) {
+		const struct nrs_obj_row *o = &r->v[i];
+
+		if (o->state == NRS_OBJ_COMMITTED && !needed(l->c, o) &&
+		    nrs_meta_obj_set_state(l->c->meta, o->gen, NRS_OBJ_COMMITTED,
+					   NRS_OBJ_DRAINING, now) == 0)
+			nrs_debug("gc: object generation %" PRIu64 " of stream %"
+				  PRIu64 " is no longer needed", o->gen,
+				  o->stream_id);
+	}
+}
+
+/* G1 for the streams poked since the last pass (or all rows). */
+static void g1_pass(struct nrs_lc *l)
+{
+	struct rows r = { 0 };
+	uint64_t *dirty;
+	size_t n;
+	bool all;
+
+	pthread_mutex_lock(&l->lock);
+	all = l->sweep_all;
+	dirty = l->dirty;
+	n = l->ndirty;
+	l->sweep_all = false;
+	l->dirty = NULL;
+	l->ndirty = l->cap = 0;
+	pthread_mutex_unlock(&l->lock);
+	if (all) {
+		if (nrs_meta_obj_foreach_state(l->c->meta, NRS_OBJ_COMMITTED,
+					       collect, &r) == 0)
+			drain_unneeded(l, &r);
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			r.n = 0;
+			if (nrs_meta_obj_foreach(l->c->meta, dirty[i], collect,
+						 &r) == 0)
+				drain_unneeded(l, &r);
+		}
+	}
+	free(r.v);
+	free(dirty);
+}
+
+/* G2 over the draining rows. */
+static void g2_pass(struct nrs_lc *l)
 {
 	struct nrs_core *c = l->c;
 	struct rows r = { 0 };
@@ -269,19 +327,12 @@ static void gc_pass(struct nrs_lc *l)
 	uint64_t draining = 0;
 	bool barrier = false;
 
-	if (nrs_meta_obj_foreach(c->meta, 0, collect, &r) != 0)
+	if (nrs_meta_obj_foreach_state(c->meta, NRS_OBJ_DRAINING, collect,
+				       &r) != 0)
 		goto out;
 	for (size_t i = 0; i < r.n; i++) {
-		struct nrs_obj_row *o = &r.v[i];
+		const struct nrs_obj_row *o = &r.v[i];
 
-		if (o->state == NRS_OBJ_COMMITTED && !needed(c, o) &&
-		    nrs_meta_obj_set_state(c->meta, o->gen, NRS_OBJ_COMMITTED,
-					   NRS_OBJ_DRAINING, now) == 0) {
-			o->state = NRS_OBJ_DRAINING;
-			o->mtime_ns = now;
-		}
-		if (o->state != NRS_OBJ_DRAINING)
-			continue;
 		if (now - o->mtime_ns < (int64_t)(l->grace_ms * 1000000)) {
 			draining += o->length;
 			continue;
@@ -297,6 +348,27 @@ static void gc_pass(struct nrs_lc *l)
 	atomic_store(&c->metrics.gc_draining_bytes, draining);
 out:
 	free(r.v);
+}
+
+void nrs_lc_poke(struct nrs_lc *l, uint64_t stream_id)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->lock);
+	if (l->ndirty == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		uint64_t *v = realloc(l->dirty, cap * sizeof(*v));
+
+		if (!v) {
+			l->sweep_all = true;	/* the next pass looks at all */
+			pthread_mutex_unlock(&l->lock);
+			return;
+		}
+		l->dirty = v;
+		l->cap = cap;
+	}
+	l->dirty[l->ndirty++] = stream_id;
+	pthread_mutex_unlock(&l->lock);
 }
 
 static bool nap(struct nrs_lc *l, uint64_t ms)
@@ -321,8 +393,10 @@ static void *lc_thread(void *arg)
 	struct nrs_lc *l = arg;
 
 	while (!nap(l, LC_TICK_MS)) {
-		retention_pass(l);
-		gc_pass(l);
+		if (l->ticks++ % RETENTION_TICKS == 0)
+			retention_pass(l);
+		g1_pass(l);
+		g2_pass(l);
 	}
 	return NULL;
 }
@@ -336,6 +410,7 @@ int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out)
 		return -ENOMEM;
 	l->c = c;
 	l->grace_ms = grace_ms ? grace_ms : DEFAULT_GRACE_MS;
+	l->sweep_all = true;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
 	err = -pthread_create(&l->thread, NULL, lc_thread, l);
@@ -360,5 +435,6 @@ void nrs_lc_stop(struct nrs_lc *l)
 		pthread_join(l->thread, NULL);
 	pthread_cond_destroy(&l->cond);
 	pthread_mutex_destroy(&l->lock);
+	free(l->dirty);
 	free(l);
 }

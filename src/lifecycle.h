@@ -15,6 +15,9 @@ struct nrs_lc;
 
 /* Starts the thread; grace_ms 0: 60000. */
 int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out);
+/* A trim or a forget may have left objects of stream_id unneeded: check
+ * them at the next pass (G1).  NULL ok. */
+void nrs_lc_poke(struct nrs_lc *l, uint64_t stream_id);
 /* Stops it between two steps (NULL ok). */
 void nrs_lc_stop(struct nrs_lc *l);
 

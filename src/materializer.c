@@ -61,6 +61,7 @@
 
 #include "core_priv.h"
 #include "failpoint.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "materializer.h"
 #include "objfmt.h"
@@ -330,6 +331,8 @@ static void apply(struct nrs_core *c, struct nrs_stream *st,
 			st->unmat_since_ns = 0;
 	}
 	pthread_mutex_unlock(&st->lock);
+	if (n == 0)	/* trimmed while it was made: GC's (lifecycle.c G1) */
+		nrs_lc_poke(c->lc, st->id);
 	nrs_count(&c->metrics.obj_uploads, 1);
 	nrs_count(&c->metrics.obj_upload_bytes, o->length);
 }

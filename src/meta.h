@@ -244,6 +244,11 @@ int nrs_meta_obj_foreach(struct nrs_meta *m, uint64_t stream_id,
 			 int (*cb)(void *ctx, const struct nrs_obj_row *o),
 			 void *ctx);
 
+/* Every row in one state, gen ascending; stop as above. */
+int nrs_meta_obj_foreach_state(struct nrs_meta *m, int state,
+			       int (*cb)(void *ctx, const struct nrs_obj_row *o),
+			       void *ctx);
+
 /* Counts for /.nereus/status. */
 int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams);
 

@@ -23,7 +23,7 @@
  *            stream_id, start, end (the logical range it holds), length
  *            (object bytes), sha256 BLOB(32), state (enum nrs_obj_state),
  *            ctime_ns (the intent), mtime_ns (the last state change);
- *            index (stream_id, gen).  Added by version 2.
+ *            indexes (stream_id, gen), (state, gen).  Added by version 2.
  *
  * An older database is upgraded in place, in the transaction that opens it
  * (schema_upgrade): version 1 gets the objects table.
@@ -149,7 +149,7 @@ enum stmt_id {
 	ST_XATTR_REMOVE, ST_XATTR_TOTAL, ST_XATTR_LIST, ST_XATTR_DROP,
 	ST_UNLINKED_LIST, ST_COUNTS, ST_INODE_LIST, ST_DIRENT_LIST,
 	ST_OBJ_INSERT, ST_OBJ_STATE, ST_OBJ_PUBLISH, ST_OBJ_DELETE, ST_OBJ_LIST,
-	ST_OBJ_LIST_STREAM,
+	ST_OBJ_LIST_STREAM, ST_OBJ_LIST_STATE,
 	ST_NR
 };
 
@@ -242,6 +242,8 @@ static const char *const stmt_sql[ST_NR] = {
 		" WHERE gen = ?1 AND state = ?4",
 	[ST_OBJ_DELETE] = "DELETE FROM objects WHERE gen = ?1",
 	[ST_OBJ_LIST] = "SELECT " OBJ_COLS " FROM objects ORDER BY gen",
+	[ST_OBJ_LIST_STATE] = "SELECT " OBJ_COLS " FROM objects"
+		" WHERE state = ?1 ORDER BY gen",
 	[ST_OBJ_LIST_STREAM] = "SELECT " OBJ_COLS " FROM objects"
 		" WHERE stream_id = ?1 ORDER BY gen",
 };
@@ -254,7 +256,8 @@ static const char *const stmt_sql[ST_NR] = {
 	" length INTEGER NOT NULL, sha256 BLOB NOT NULL," \
 	" state INTEGER NOT NULL, ctime_ns INTEGER NOT NULL," \
 	" mtime_ns INTEGER NOT NULL);" \
-	"CREATE INDEX objects_by_stream ON objects(stream_id, gen);"
+	"CREATE INDEX objects_by_stream ON objects(stream_id, gen);" \
+	"CREATE INDEX objects_by_state ON objects(state, gen);"
 
 static const char schema_sql[] =
 	"CREATE TABLE inodes("
@@ -1698,18 +1701,12 @@ int nrs_meta_obj_delete(struct nrs_meta *m, uint64_t gen)
 	return ret;
 }
 
-int nrs_meta_obj_foreach(struct nrs_meta *m, uint64_t stream_id,
-			 int (*cb)(void *ctx, const struct nrs_obj_row *o),
-			 void *ctx)
+static int obj_list(struct nrs_meta *m, sqlite3_stmt *s,
+		    int (*cb)(void *ctx, const struct nrs_obj_row *o), void *ctx)
 {
-	sqlite3_stmt *s;
 	struct nrs_obj_row o;
-	int ret = tx_begin(m, TX_NONE);
+	int ret;
 
-	if (ret)
-		return ret;
-	s = stream_id ? BIND(m, ST_OBJ_LIST_STREAM, stream_id)
-		      : m->st[ST_OBJ_LIST];
 	while ((ret = row(m, s)) > 0) {
 		col_obj(s, &o);
 		ret = cb(ctx, &o);
@@ -1717,7 +1714,32 @@ int nrs_meta_obj_foreach(struct nrs_meta *m, uint64_t stream_id,
 			break;
 	}
 	sqlite3_reset(s);
-	return tx_end(m, ret < 0 ? ret : 0);
+	return ret < 0 ? ret : 0;
+}
+
+int nrs_meta_obj_foreach(struct nrs_meta *m, uint64_t stream_id,
+			 int (*cb)(void *ctx, const struct nrs_obj_row *o),
+			 void *ctx)
+{
+	int ret = tx_begin(m, TX_NONE);
+
+	if (ret)
+		return ret;
+	return tx_end(m, obj_list(m, stream_id ?
+				  BIND(m, ST_OBJ_LIST_STREAM, stream_id) :
+				  m->st[ST_OBJ_LIST], cb, ctx));
+}
+
+int nrs_meta_obj_foreach_state(struct nrs_meta *m, int state,
+			       int (*cb)(void *ctx, const struct nrs_obj_row *o),
+			       void *ctx)
+{
+	int ret = tx_begin(m, TX_NONE);
+
+	if (ret)
+		return ret;
+	return tx_end(m, obj_list(m, BIND(m, ST_OBJ_LIST_STATE, state), cb,
+				  ctx));
 }
 
 int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams)
