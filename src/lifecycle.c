@@ -60,7 +60,6 @@
 #include "pipeline.h"
 
 #define LC_TICK_MS		500
-#define DEFAULT_GRACE_MS	60000
 
 struct nrs_lc {
 	struct nrs_core *c;
@@ -335,7 +334,7 @@ int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out)
 	if (!l)
 		return -ENOMEM;
 	l->c = c;
-	l->grace_ms = grace_ms ? grace_ms : DEFAULT_GRACE_MS;
+	l->grace_ms = grace_ms ? grace_ms : NRS_GC_GRACE_MS_DEFAULT;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
 	err = -pthread_create(&l->thread, NULL, lc_thread, l);
