@@ -1,9 +1,9 @@
 /*
  * fsck.c - what nereusfs-fsck checks, over the metadata rows and WAL records
- * the tool gathered (fsck.h).  No I/O but the reads of objects through the
- * store the caller lends (F21), so every check is unit-tested on hand-made
- * rows or a data directory built with the real modules
- * (tests/unit/test_fsck.c).
+ * the tool gathered (fsck.h).  No I/O but the look-ups, reads and listing
+ * of objects through the store the caller lends (F21, F23-F26), so every
+ * check is unit-tested on hand-made rows or a data directory built with the
+ * real modules (tests/unit/test_fsck.c).
  *
  * The truth is the one recovery uses (recovery.c R1-R6, DESIGN.md 1 and 6):
  * published heads, the committed object generations, and the commit chain
@@ -62,22 +62,50 @@
  *       header + payload); none reaches past its stream's head; none
  *       overlaps another; and with the commit chain above them they cover
  *       [start, head) with no gap (a gap is reported with its range).
- *       The materialized end is the floor of F9.  A row whose stream is
- *       gone holds no readable byte (said with -v: nothing collects such
- *       objects yet).
- *   F21 Every committed object is in the store (missing is a finding; a
- *       store that cannot be read makes the check fail), is exactly as
- *       long as its row says, verifies (objfmt.c O1-O6: its header names
- *       its stream, range and generation, every block CRC32C), has the
- *       row's SHA-256, and the store's proof (the SHA-256 head() returns)
- *       agrees.  Only when the caller lends a store (not --no-objects).
- *   F22 Rows in other states: prepared ones are pending upload intents
- *       whose objects (if stored) and rows the next mount deletes
- *       (materializer.c M6), not an error; quarantined, draining and
- *       retired ones are said with -v.
+ *       The materialized end is the floor of F9.
+ *   F21 Every committed object a published state needs (not F23's) is in
+ *       the store (missing is a finding; a store that cannot be read makes
+ *       the check fail), is exactly as long as its row says, verifies
+ *       (objfmt.c O1-O6: its header names its stream, range and
+ *       generation, every block CRC32C), has the row's SHA-256, and the
+ *       store's proof (the SHA-256 head() returns) agrees.  Only when the
+ *       caller lends a store (not --no-objects).
+ *   F22 Prepared rows are pending upload intents whose objects (if stored)
+ *       and rows the next mount deletes (materializer.c M6), not an error;
+ *       quarantined ones are said with -v.
+ *
+ *   The lifecycle (lifecycle.c G1-G4).  F23-F25 look each object up in
+ *   the store (HEAD, never a read) when one is lent; F24 and F26 judge
+ *   ages against gc_grace_ms (f->gc_grace_ms, the daemon's default unless
+ *   told otherwise) at f->now_ns.  Nothing here deletes anything.
+ *
+ *   F23 A committed generation no published state needs (G1: its stream
+ *       is gone or unlinked, or it lies wholly below the stream's start)
+ *       is pending: "awaiting GC", which moves it to draining.  Its bytes
+ *       are not read (F21), and an object already gone is fine: no byte
+ *       of it is readable.  A generation wholly covered by a newer
+ *       committed one is *not* among these: the daemon never leaves one
+ *       (compaction moves what it replaces to draining in the transaction
+ *       that publishes the new generation), its GC would never drain it,
+ *       and the next mount reads only one of the two: F20's overlap.
+ *   F24 A draining row is pending, "awaiting GC since" its last state
+ *       change; one older than the grace period is still only pending
+ *       (no daemon runs to delete it), and the message says so.  Its
+ *       object may be stored or gone (a crash between G2's delete and the
+ *       state change: GC retires the row).
+ *   F25 A retired row's object is gone from the store (HEAD says ENOENT):
+ *       a retired object still stored is a GC bug (G2 deletes first, then
+ *       retires) that nothing will ever clean up.
+ *   F26 In the embedded store (a directory: it may be listed here, the
+ *       daemon never relies on a listing), every file is named by a row of
+ *       the objects table (any state; a retired one's is F25's).  A file
+ *       no row names is an "unreferenced object" if it was written longer
+ *       than the grace period ago, else pending.  A bucket is not listed:
+ *       unreferenced objects in S3 are found only through their rows.
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -85,8 +113,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "fsck.h"
+#include "lifecycle.h"
 #include "objfmt.h"
 #include "recovery.h"
 
@@ -95,9 +125,14 @@
 
 void nrs_fsck_init(struct nrs_fsck *f, nrs_fsck_report_cb report, void *ctx)
 {
+	struct timespec ts;
+
 	memset(f, 0, sizeof(*f));
 	f->report = report;
 	f->ctx = ctx;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	f->now_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	f->gc_grace_ms = NRS_GC_GRACE_MS_DEFAULT;
 }
 
 void nrs_fsck_free(struct nrs_fsck *f)
@@ -702,19 +737,282 @@ static const char *obj_state_name(int state)
 	}
 }
 
-/* F20 (rows), F21 (through f->store), F22, over every row. */
+/* ---- F23-F26: the lifecycle (lifecycle.c G1-G4) ------------------------ */
+
+/* Milliseconds from time (ns, a row's mtime or a file's) to f->now_ns; 0
+ * for a time in the future. */
+static uint64_t age_ms(const struct nrs_fsck *f, int64_t time)
+{
+	return f->now_ns > time ? (uint64_t)(f->now_ns - time) / 1000000 : 0;
+}
+
+/* "850 ms", "12.3 s", "4 min 5 s", "3 h 20 min", "2 d 5 h", into buf. */
+static const char *ms_str(uint64_t ms, char *buf, size_t size)
+{
+	uint64_t sec = ms / 1000;
+
+	if (ms < 1000)
+		snprintf(buf, size, "%" PRIu64 " ms", ms);
+	else if (sec < 60)
+		snprintf(buf, size, "%" PRIu64 ".%" PRIu64 " s", sec,
+			 ms % 1000 / 100);
+	else if (sec < 3600)
+		snprintf(buf, size, "%" PRIu64 " min %" PRIu64 " s", sec / 60,
+			 sec % 60);
+	else if (sec < 86400)
+		snprintf(buf, size, "%" PRIu64 " h %" PRIu64 " min", sec / 3600,
+			 sec % 3600 / 60);
+	else
+		snprintf(buf, size, "%" PRIu64 " d %" PRIu64 " h", sec / 86400,
+			 sec % 86400 / 3600);
+	return buf;
+}
+
+/* Whether the store holds an object under a key. */
+enum presence {
+	NOT_LOOKED,	/* no store lent (--no-objects), or no key */
+	STORED,
+	GONE,
+};
+
+/* HEAD key in f->store (the object's length in *len if len is not NULL):
+ * 0, or the error of a store that cannot be read. */
+static int look_up(struct nrs_fsck *f, const char *key, bool have_key,
+		   enum presence *p, uint64_t *len)
+{
+	struct nrs_obj_meta meta;
+	int err;
+
+	*p = NOT_LOOKED;
+	if (!have_key || (!f->store && !f->store_absent))
+		return 0;
+	err = f->store ? nrs_obj_head(f->store, key, &meta) : -ENOENT;
+	if (err == -ENOENT) {
+		*p = GONE;
+		return 0;
+	}
+	if (err)
+		return err;
+	*p = STORED;
+	if (len)
+		*len = meta.length;
+	return 0;
+}
+
+static const char *presence_str(enum presence p)
+{
+	switch (p) {
+	case STORED:	return "; its object is still stored";
+	case GONE:	return "; its object is already gone from the store";
+	default:	return "";
+	}
+}
+
+/*
+ * G1: why no published state needs committed row o (s: its stream's index
+ * in f->streams, or -1), into buf; NULL if one does.  A generation wholly
+ * covered by a newer committed one is not among these: the daemon never
+ * leaves one (compaction moves the generations it replaces to draining in
+ * the transaction that publishes the new one), its GC would not drain it,
+ * and the next mount reads only one of the two: F20 reports the overlap.
+ */
+static const char *unneeded_why(const struct nrs_fsck *f,
+				const struct nrs_obj_row *o, ssize_t s,
+				char *buf, size_t size)
+{
+	if (s < 0)
+		return "its stream is gone";
+	if (f->streams[s].unlinked)
+		return "its stream is unlinked: once the next mount (or "
+		       "--repair) forgets it (F19), GC drains it";
+	if (o->end > f->streams[s].start)
+		return NULL;
+	snprintf(buf, size, "it lies wholly below the stream's start %" PRIu64,
+		 f->streams[s].start);
+	return buf;
+}
+
+/* F23: a committed row no published state needs (why). */
+static int check_unneeded(struct nrs_fsck *f, const char *key, bool have_key,
+			  const char *what, const char *why)
+{
+	enum presence p;
+	int err = look_up(f, key, have_key, &p, NULL);
+
+	if (err)
+		return err;
+	nrs_fsck_say(f, NRS_FSCK_PENDING, "F23 %s: no published state needs "
+		     "it (%s): awaiting GC, which moves it to draining and "
+		     "deletes it gc_grace_ms later%s", what, why,
+		     presence_str(p));
+	return 0;
+}
+
+/* F24: draining row o. */
+static int check_draining(struct nrs_fsck *f, const struct nrs_obj_row *o,
+			  const char *key, bool have_key, const char *what)
+{
+	uint64_t ms = age_ms(f, o->mtime_ns);
+	char age[32], left[32];
+	enum presence p;
+	int err = look_up(f, key, have_key, &p, NULL);
+
+	if (err)
+		return err;
+	ms_str(ms, age, sizeof(age));
+	if (ms >= f->gc_grace_ms)
+		nrs_fsck_say(f, NRS_FSCK_PENDING, "F24 %s: awaiting GC since "
+			     "%s ago, longer than the grace period (%" PRIu64
+			     " ms), only because no daemon runs: the first GC "
+			     "pass after the next mount deletes it%s", what, age,
+			     f->gc_grace_ms, presence_str(p));
+	else
+		nrs_fsck_say(f, NRS_FSCK_PENDING, "F24 %s: awaiting GC since "
+			     "%s ago: deleted when its grace period (%" PRIu64
+			     " ms) is over, in %s%s", what, age, f->gc_grace_ms,
+			     ms_str(f->gc_grace_ms - ms, left, sizeof(left)),
+			     presence_str(p));
+	if (p == GONE)
+		nrs_fsck_say(f, NRS_FSCK_INFO, "F24 %s: a crash came between "
+			     "its delete and its retirement (lifecycle.c G3): "
+			     "GC retires the row", what);
+	return 0;
+}
+
+/* F25: a retired row: its object must be gone. */
+static int check_retired(struct nrs_fsck *f, const char *key, bool have_key,
+			 const char *what)
+{
+	enum presence p;
+	uint64_t len = 0;
+	int err = look_up(f, key, have_key, &p, &len);
+
+	if (err)
+		return err;
+	if (p != STORED) {
+		nrs_fsck_say(f, NRS_FSCK_INFO, "F25 %s: %s", what,
+			     p == GONE ? "deleted by GC" : "not looked up");
+		return 0;
+	}
+	f->strays++;
+	ERR(f, "F25 %s: retired but still stored (%" PRIu64 " bytes): a GC "
+	    "bug (lifecycle.c G2 deletes the object before it retires the "
+	    "row), and nothing will delete it now: delete it by hand "
+	    "(--repair deletes no object)", what, len);
+	return 0;
+}
+
+/* A row of f->objs by its generation. */
+struct gen_at {
+	uint64_t gen;
+	size_t i;
+};
+
+static int cmp_gen(const void *a, const void *b)
+{
+	const struct gen_at *x = a, *y = b;
+
+	return x->gen < y->gen ? -1 : x->gen > y->gen;
+}
+
+/* F26's listing: the rows by generation, to find the one a file's name
+ * might be the key of. */
+struct listing {
+	struct nrs_fsck *f;
+	struct gen_at *bygen;
+};
+
+/* Is name the key of a row (any state: a retired one's is F25's)? */
+static bool is_named(const struct listing *l, const char *name)
+{
+	const char *g = strrchr(name, 'g');
+	char key[NRS_OBJKEY_MAX], *end;
+	struct nrs_objhdr h;
+	uint64_t gen;
+	ssize_t i;
+
+	/* The generation ends a key ("-g<hex>"); the whole key is compared. */
+	if (!g || g == name || g[-1] != '-' || !isxdigit((unsigned char)g[1]))
+		return false;
+	errno = 0;
+	gen = strtoull(g + 1, &end, 16);
+	if (*end || errno)
+		return false;
+	i = BSEARCH(l->bygen, l->f->nobjs, gen, gen);
+	if (i < 0)
+		return false;
+	h = obj_hdr(&l->f->objs[l->bygen[i].i]);
+	return nrs_objfmt_key(key, &h) > 0 && strcmp(key, name) == 0;
+}
+
+/* F26 for one file of the embedded store. */
+static int check_file(void *ctx, const struct nrs_objfile *of)
+{
+	const struct listing *l = ctx;
+	struct nrs_fsck *f = l->f;
+	uint64_t ms = age_ms(f, of->mtime_ns);
+	char age[32];
+
+	if (of->is_reg && is_named(l, of->name))
+		return 0;
+	ms_str(ms, age, sizeof(age));
+	if (ms < f->gc_grace_ms) {
+		nrs_fsck_say(f, NRS_FSCK_PENDING, "F26 objects/%s: no row of the"
+			     " objects table names it, but it was written only %s"
+			     " ago, within the grace period (%" PRIu64 " ms)",
+			     of->name, age, f->gc_grace_ms);
+		return 0;
+	}
+	f->strays++;
+	ERR(f, "F26 objects/%s: an unreferenced object: no row of the objects "
+	    "table names it%s, and it was written %s ago (a file of %" PRIu64
+	    " bytes): nothing will delete it: look, then delete it by hand "
+	    "(--repair deletes no object)", of->name, of->is_reg ? "" :
+	    " (and it is not even a regular file)", age, of->size);
+	return 0;
+}
+
+/* F26: every file of the embedded store is named by a row.  A bucket is
+ * never listed (its unreferenced objects are found only through rows). */
+static int check_unreferenced(struct nrs_fsck *f)
+{
+	struct listing l = { .f = f };
+	int err;
+
+	if (!f->store)
+		return 0;
+	l.bygen = malloc((f->nobjs + 1) * sizeof(*l.bygen));
+	if (!l.bygen)
+		return -ENOMEM;
+	for (size_t i = 0; i < f->nobjs; i++)
+		l.bygen[i] = (struct gen_at){ .gen = f->objs[i].gen, .i = i };
+	if (f->nobjs > 1)
+		qsort(l.bygen, f->nobjs, sizeof(*l.bygen), cmp_gen);
+	err = nrs_objstore_dir_foreach(f->store, check_file, &l);
+	free(l.bygen);
+	if (err == -EOPNOTSUPP) {
+		nrs_fsck_say(f, NRS_FSCK_INFO, "F26 the %s store is not listed:"
+			     " objects no row names are not looked for",
+			     f->store->ops->name);
+		err = 0;
+	}
+	return err;
+}
+
+/* F20 (rows), F21 (through f->store), F22-F25, over every row; F26. */
 static int check_objects(struct nrs_fsck *f, const struct ns *ns)
 {
-	char path[512], key[NRS_OBJKEY_MAX], what[900];
+	char path[512], key[NRS_OBJKEY_MAX], what[900], why[100];
 
 	for (size_t i = 0; i < f->nobjs; i++) {
 		const struct nrs_obj_row *o = &f->objs[i];
 		struct nrs_objhdr h = obj_hdr(o);
 		ssize_t s = stream_at(f, o->stream_id);
-		const char *state = obj_state_name(o->state);
-		int err;
+		const char *state = obj_state_name(o->state), *unneeded;
+		bool have_key = nrs_objfmt_key(key, &h) >= 0;
+		int err = 0;
 
-		if (nrs_objfmt_key(key, &h) < 0)
+		if (!have_key)
 			snprintf(key, sizeof(key), "generation %" PRIu64, o->gen);
 		snprintf(what, sizeof(what), "object %s (stream %" PRIu64 " (%s)"
 			 ", bytes [%" PRIu64 ", %" PRIu64 "), %s)", key,
@@ -722,40 +1020,45 @@ static int check_objects(struct nrs_fsck *f, const struct ns *ns)
 			 "unlinked" : path_of(f, ns, f->streams[s].ino, path,
 					      sizeof(path)),
 			 o->start, o->end, state ? state : "?");
-		if (!state) {
-			ERR(f, "F20 %s: unknown state %d", what, o->state);
-			continue;
-		}
-		if (o->state == NRS_OBJ_PREPARED) {
+		switch (o->state) {
+		case NRS_OBJ_PREPARED:
 			nrs_fsck_say(f, NRS_FSCK_PENDING, "F22 %s: an upload "
 				     "intent: the next mount deletes the object "
 				     "(if it was stored) and the row", what);
 			continue;
-		}
-		if (o->state != NRS_OBJ_COMMITTED) {
-			nrs_fsck_say(f, NRS_FSCK_INFO, "F22 %s: %s", what,
-				     o->state == NRS_OBJ_QUARANTINED ?
-				     "its key held other bytes: it is never "
-				     "read or written again" :
-				     "superseded: never read");
+		case NRS_OBJ_QUARANTINED:
+			nrs_fsck_say(f, NRS_FSCK_INFO, "F22 %s: its key held "
+				     "other bytes: it is never read or written "
+				     "again", what);
+			continue;
+		case NRS_OBJ_DRAINING:
+			err = check_draining(f, o, key, have_key, what);
+			break;
+		case NRS_OBJ_RETIRED:
+			err = check_retired(f, key, have_key, what);
+			break;
+		case NRS_OBJ_COMMITTED:
+			if (!obj_row_is_possible(o)) {
+				ERR(f, "F20 %s: an impossible row (gen %" PRIu64
+				    ", %" PRIu64 " bytes): no materializer wrote"
+				    " it", what, o->gen, o->length);
+				continue;
+			}
+			unneeded = unneeded_why(f, o, s, why, sizeof(why));
+			if (unneeded)
+				err = check_unneeded(f, key, have_key, what,
+						     unneeded);
+			else if (f->store || f->store_absent)
+				err = check_object(f, o, key, what);
+			break;
+		default:
+			ERR(f, "F20 %s: unknown state %d", what, o->state);
 			continue;
 		}
-		if (!obj_row_is_possible(o)) {
-			ERR(f, "F20 %s: an impossible row (gen %" PRIu64 ", %"
-			    PRIu64 " bytes): no materializer wrote it", what,
-			    o->gen, o->length);
-			continue;
-		}
-		if (s < 0)
-			nrs_fsck_say(f, NRS_FSCK_INFO, "F20 %s: its stream is "
-				     "gone: it holds no readable byte", what);
-		if (!f->store && !f->store_absent)
-			continue;
-		err = check_object(f, o, key, what);
 		if (err)
 			return err;
 	}
-	return 0;
+	return check_unreferenced(f);
 }
 
 static void check_streams(struct nrs_fsck *f, const struct ns *ns)

@@ -6,8 +6,8 @@
  * nrs_fsck through the nrs_fsck_add_* functions, whose signatures fit the
  * listing callbacks of meta.h and wal.h, then calls nrs_fsck_check(), which
  * reports every inconsistency through the report callback, one line each.
- * The only I/O happens through the object store the caller may lend (F21).
- * The checks F1..F22 are listed at the top of fsck.c.
+ * The only I/O happens through the object store the caller may lend (F21,
+ * F23-F26).  The checks F1..F26 are listed at the top of fsck.c.
  */
 #ifndef NRS_FSCK_H
 #define NRS_FSCK_H
@@ -22,7 +22,8 @@
 
 enum nrs_fsck_sev {
 	NRS_FSCK_ERROR,		/* an inconsistency: exit status 1 */
-	NRS_FSCK_PENDING,	/* records the next mount re-publishes: fine */
+	NRS_FSCK_PENDING,	/* work the next mount does (re-publish, GC):
+				 * fine */
 	NRS_FSCK_INFO,		/* said with -v only */
 };
 
@@ -58,6 +59,11 @@ struct nrs_fsck {
 	 * every committed object is missing.  Neither: F21 is skipped. */
 	struct nrs_objstore *store;
 	bool store_absent;
+	/* F24, F26: the time now (CLOCK_REALTIME, ns) and the daemon's
+	 * gc_grace_ms; nrs_fsck_init sets the clock's time and
+	 * NRS_GC_GRACE_MS_DEFAULT. */
+	int64_t now_ns;
+	uint64_t gc_grace_ms;
 
 	nrs_fsck_report_cb report;
 	void *ctx;
@@ -70,6 +76,8 @@ struct nrs_fsck {
 	uint64_t torn;				/* F5 findings */
 	uint64_t unlinked;			/* F19 findings */
 	uint64_t objects_verified;		/* F21: fetched and intact */
+	uint64_t strays;			/* F25, F26: stored objects
+						 * nothing will delete */
 };
 
 void nrs_fsck_init(struct nrs_fsck *f, nrs_fsck_report_cb report, void *ctx);
@@ -92,10 +100,11 @@ void nrs_fsck_say(struct nrs_fsck *f, enum nrs_fsck_sev sev,
 		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /*
- * Run F3..F22 over what was added, F21 through f->store.  0 when the check
- * ran, whatever it found; -ENOMEM; or the error of a store that could not
- * be read (anything but a missing object, which is a finding): then the
- * objects were not all checked.
+ * Run F3..F26 over what was added, F21 and F23-F26 through f->store (F26
+ * lists it if it is an embedded store).  0 when the check ran, whatever it
+ * found; -ENOMEM; or the error of a store that could not be read (anything
+ * but a missing object, which is a finding): then the objects were not all
+ * checked.
  */
 int nrs_fsck_check(struct nrs_fsck *f);
 

@@ -64,7 +64,6 @@
 
 #define LC_TICK_MS		500
 #define RETENTION_TICKS		2	/* retention every second */
-#define DEFAULT_GRACE_MS	60000
 
 struct nrs_lc {
 	struct nrs_core *c;
@@ -409,7 +408,7 @@ int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out)
 	if (!l)
 		return -ENOMEM;
 	l->c = c;
-	l->grace_ms = grace_ms ? grace_ms : DEFAULT_GRACE_MS;
+	l->grace_ms = grace_ms ? grace_ms : NRS_GC_GRACE_MS_DEFAULT;
 	l->sweep_all = true;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);

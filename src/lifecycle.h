@@ -10,10 +10,14 @@
 
 #include "meta.h"
 
+/* G2's grace period unless -o gc_grace_ms says otherwise; nereusfs-fsck
+ * judges with the same default. */
+#define NRS_GC_GRACE_MS_DEFAULT	60000
+
 struct nrs_core;
 struct nrs_lc;
 
-/* Starts the thread; grace_ms 0: 60000. */
+/* Starts the thread; grace_ms 0: NRS_GC_GRACE_MS_DEFAULT. */
 int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out);
 /* A trim or a forget may have left objects of stream_id unneeded: check
  * them at the next pass (G1).  NULL ok. */

@@ -20,6 +20,8 @@
  *    object may or may not exist afterwards.  The caller resolves it by
  *    proof (head(): exact length and SHA-256), never by hope (DESIGN.md 6).
  *  - Nothing here lists a bucket: a listing is never a correctness input.
+ *    (The one listing, of the embedded store's directory, exists for
+ *    nereusfs-fsck to find files no row names.)
  *  - Every call is thread safe and may run concurrently with every other.
  *
  * Errors are negative errnos: -ENOENT (no such object), -EIO (the store
@@ -126,6 +128,30 @@ int nrs_objstore_dir_open(const char *dir, struct nrs_objstore **out);
  * fail with -EROFS.  -ENOENT if dir does not exist (not logged).
  */
 int nrs_objstore_dir_open_readonly(const char *dir, struct nrs_objstore **out);
+
+/* One entry of the embedded store's directory (nrs_objstore_dir_foreach). */
+struct nrs_objfile {
+	const char *name;	/* its path below DIR, '/'-separated: an object's
+				 * key, or whatever else someone left there */
+	bool is_reg;		/* a regular file (else a symlink, fifo, ...) */
+	uint64_t size;		/* bytes of the file (an object's + a header) */
+	int64_t mtime_ns;	/* its last write (a put writes it once) */
+};
+
+/*
+ * For nereusfs-fsck only, never the daemon (a listing is never a correctness
+ * input, see above): cb gets every entry below the embedded store s that is
+ * not a directory, in no particular order; names with a component starting
+ * with '.' (the store's own .tmp, or anything else no key can name) are
+ * skipped, symlinks are not followed.  of and its name are valid during the
+ * call; a non-zero return of cb stops the listing and is returned.
+ * -EOPNOTSUPP if s is not an embedded store (a bucket is never listed),
+ * -ENAMETOOLONG for a path longer than PATH_MAX below DIR, or the error of
+ * a directory that cannot be read.
+ */
+int nrs_objstore_dir_foreach(struct nrs_objstore *s,
+			     int (*cb)(void *ctx, const struct nrs_objfile *of),
+			     void *ctx);
 
 struct nrs_s3_opts {
 	const char *url;	/* http[s]://HOST[:PORT]/BUCKET */

@@ -1,10 +1,12 @@
 /*
  * nereusfs-fsck - check a nereusfs data directory offline (man/nereusfs-fsck.8).
  *
- * The checks are src/fsck.c's F1..F22; this file does the I/O: it takes
+ * The checks are src/fsck.c's F1..F26; this file does the I/O: it takes
  * DIR/lock (F1), reads meta.db read-only (F2), scans the WAL read-only and
- * opens the object store read-only (DIR/objects, or --s3), so without
- * --repair not a byte of DIR (or of the bucket) changes.
+ * opens the object store read-only (DIR/objects, which F26 lists, or --s3),
+ * so without --repair not a byte of DIR (or of the bucket) changes.
+ * --gc-grace-ms tells the lifecycle checks (F24, F26) the daemon's
+ * gc_grace_ms.
  *
  * --repair makes only the repairs that cannot lose an acknowledged byte,
  * the ones the next mount would make anyway (recovery.c R1, R2):
@@ -14,12 +16,15 @@
  *     crash artefact;
  *   - forget inodes with nlink 0 (F19).
  * Nothing of the object side: no object and no row is ever deleted or
- * written (the daemon settles prepared intents itself, materializer.c M6).
+ * written (the daemon settles prepared intents itself, materializer.c M6,
+ * and GC drains what no state needs, lifecycle.c G1-G3); not even a
+ * retired or unreferenced object (F25, F26), which an operator should
+ * look at before deleting it by hand.
  * Then it checks again, and the exit status is that of the second check.
  *
- * Exit status: 0 clean (pending records and intents allowed), 1
- * inconsistencies found, 2 could not check (also: the object store could
- * not be read).
+ * Exit status: 0 clean (pending records, intents and objects awaiting GC
+ * allowed), 1 inconsistencies found, 2 could not check (also: the object
+ * store could not be read).
  */
 #include "config.h"
 
@@ -35,6 +40,7 @@
 #include <unistd.h>
 
 #include "fsck.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "meta.h"
 #include "objstore.h"
@@ -52,6 +58,7 @@ static bool verbose;
 struct store_opts {
 	bool no_objects;
 	const char *s3_url, *s3_credentials, *s3_ca;
+	uint64_t gc_grace_ms;		/* F24, F26 */
 };
 
 static void print_line(void *ctx, enum nrs_fsck_sev sev, const char *line)
@@ -61,6 +68,21 @@ static void print_line(void *ctx, enum nrs_fsck_sev sev, const char *line)
 		return;
 	printf("%s: %s\n", sev == NRS_FSCK_ERROR ? "error" :
 	       sev == NRS_FSCK_PENDING ? "pending" : "info", line);
+}
+
+/* --gc-grace-ms: what the daemon's -o gc_grace_ms takes (main.c). */
+static int parse_ms(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (!*s || *end || *s == '-' || errno == ERANGE || v < 1 ||
+	    v > UINT64_MAX / 1000000)
+		return -EINVAL;
+	*out = v;
+	return 0;
 }
 
 static int fail(const char *what, const char *path, int err)
@@ -187,6 +209,7 @@ static int check(const char *dir, const struct store_opts *so,
 
 	nrs_fsck_init(f, print_line, NULL);
 	f->ctx = f;
+	f->gc_grace_ms = so->gc_grace_ms;
 	rc = load_meta(dir, f) ?: load_wal(dir, f);
 	if (!rc && !so->no_objects)
 		rc = open_store(dir, so, f, store, sizeof(store));
@@ -277,19 +300,30 @@ static int repair(const char *dir, struct nrs_fsck *f, bool *did)
 		rc = forget_unlinked(dir, f);
 		*did = true;
 	}
+	if (f->strays)
+		printf("not repaired: %" PRIu64 " stored objects that nothing "
+		       "will delete stay (retired but still stored, or "
+		       "unreferenced): --repair deletes no object; look at "
+		       "them, then delete them by hand (nereusfs-fsck(8))\n",
+		       f->strays);
 	return rc;
 }
 
 static void usage(FILE *to)
 {
-	fprintf(to, "usage: %s [--repair] [--no-objects] [--s3=URL "
-		"[--s3-credentials=FILE] [--s3-ca=FILE]] [-v] DATADIR\n"
+	fprintf(to, "usage: %s [--repair] [--no-objects] [--gc-grace-ms=N] "
+		"[--s3=URL [--s3-credentials=FILE] [--s3-ca=FILE]] [-v] "
+		"DATADIR\n"
 		"Check a nereusfs data directory while it is not mounted.\n"
 		"  --repair     cut torn WAL tails and forget unlinked inodes\n"
 		"               (never a committed byte, nothing of the\n"
-		"               objects), then check again\n"
-		"  --no-objects do not read the objects (their rows are\n"
-		"               still checked)\n"
+		"               objects: no object is ever deleted), then\n"
+		"               check again\n"
+		"  --no-objects do not read, look up or list the objects\n"
+		"               (their rows are still checked)\n"
+		"  --gc-grace-ms=N  the daemon's -o gc_grace_ms (default\n"
+		"               %d): a file in DATADIR/objects that no row\n"
+		"               names and is older is an inconsistency\n"
 		"  --s3=URL     the objects are in http[s]://HOST[:PORT]/BUCKET\n"
 		"               (default: the directory DATADIR/objects)\n"
 		"  --s3-credentials=FILE  a 0600 file with AWS_ACCESS_KEY_ID=\n"
@@ -299,7 +333,7 @@ static void usage(FILE *to)
 		"  -v           also print informational findings and the\n"
 		"               log of the WAL scan\n"
 		"Exit status: 0 clean, 1 inconsistencies, 2 could not check.\n",
-		prog);
+		prog, NRS_GC_GRACE_MS_DEFAULT);
 }
 
 int main(int argc, char **argv)
@@ -310,11 +344,12 @@ int main(int argc, char **argv)
 		{ "s3", required_argument, NULL, 's' },
 		{ "s3-credentials", required_argument, NULL, 'c' },
 		{ "s3-ca", required_argument, NULL, 'a' },
+		{ "gc-grace-ms", required_argument, NULL, 'g' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct store_opts so = { 0 };
+	struct store_opts so = { .gc_grace_ms = NRS_GC_GRACE_MS_DEFAULT };
 	struct nrs_fsck f;
 	bool do_repair = false, did = false;
 	const char *dir;
@@ -328,6 +363,15 @@ int main(int argc, char **argv)
 		case 's': so.s3_url = optarg; break;
 		case 'c': so.s3_credentials = optarg; break;
 		case 'a': so.s3_ca = optarg; break;
+		case 'g':
+			if (parse_ms(optarg, &so.gc_grace_ms) < 0) {
+				fprintf(stderr, "%s: --gc-grace-ms must be a "
+					"number from 1 to %" PRIu64 ", not "
+					"'%s'\n", prog, UINT64_MAX / 1000000,
+					optarg);
+				return EXIT_FAILED;
+			}
+			break;
 		case 'v': verbose = true; break;
 		case 'h': usage(stdout); return EXIT_CLEAN;
 		default: usage(stderr); return EXIT_FAILED;

@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='nereusfs-fsck: a clean data directory, each kind of damage, --repair, objects'
+test_description='nereusfs-fsck: a clean data directory, each kind of damage, --repair, objects, the lifecycle'
 . "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
 
 FSCK=${NRS_FSCK:-$nrs_top/nereusfs-fsck}
@@ -258,6 +258,87 @@ test_expect_success 'the checked copy mounts and reads back' '
 	rm -rf "$DATA" && cp -a "$TRASH/objclean" "$DATA" &&
 	nrs_mount -o "$FAST" &&
 	cmp "$TRASH/blob" "$MNT/o/b" &&
+	nrs_umount
+'
+
+# ---- the lifecycle (F23-F26) ---------------------------------------------
+
+# The same, with a GC grace period short enough to wait out.
+GC="$FAST,gc_grace_ms=200"
+
+metric_ge () { # NAME N
+	[ "$(nrs_metric "$1")" -ge "$2" ]
+}
+metric_is () { # NAME VALUE
+	[ "$(nrs_metric "$1")" = "$2" ]
+}
+xattr_is () { # FILE NAME VALUE
+	[ "$(nrs_xattr "$1" "$2")" = "$3" ]
+}
+started_past () { # FILE N
+	[ "$(nrs_xattr "$1" user.nereus.start)" -gt "$2" ]
+}
+
+test_expect_success 'lifecycle: retention trims, GC deletes, and fsck is clean' '
+	rm -rf "$DATA" &&
+	nrs_mount -o "$GC" &&
+	mkdir "$MNT/l" &&
+	head -c 2000000 /dev/urandom >"$TRASH/lblob" &&
+	dd if="$TRASH/lblob" of="$MNT/l/r" bs=65536 oflag=append conv=notrunc status=none &&
+	nrs_wait_for 20 xattr_is "$MNT/l/r" user.nereus.materialized 2000000 &&
+	before=$(nrs_objects) &&
+	setfattr -n user.nereus.retention.bytes -v 1000000 "$MNT/l/r" &&
+	nrs_wait_for 10 started_past "$MNT/l/r" 0 &&
+	nrs_wait_for 10 metric_ge gc_deleted_objects_total 1 &&
+	nrs_wait_for 10 metric_is gc_draining_bytes 0 &&
+	echo "# start $(nrs_xattr "$MNT/l/r" user.nereus.start), $before objects before, $(nrs_objects) after" &&
+	test "$(nrs_objects)" -lt "$before" &&
+	nrs_xattr "$MNT/l/r" user.nereus.index >"$TRASH/lindex" &&
+	nrs_umount &&
+	test "$(sqlite3 "$DATA/meta.db" "SELECT count(*) FROM objects WHERE state = 4")" -ge 1 &&
+	sums "$DATA" >"$TRASH/before" &&
+	fsck_expect 0 "$DATA" --gc-grace-ms=200 -v -- \
+		"0 inconsistencies, 0 pending" "retired): deleted by GC" &&
+	sums "$DATA" >"$TRASH/after" &&
+	test_cmp "$TRASH/before" "$TRASH/after" &&
+	cp -a "$DATA" "$TRASH/lcclean"
+'
+
+test_expect_success 'a stray object file older than the grace period: exit 1, named' '
+	damaged lcstray "$TRASH/lcclean" &&
+	stray=s/00000000000000ff/0000000000000000-0000000000001000-g00000000000000ff &&
+	mkdir -p "$D/objects/${stray%/*}" &&
+	head -c 4096 /dev/urandom >"$D/objects/$stray" &&
+	touch -d "2 minutes ago" "$D/objects/$stray" &&
+	fsck_expect 1 "$D" -- \
+		"F26 objects/$stray: an unreferenced object: no row of the objects table names it" \
+		"1 inconsistencies" &&
+	fsck_expect 0 "$D" --gc-grace-ms=3600000 -- \
+		"F26 objects/$stray: no row of the objects table names it, but it was written only 2 min" \
+		"0 inconsistencies, 1 pending" &&
+	fsck_expect 1 "$D" --repair -- \
+		"not repaired: 1 stored objects that nothing will delete stay" &&
+	test -f "$D/objects/$stray" &&
+	fsck_expect 2 "$D" --gc-grace-ms=soon -- "--gc-grace-ms must be a number"
+'
+
+test_expect_success 'a row retired while its object is still stored: exit 1' '
+	damaged lcretired "$TRASH/lcclean" &&
+	set -- $(head -1 "$TRASH/lindex") &&
+	key=${4#obj:} && gen=$3 &&
+	test -f "$D/objects/$key" &&
+	sqlite3 "$D/meta.db" "UPDATE objects SET state = 4 WHERE gen = $gen AND state = 2" &&
+	fsck_expect 1 "$D" -- \
+		"F25 object $key (stream 1 (/l/r), bytes [$1, $2), retired): retired but still stored" &&
+	test -f "$D/objects/$key"
+'
+
+test_expect_success 'the checked lifecycle copy mounts and reads back what is kept' '
+	rm -rf "$DATA" && cp -a "$TRASH/lcclean" "$DATA" &&
+	nrs_mount -o "$GC" &&
+	start=$(nrs_xattr "$MNT/l/r" user.nereus.start) &&
+	dd if="$MNT/l/r" iflag=skip_bytes skip="$start" status=none >"$TRASH/ltail" &&
+	dd if="$TRASH/lblob" bs=65536 iflag=skip_bytes skip="$start" status=none | cmp - "$TRASH/ltail" &&
 	nrs_umount
 '
 

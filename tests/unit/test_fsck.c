@@ -11,6 +11,10 @@
  * store (objstore_dir.c).  Stream 1 ("/k/s") has head 300000: generation 1
  * holds [0, 200000) (4 payload blocks), and the WAL still holds only LSN 3,
  * [200000, 300000): LSN 1 and 2 were reclaimed after materialization.
+ *
+ * The lifecycle checks (F23-F26) use the same directory, with generations
+ * trimmed away, replaced by a compaction (nrs_meta_obj_replace, as the
+ * materializer does), retired, and files no row names.
  */
 #include "config.h"
 
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsck.h"
@@ -287,6 +292,8 @@ struct objdir {
 	struct nrs_meta *m;	/* open while building */
 	struct nrs_objstore *store;
 	uint64_t sid;
+	int64_t now_ns;		/* if set, the check's clock (F24, F26) */
+	uint64_t grace_ms;	/* if set, the check's gc_grace_ms */
 };
 
 static const char *at(struct objdir *d, const char *rel)
@@ -295,16 +302,18 @@ static const char *at(struct objdir *d, const char *rel)
 	return d->path;
 }
 
-/* Store an object of stream sid holding [start, end) and record it as a
- * committed generation (materializer.c M3, M4); its key in key. */
-static void put_object(struct objdir *d, uint64_t start, uint64_t end,
-		       char key[NRS_OBJKEY_MAX])
+/* Store an object of stream sid holding [start, end) under a recorded
+ * intent (materializer.c M3); its key in key, its SHA-256 in sha; returns
+ * its generation, still prepared. */
+static uint64_t store_object(struct objdir *d, uint64_t start, uint64_t end,
+			     char key[NRS_OBJKEY_MAX],
+			     unsigned char sha[NRS_SHA256_LEN])
 {
 	struct nrs_obj_row row = {
 		.stream_id = d->sid, .start = start, .end = end,
 		.length = nrs_objfmt_hdr_len(end - start) + (end - start),
 	};
-	unsigned char sha[NRS_SHA256_LEN], md5[NRS_MD5_LEN];
+	unsigned char md5[NRS_MD5_LEN];
 	size_t hl = nrs_objfmt_hdr_len(end - start);
 	unsigned char *buf = malloc(row.length);
 	struct nrs_objhdr h = { .stream_id = d->sid, .start = start,
@@ -320,8 +329,19 @@ static void put_object(struct objdir *d, uint64_t start, uint64_t end,
 	assert_true(nrs_objfmt_key(key, &h) > 0);
 	assert_int_equal(nrs_obj_put(d->store, key, buf, row.length, md5, sha),
 			 0);
-	assert_int_equal(nrs_meta_obj_publish(d->m, row.gen, sha), 0);
 	free(buf);
+	return row.gen;
+}
+
+/* store_object, then published as a committed generation (M4). */
+static uint64_t put_object(struct objdir *d, uint64_t start, uint64_t end,
+			   char key[NRS_OBJKEY_MAX])
+{
+	unsigned char sha[NRS_SHA256_LEN];
+	uint64_t gen = store_object(d, start, end, key, sha);
+
+	assert_int_equal(nrs_meta_obj_publish(d->m, gen, sha), 0);
+	return gen;
 }
 
 static int setup_objdir(void **state)
@@ -401,6 +421,10 @@ static void load(struct objdir *d, bool store)
 	assert_int_equal(nrs_meta_obj_foreach(m, 0, nrs_fsck_add_obj, &d->f), 0);
 	nrs_meta_close(m);
 	assert_int_equal(nrs_fsck_add_rec(&d->f, &ri), 0);
+	if (d->now_ns)
+		d->f.now_ns = d->now_ns;
+	if (d->grace_ms)
+		d->f.gc_grace_ms = d->grace_ms;
 	if (!store)
 		return;
 	err = nrs_objstore_dir_open_readonly(at(d, "objects"), &d->store);
@@ -579,6 +603,265 @@ static void test_objects_intents(void **state)
 	assert_int_equal(d->f.objects_verified, 1);
 }
 
+/* ---- F23-F26: the lifecycle -------------------------------------------- */
+
+#define SEC	1000000000ll
+#define T0	(1700000000 * SEC)	/* when the rows changed state */
+
+/* Reopen meta.db for writing (check_objdir closed it). */
+static struct nrs_meta *reopen(struct objdir *d)
+{
+	if (!d->m)
+		assert_int_equal(nrs_meta_open(at(d, "meta.db"), &d->m), 0);
+	return d->m;
+}
+
+/* "objects/KEY" of the data directory, for stat and unlink. */
+static const char *obj_file(struct objdir *d, const char *key)
+{
+	snprintf(d->path, sizeof(d->path), "%s/objects/%s", d->dir, key);
+	return d->path;
+}
+
+/* A new stream "/k/<name>" with one committed object [0, len) (its key in
+ * key), then unlinked; returns its inode. */
+static uint64_t unlinked_stream(struct objdir *d, const char *name,
+				uint64_t len, char key[NRS_OBJKEY_MAX])
+{
+	struct nrs_stream_row srow;
+	struct nrs_attr k, t;
+	uint64_t sid = d->sid;
+
+	assert_int_equal(nrs_meta_lookup(d->m, NRS_ROOT_INO, "k", &k), 0);
+	assert_int_equal(nrs_meta_create(d->m, k.ino, name, 0644, 0, 0, 1, &t,
+					 &srow), 0);
+	d->sid = srow.id;
+	put_object(d, 0, len, key);
+	d->sid = sid;
+	assert_int_equal(nrs_meta_unlink(d->m, k.ino, name, 2, &t), 0);
+	return t.ino;
+}
+
+/* Generations trimmed away, or whose stream was forgotten or unlinked:
+ * awaiting GC, not read, and a missing object is no loss. */
+static void test_lifecycle_unneeded(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX], tkey[NRS_OBJKEY_MAX], want[1024];
+	uint64_t ino;
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	assert_int_equal(nrs_meta_set_start(d->m, d->sid, OBJ_WAL_BASE), 0);
+	/* Stream 2, "/k/t": one object, then unlinked and forgotten. */
+	ino = unlinked_stream(d, "t", 5000, tkey);
+	assert_int_equal(nrs_meta_forget_inode(d->m, ino), 0);
+	/* Stream 3, "/k/u": unlinked while open, then a crash (F19). */
+	unlinked_stream(d, "u", 7000, tkey);
+
+	snprintf(want, sizeof(want), "F23 object %s (stream 1 (/k/s), bytes "
+		 "[0, 200000), committed): no published state needs it (it "
+		 "lies wholly below the stream's start 200000): awaiting GC, "
+		 "which moves it to draining and deletes it gc_grace_ms later; "
+		 "its object is still stored", key);
+	check_objdir(d, true, 1, want, "F23 object s/0000000000000002/"
+		     "0000000000000000-0000000000001388-g0000000000000002 "
+		     "(stream 2 (gone), bytes [0, 5000), committed): no "
+		     "published state needs it (its stream is gone)");
+	assert_non_null(strstr(d->out.text, "-g0000000000000003 (stream 3 "
+			       "(unlinked), bytes [0, 7000), committed): no "
+			       "published state needs it (its stream is "
+			       "unlinked: once the next mount (or --repair) "
+			       "forgets it (F19), GC drains it): awaiting GC"));
+	assert_int_equal(d->f.unlinked, 1);		/* the one error */
+	assert_int_equal(d->f.pending, 3);
+	assert_int_equal(d->f.objects_verified, 0);	/* not read */
+	assert_true(d->f.chains_intact);
+
+	/* Damaged or gone, they still hold no readable byte. */
+	flip_payload(d, key, OBJ_WAL_BASE, 70000);
+	assert_int_equal(unlink(obj_file(d, tkey)), 0);
+	check_objdir(d, true, 1, "(its stream is unlinked: once the next mount"
+		     " (or --repair) forgets it (F19), GC drains it): awaiting "
+		     "GC, which moves it to draining and deletes it gc_grace_ms "
+		     "later; its object is already gone from the store", NULL);
+	assert_int_equal(d->f.pending, 3);
+	assert_true(d->f.chains_intact);
+}
+
+/* A compaction (materializer.c C2) replaced generations 1 and 2 by 3, at
+ * T0: 1 and 2 are draining.  Their files are those of committed rows. */
+static void compact(struct objdir *d, char k1[NRS_OBJKEY_MAX],
+		    char k2[NRS_OBJKEY_MAX], char k3[NRS_OBJKEY_MAX])
+{
+	unsigned char sha[NRS_SHA256_LEN];
+	uint64_t olds[2];
+	uint64_t gen;
+
+	olds[0] = put_object(d, 0, 100000, k1);
+	olds[1] = put_object(d, 100000, OBJ_WAL_BASE, k2);
+	gen = store_object(d, 0, OBJ_WAL_BASE, k3, sha);
+	assert_int_equal(nrs_meta_obj_replace(d->m, gen, sha, olds, 2, T0), 0);
+}
+
+static void test_lifecycle_draining(void **state)
+{
+	struct objdir *d = *state;
+	char k1[NRS_OBJKEY_MAX], k2[NRS_OBJKEY_MAX], k3[NRS_OBJKEY_MAX];
+	char want[1024];
+
+	compact(d, k1, k2, k3);
+	d->now_ns = T0 + 5 * SEC + SEC / 2;
+	snprintf(want, sizeof(want), "F24 object %s (stream 1 (/k/s), bytes "
+		 "[0, 100000), draining): awaiting GC since 5.5 s ago: deleted "
+		 "when its grace period (60000 ms) is over, in 54.5 s; its "
+		 "object is still stored", k1);
+	check_objdir(d, true, 0, want, "-g0000000000000002 (stream 1 (/k/s), "
+		     "bytes [100000, 200000), draining): awaiting GC since 5.5 s"
+		     " ago");
+	assert_int_equal(d->f.pending, 2);
+	assert_int_equal(d->f.objects_verified, 1);	/* generation 3 */
+
+	/* Longer than the grace period: still only pending. */
+	d->now_ns = T0 + 4000 * SEC;
+	d->grace_ms = 1000;
+	assert_int_equal(unlink(obj_file(d, k2)), 0);
+	snprintf(want, sizeof(want), "F24 object %s (stream 1 (/k/s), bytes "
+		 "[100000, 200000), draining): awaiting GC since 1 h 6 min ago,"
+		 " longer than the grace period (1000 ms), only because no "
+		 "daemon runs: the first GC pass after the next mount deletes "
+		 "it; its object is already gone from the store", k2);
+	check_objdir(d, true, 0, want, "[0, 100000), draining): awaiting GC "
+		     "since 1 h 6 min ago, longer than the grace period");
+	assert_int_equal(d->f.pending, 2);
+	/* --no-objects: not looked up. */
+	check_objdir(d, false, 0, "[0, 100000), draining): awaiting GC since "
+		     "1 h 6 min ago, longer than the grace period (1000 ms), only"
+		     " because no daemon runs: the first GC pass after the next "
+		     "mount deletes it\n", NULL);
+}
+
+static void test_lifecycle_retired(void **state)
+{
+	struct objdir *d = *state;
+	char k1[NRS_OBJKEY_MAX], k2[NRS_OBJKEY_MAX], k3[NRS_OBJKEY_MAX];
+	char want[1024];
+
+	compact(d, k1, k2, k3);
+	/* Generation 1 retired without its delete: a GC bug. */
+	assert_int_equal(nrs_meta_obj_set_state(d->m, 1, NRS_OBJ_DRAINING,
+						NRS_OBJ_RETIRED, T0), 0);
+	snprintf(want, sizeof(want), "F25 object %s (stream 1 (/k/s), bytes "
+		 "[0, 100000), retired): retired but still stored (%zu bytes):"
+		 " a GC bug", k1, nrs_objfmt_hdr_len(100000) + 100000);
+	check_objdir(d, true, 1, want, "nothing will delete it now: delete it"
+		     " by hand (--repair deletes no object)");
+	assert_int_equal(d->f.strays, 1);
+	assert_null(strstr(d->out.text, "F26"));	/* said once */
+	/* --no-objects does not look. */
+	check_objdir(d, false, 0, NULL, NULL);
+	/* Deleted, as G2 does before retiring: clean. */
+	assert_int_equal(unlink(obj_file(d, k1)), 0);
+	check_objdir(d, true, 0, NULL, NULL);
+	assert_int_equal(d->f.strays, 0);
+	assert_int_equal(d->f.pending, 1);		/* generation 2 */
+	/* Both retired, the second gone too: nothing pending. */
+	reopen(d);
+	assert_int_equal(nrs_meta_obj_set_state(d->m, 2, NRS_OBJ_DRAINING,
+						NRS_OBJ_RETIRED, T0), 0);
+	assert_int_equal(unlink(obj_file(d, k2)), 0);
+	check_objdir(d, true, 0, NULL, NULL);
+	assert_int_equal(d->f.pending, 0);
+}
+
+/* Set the times of file rel (under the data directory, a symlink's own)
+ * to now - age_s. */
+static void plant_age(struct objdir *d, const char *rel, int64_t age_s)
+{
+	struct timespec ts[2];
+
+	clock_gettime(CLOCK_REALTIME, &ts[1]);
+	ts[1].tv_sec -= age_s;
+	ts[0] = ts[1];
+	assert_int_equal(utimensat(AT_FDCWD, at(d, rel), ts,
+				   AT_SYMLINK_NOFOLLOW), 0);
+}
+
+/* Make file rel (under the data directory), written age_s ago. */
+static void plant(struct objdir *d, const char *rel, int64_t age_s)
+{
+	int fd = open(at(d, rel), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "stray", 5), 5);
+	close(fd);
+	plant_age(d, rel, age_s);
+}
+
+static void test_lifecycle_unreferenced(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX], copy[NRS_OBJKEY_MAX + 32], from[512];
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	plant(d, "objects/s/0000000000000001/stray", 120);	/* old */
+	plant(d, "objects/young", 0);
+	plant(d, "objects/.hidden", 1000);	/* no key is a dot-name */
+	plant(d, "objects/.tmp/1-1", 1000);	/* the store's own */
+	/* A copy of the object under the key of a generation no row has. */
+	snprintf(copy, sizeof(copy), "objects/%s", key);
+	memcpy(copy + strlen(copy) - 1, "9", 2);
+	snprintf(from, sizeof(from), "%s", obj_file(d, key));
+	assert_int_equal(link(from, at(d, copy)), 0);
+	plant_age(d, copy, 3600);
+	assert_int_equal(symlink("young", at(d, "objects/link")), 0);
+	plant_age(d, "objects/link", 600);
+	check_objdir(d, true, 3, "F26 objects/s/0000000000000001/stray: an "
+		     "unreferenced object: no row of the objects table names "
+		     "it, and it was written 2 min ", "F26 objects/young: no row"
+		     " of the objects table names it, but it was written only ");
+	assert_non_null(strstr(d->out.text, " ago (a file of 5 bytes): nothing"
+			       " will delete it: look, then delete it by hand "
+			       "(--repair deletes no object)"));
+	assert_non_null(strstr(d->out.text, "F26 objects/link: an unreferenced"
+			       " object: no row of the objects table names it "
+			       "(and it is not even a regular file)"));
+	assert_non_null(strstr(d->out.text, " ago, within the grace period "
+			       "(60000 ms)"));
+	assert_non_null(strstr(d->out.text, copy));
+	assert_null(strstr(d->out.text, "hidden"));
+	assert_null(strstr(d->out.text, "1-1"));
+	assert_int_equal(d->f.strays, 3);
+	assert_int_equal(d->f.pending, 1);
+	assert_int_equal(d->f.objects_verified, 1);
+	/* A longer grace period: only pending. */
+	d->grace_ms = 7200000;
+	check_objdir(d, true, 0, "F26 objects/s/0000000000000001/stray: no row"
+		     " of the objects table names it, but it was written only "
+		     "2 min ", "ago, within the grace period (7200000 ms)");
+	assert_int_equal(d->f.pending, 4);
+	assert_int_equal(unlink(at(d, "objects/link")), 0);
+	/* --no-objects does not list. */
+	check_objdir(d, false, 0, NULL, NULL);
+	assert_int_equal(d->f.pending, 0);
+}
+
+/* A generation wholly covered by a newer committed one is not "awaiting
+ * GC": the daemon leaves no such pair, GC would not drain either, and the
+ * next mount reads only one of them (F20). */
+static void test_lifecycle_covered(void **state)
+{
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX];
+
+	put_object(d, 0, 100000, key);
+	put_object(d, 100000, OBJ_WAL_BASE, key);
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	check_objdir(d, true, 1, "F20 stream 1 (/k/s): object generation 3 "
+		     "[0, 200000) overlaps generation 1 [0, 100000): the next "
+		     "mount does not read it", NULL);
+	assert_int_equal(d->f.pending, 0);
+}
+
 /* A store that does not answer. */
 static int down_head(struct nrs_objstore *s, const char *key,
 		     struct nrs_obj_meta *out)
@@ -633,6 +916,11 @@ int main(void)
 		T(test_objects_past_head_and_trimmed),
 		T(test_objects_intents),
 		T(test_objects_store_down),
+		T(test_lifecycle_unneeded),
+		T(test_lifecycle_draining),
+		T(test_lifecycle_retired),
+		T(test_lifecycle_unreferenced),
+		T(test_lifecycle_covered),
 #undef T
 	};
 

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
@@ -571,6 +572,62 @@ static void test_dir_damaged_header(void **state)
 	free(o.buf);
 }
 
+/* What nrs_objstore_dir_foreach saw, one "name size reg" per line. */
+struct seen {
+	char text[1024];
+	size_t len;
+	int stop_at;		/* return 1 at this call (0: never) */
+	int calls;
+};
+
+static int see(void *ctx, const struct nrs_objfile *of)
+{
+	struct seen *s = ctx;
+
+	s->len += (size_t)snprintf(s->text + s->len, sizeof(s->text) - s->len,
+				   "%s %" PRIu64 " %d\n", of->name, of->size,
+				   of->is_reg);
+	assert_true(of->mtime_ns > 0);
+	return ++s->calls == s->stop_at;
+}
+
+static void test_dir_list(void **state)
+{
+	struct fx *f = *state;
+	struct obj o = obj_make(100, 14);
+	struct seen s = { .len = 0 };
+	struct nrs_objstore *ro;
+	char p[PATH_MAX * 2];
+
+	assert_int_equal(obj_put(f->st, "s/1/a", &o), 0);
+	assert_int_equal(obj_put(f->st, "b", &o), 0);
+	path_of(p, sizeof(p), f, ".tmp/4242-9");	/* the store's own */
+	write_file(p, o.buf, o.len);
+	path_of(p, sizeof(p), f, "s/1/.hidden");	/* no key's name */
+	write_file(p, o.buf, 3);
+	path_of(p, sizeof(p), f, "s/stray");		/* not a key, listed */
+	write_file(p, o.buf, 5);
+	path_of(p, sizeof(p), f, "s/link");
+	assert_int_equal(symlink("stray", p), 0);
+	path_of(p, sizeof(p), f, "s/empty");		/* an empty directory */
+	assert_int_equal(mkdir(p, 0700), 0);
+	/* The read-only store lists the same; order is the directory's. */
+	assert_int_equal(nrs_objstore_dir_open_readonly(f->dir, &ro), 0);
+	assert_int_equal(nrs_objstore_dir_foreach(ro, see, &s), 0);
+	print_message("%s", s.text);
+	assert_int_equal(s.calls, 4);
+	assert_non_null(strstr(s.text, "s/1/a 164 1\n"));
+	assert_non_null(strstr(s.text, "b 164 1\n"));
+	assert_non_null(strstr(s.text, "s/stray 5 1\n"));
+	assert_non_null(strstr(s.text, "s/link 5 0\n"));
+	/* A non-zero return stops it. */
+	s = (struct seen){ .stop_at = 2 };
+	assert_int_equal(nrs_objstore_dir_foreach(ro, see, &s), 1);
+	assert_int_equal(s.calls, 2);
+	nrs_obj_close(ro);
+	free(o.buf);
+}
+
 static void test_dir_open(void **state)
 {
 	struct fx *f = *state;
@@ -729,6 +786,8 @@ static void test_s3_refused(void **state)
 	assert_int_equal(nrs_obj_get(st, "k", 0, o.buf, 10), -ECONNREFUSED);
 	assert_int_equal(nrs_obj_del(st, "k"), -ECONNREFUSED);
 	assert_true(now_s() - t0 < 2.0);	/* at once, not at the timeout */
+	/* A bucket is never listed. */
+	assert_int_equal(nrs_objstore_dir_foreach(st, see, NULL), -EOPNOTSUPP);
 	nrs_obj_close(st);
 	free(o.buf);
 }
@@ -909,6 +968,8 @@ int main(void)
 		CONTRACT(setup_dir),
 		cmocka_unit_test_setup_teardown(test_dir_layout, setup_dir, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_leftover_tmp, setup_dir,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dir_list, setup_dir,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_dir_damaged_header,
 						setup_dir, teardown),
