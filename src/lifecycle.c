@@ -41,6 +41,8 @@
  *     retired row whose object still exists cannot happen (the state moves
  *     after the delete); a draining row whose object is gone is retired by
  *     the next delete (0 for a missing object).
+ *  G5 A retired row is kept for an hour (what fsck can check: its object
+ *     is gone), then forgotten, so the table does not grow with history.
  *  G4 Orphans -- objects uploaded and never published -- are the prepared
  *     rows found at start (materializer.c M6): found from the recorded
  *     intents, never from a listing.
@@ -64,6 +66,8 @@
 
 #define LC_TICK_MS		500
 #define RETENTION_TICKS		2	/* retention every second */
+#define PRUNE_TICKS		120	/* G5 every minute */
+#define RETIRED_KEEP_NS		(3600LL * 1000000000)	/* G5 */
 
 struct nrs_lc {
 	struct nrs_core *c;
@@ -349,6 +353,20 @@ out:
 	free(r.v);
 }
 
+/* G5 */
+static void prune_retired(struct nrs_lc *l)
+{
+	struct rows r = { 0 };
+	int64_t now = nrs_now_real_ns();
+
+	if (nrs_meta_obj_foreach_state(l->c->meta, NRS_OBJ_RETIRED, collect,
+				       &r) == 0)
+		for (size_t i = 0; i < r.n; i++)
+			if (now - r.v[i].mtime_ns > RETIRED_KEEP_NS)
+				nrs_meta_obj_delete(l->c->meta, r.v[i].gen);
+	free(r.v);
+}
+
 void nrs_lc_poke(struct nrs_lc *l, uint64_t stream_id)
 {
 	if (!l)
@@ -396,6 +414,8 @@ static void *lc_thread(void *arg)
 			retention_pass(l);
 		g1_pass(l);
 		g2_pass(l);
+		if (l->ticks % PRUNE_TICKS == 0)
+			prune_retired(l);
 	}
 	return NULL;
 }
