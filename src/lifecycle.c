@@ -8,9 +8,11 @@
  *  L1 A stream's policy is the nearest set value of retention.bytes and
  *     retention.ms on it or its directories (0: keep forever).
  *  L2 The cut is the larger of the size cut and the time cut, taken at
- *     object boundaries, never inside an object and never in bytes still
- *     only in the WAL (so start stays where a whole object begins, and the
- *     page cache keeps working for it):
+ *     object boundaries, never in bytes still only in the WAL, then rounded
+ *     down to a multiple of 4096: a stream whose start is not page aligned
+ *     is read with direct I/O (core.c), and retention must not take the
+ *     page cache from its readers.  The object the rounding cuts into stays
+ *     until a later cut passes its end:
  *      - size: the end of the highest committed object that leaves at
  *        least retention.bytes bytes above it (head - end >= bytes);
  *      - time: the end of the highest committed object whose intent was
@@ -144,7 +146,8 @@ static void retain(struct nrs_lc *l, struct nrs_stream *st, uint64_t ino)
 	head = st->head;
 	start = st->start;
 	pthread_mutex_unlock(&st->lock);
-	cut = nrs_retention_cut(r.v, r.n, head, rb, rms, nrs_now_real_ns());
+	cut = nrs_retention_cut(r.v, r.n, head, rb, rms, nrs_now_real_ns()) &
+	      ~(uint64_t)4095;
 	if (cut <= start)
 		goto out;
 	err = nrs_core_trim(c, st, cut);
