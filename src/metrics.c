@@ -191,6 +191,9 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	      g->wal_live_bytes);
 	gauge(&t, "wal_segments", "WAL segment files.", g->wal_segments);
 	gauge(&t, "streams", "Streams with a name.", g->streams);
+	gauge(&t, "streams_damaged",
+	      "Streams offline because their metadata row fails its checksum.",
+	      g->streams_damaged);
 	gauge(&t, "directories", "Directories.", g->dirs);
 	gauge(&t, "wal_broken",
 	      "1 when a failed WAL write could not be undone (appends refused).",

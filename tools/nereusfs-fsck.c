@@ -1,7 +1,7 @@
 /*
  * nereusfs-fsck - check a nereusfs data directory offline (man/nereusfs-fsck.8).
  *
- * The checks are src/fsck.c's F1..F19; this file does the I/O: it takes
+ * The checks are src/fsck.c's F1..F20; this file does the I/O: it takes
  * DIR/lock (F1), reads meta.db read-only (F2) and scans the WAL read-only,
  * so without --repair not a byte of DIR changes.
  *
