@@ -21,9 +21,8 @@
  * NAME may appear once.  Blanks are not allowed.  short is for write points
  * only (wal.write).  Anything else (an unknown name, action or errno, a bad
  * count, short at a point that writes nothing) makes the whole spec
- * invalid, and the
- * daemon refuses to start: a typo must not turn a fault test into a test
- * of nothing.  Example:
+ * invalid, and the daemon refuses to start: a typo must not turn a fault
+ * test into a test of nothing.  Example:
  *
  *     NRS_FAILPOINTS=wal.after_write=crash@40,meta.before_commit=error:EIO@3+
  *
