@@ -28,6 +28,17 @@
  * of 4096 is opened with direct I/O, and a trim drops the cached pages of
  * handles opened before it (those then read zeros below start within its
  * page: never trimmed bytes).
+ *
+ * Damaged metadata (issue 3: "undamaged streams keep working").  A stream
+ * whose row fails its checksum when recovery loads it (meta_sqlite.c C3)
+ * is kept in the table marked corrupt, with nothing known but its id: its
+ * head cannot be told, so no byte of it is served and none appended.
+ * Opening it fails EIO, as do its user.nereus.* attributes but id and the
+ * writable ones, each time with a log line naming the stream and the
+ * database file; stat shows size 0.  Its name, mode, owner and user.*
+ * xattrs live in other rows and keep working, so it can be listed,
+ * renamed and unlinked (which forgets it).  Every other stream is served
+ * as usual.  Repair is offline (nereusfs-fsck(8)).
  */
 #include "config.h"
 
@@ -58,9 +69,15 @@ struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row)
 	if (!st)
 		return NULL;
 	st->id = row->id;
-	st->ino = row->ino;
 	atomic_init(&st->refs, 1);
 	pthread_mutex_init(&st->lock, NULL);
+	st->batch_slot = -1;
+	st->batch_upd = -1;
+	if (row->corrupt) {	/* nothing else of the row is trusted */
+		st->corrupt = true;
+		return st;
+	}
+	st->ino = row->ino;
 	st->head = st->ord_head = st->read_limit = row->head;
 	st->version = st->ord_version = row->version;
 	st->epoch = st->ord_epoch = row->epoch;
@@ -69,8 +86,6 @@ struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row)
 	st->mtime_ns = row->mtime_ns;
 	st->profile = row->profile;
 	st->unlinked = row->unlinked;
-	st->batch_slot = -1;
-	st->batch_upd = -1;
 	return st;
 }
 
@@ -299,6 +314,16 @@ static int open_stream(struct nrs_core *c, struct nrs_stream *st, uint64_t ino,
 	return 0;
 }
 
+int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st)
+{
+	if (!st->corrupt)
+		return 0;
+	nrs_err("stream %" PRIu64 ": its metadata row in %s/meta.db fails its "
+		"checksum: the stream is offline (EIO) until repaired; see "
+		"nereusfs-fsck(8)", st->id, c->data_dir);
+	return -EIO;
+}
+
 int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
 		  struct nrs_handle **out)
 {
@@ -334,7 +359,8 @@ int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
 	st = nrs_core_stream_get(c, a.stream_id);
 	if (!st)
 		return -ENOENT;
-	err = open_stream(c, st, ino, flags, out);
+	err = nrs_core_stream_check(c, st) ?:
+		open_stream(c, st, ino, flags, out);
 	if (err)
 		nrs_stream_put(st);
 	return err;

@@ -83,6 +83,8 @@ int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st);
 void nrs_core_streams_each(struct nrs_core *c,
 			   void (*fn)(void *ctx, struct nrs_stream *st),
 			   void *ctx);
+/* -EIO (logged with the stream and the file) if st is corrupt, else 0. */
+int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st);
 /* Remove id from the table, dropping the table's reference. */
 void nrs_core_stream_remove(struct nrs_core *c, uint64_t id);
 void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,

@@ -16,6 +16,8 @@
  *    (-EINVAL otherwise).
  *  - materialized is the offset up to which every readable byte is in the
  *    object store: with no object store yet, that is start.
+ *  - A stream whose metadata row is damaged (core.c): every user.nereus.*
+ *    name but id, profile and retention fails EIO, read or written.
  */
 #include "config.h"
 
@@ -148,7 +150,10 @@ ssize_t nrs_core_getxattr(struct nrs_core *c, uint64_t ino, const char *name,
 
 		if (!st)
 			return -ENOENT;
-		n = get_stream_attr(st, id, buf, size);
+		/* a damaged row: only the id (the inode's) is known */
+		n = id == NRS_XA_ID ? 0 : nrs_core_stream_check(c, st);
+		if (n == 0)
+			n = get_stream_attr(st, id, buf, size);
 		nrs_stream_put(st);
 	}
 	return n;
@@ -210,6 +215,11 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 	st = nrs_core_stream_get(c, a->stream_id);
 	if (!st)
 		return -ENOENT;
+	err = nrs_core_stream_check(c, st);
+	if (err) {
+		nrs_stream_put(st);
+		return err;
+	}
 	switch (id) {
 	case NRS_XA_EPOCH:
 		err = nrs_core_fence(c, st, v, false);
@@ -331,6 +341,7 @@ static void add_stream(void *ctx, struct nrs_stream *st)
 	struct nrs_metrics_gauges *g = ctx;
 	uint64_t age_ms = 0;
 
+	g->streams_damaged += st->corrupt;
 	g->wal_live_bytes += st->wal_bytes;
 	g->obj_bytes += st->obj_bytes;
 	g->mat_lag_bytes += st->head - mat_point(st);
@@ -384,8 +395,9 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 	fprintf(f, "  \"uptime_seconds\": %" PRId64 ",\n",
 		(nrs_now_real_ns() - c->started_ns) / 1000000000);
 	fprintf(f, "  \"profile\": \"local-wal\",\n");
-	fprintf(f, "  \"streams\": %" PRIu64 ",\n  \"directories\": %" PRIu64 ",\n",
-		g.streams, g.dirs);
+	fprintf(f, "  \"streams\": %" PRIu64 ",\n  \"streams_damaged\": %" PRIu64
+		",\n  \"directories\": %" PRIu64 ",\n", g.streams,
+		g.streams_damaged, g.dirs);
 	fprintf(f, "  \"wal\": {\"bytes\": %" PRIu64 ", \"live_bytes\": %" PRIu64
 		", \"segments\": %" PRIu64 ", \"current_segment\": %" PRIu64
 		", \"broken\": %s},\n", ws.bytes, g.wal_live_bytes, ws.segments,

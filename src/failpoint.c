@@ -11,17 +11,18 @@
  *
  *     NRS_FAILPOINTS = POINT ["," POINT]...
  *     POINT          = NAME "=" ACTION ["@" WHEN]
- *     ACTION         = "crash" | "error:" ERRNO
+ *     ACTION         = "crash" | "error:" ERRNO | "short" [":" ERRNO]
  *     ERRNO          = EIO | ENOSPC | EDQUOT | EROFS | ENOMEM | EAGAIN | EBUSY
  *     WHEN           = N          only the Nth hit (hits count from 1)
  *                    | N "+"      the Nth hit and every later one
  *                    | N "-" M    hits N to M, both included (N <= M)
  *
  * Without WHEN a point fires at every hit.  N and M are decimal, >= 1.  A
- * NAME may appear once.  Blanks are not allowed.  Anything else (an unknown
- * name, action or errno, a bad count) makes the whole spec invalid, and the
- * daemon refuses to start: a typo must not turn a fault test into a test
- * of nothing.  Example:
+ * NAME may appear once.  Blanks are not allowed.  short is for write points
+ * only (wal.write).  Anything else (an unknown name, action or errno, a bad
+ * count, short at a point that writes nothing) makes the whole spec
+ * invalid, and the daemon refuses to start: a typo must not turn a fault
+ * test into a test of nothing.  Example:
  *
  *     NRS_FAILPOINTS=wal.after_write=crash@40,meta.before_commit=error:EIO@3+
  *
@@ -35,11 +36,21 @@
  *   error:E   the step fails with -E, as if the system call or library
  *             call it stands for had failed with E; it is logged at warning
  *             level.
+ *   short[:E] at a write point: the write stops after a prefix -- half
+ *             the bytes, rounded down to a multiple of 512 (a sector), or
+ *             of 8 when that is 0 -- and then fails with -E (default EIO):
+ *             what a write that comes up short and is then refused leaves
+ *             behind (pwritev returned a short count, the next call E).
+ *             Logged at warning level with both byte counts.
  *
  * POINTS (where, and what error: stands for)
  *
  *   wal.before_write        wal_local.c A2, before the batch's pwritev:
  *                           the write failed having written nothing.
+ *   wal.write               A2, the batch's pwritev itself (a write
+ *                           point): crash and error: act before any byte
+ *                           is written, as at wal.before_write; short
+ *                           writes the prefix first, and A3 undoes it.
  *   wal.after_write         A2, after the pwritev, before the fdatasync:
  *                           the write failed after (part of) the batch
  *                           reached the file; A3 undoes it.
@@ -92,6 +103,7 @@ atomic_bool nrs_failpoints_armed;
 
 static const char *const fp_names[NRS_FP_COUNT] = {
 	[NRS_FP_WAL_BEFORE_WRITE] = "wal.before_write",
+	[NRS_FP_WAL_WRITE] = "wal.write",
 	[NRS_FP_WAL_AFTER_WRITE] = "wal.after_write",
 	[NRS_FP_WAL_BEFORE_SYNC] = "wal.before_sync",
 	[NRS_FP_WAL_AFTER_SYNC] = "wal.after_sync",
@@ -117,8 +129,15 @@ static const struct {
 	{ "EBUSY", EBUSY },
 };
 
+/* The points that stand for a write, where short makes sense. */
+static bool is_write_point(int fp)
+{
+	return fp == NRS_FP_WAL_WRITE;
+}
+
 struct fp_state {
 	bool armed;
+	bool short_write;		/* short: write a prefix, then err */
 	int err;			/* 0: crash; else the positive errno */
 	uint64_t first, last;		/* fire at hits first..last */
 	atomic_uint_fast64_t hits;
@@ -151,6 +170,16 @@ static bool parse_count(const char **p, uint64_t *out)
 	return true;
 }
 
+/* The positive errno named by the len bytes at s, or -1. */
+static int parse_errno(const char *s, size_t len)
+{
+	for (size_t i = 0; i < sizeof(fp_errnos) / sizeof(fp_errnos[0]); i++)
+		if (strlen(fp_errnos[i].name) == len &&
+		    !memcmp(fp_errnos[i].name, s, len))
+			return fp_errnos[i].err;
+	return -1;
+}
+
 /* One POINT of len bytes at s into t; false if it does not parse. */
 static bool parse_point(const char *s, size_t len, struct fp_state *t)
 {
@@ -174,10 +203,11 @@ static bool parse_point(const char *s, size_t len, struct fp_state *t)
 	if (alen == 5 && !memcmp(p, "crash", 5)) {
 		t[fp].err = 0;
 	} else if (alen > 6 && !memcmp(p, "error:", 6)) {
-		for (size_t i = 0; i < sizeof(fp_errnos) / sizeof(fp_errnos[0]); i++)
-			if (strlen(fp_errnos[i].name) == alen - 6 &&
-			    !memcmp(fp_errnos[i].name, p + 6, alen - 6))
-				t[fp].err = fp_errnos[i].err;
+		t[fp].err = parse_errno(p + 6, alen - 6);
+	} else if (alen >= 5 && !memcmp(p, "short", 5) && is_write_point(fp)) {
+		t[fp].short_write = true;
+		t[fp].err = alen == 5 ? EIO : p[5] != ':' ? -1 :
+			parse_errno(p + 6, alen - 6);
 	}
 	if (t[fp].err < 0)
 		return false;
@@ -229,6 +259,7 @@ int nrs_failpoint_parse(const char *spec)
 	atomic_store(&nrs_failpoints_armed, false);
 	for (int i = 0; i < NRS_FP_COUNT; i++) {
 		fps[i].armed = t[i].armed;
+		fps[i].short_write = t[i].short_write;
 		fps[i].err = t[i].err;
 		fps[i].first = t[i].first;
 		fps[i].last = t[i].last;
@@ -256,7 +287,15 @@ int nrs_failpoint_init(void)
 
 int nrs_failpoint_hit(enum nrs_fp fp)
 {
+	size_t len = 0;
+
+	return nrs_failpoint_hit_write(fp, &len);
+}
+
+int nrs_failpoint_hit_write(enum nrs_fp fp, size_t *len)
+{
 	struct fp_state *f;
+	size_t want = *len;
 	uint64_t n;
 
 	if ((unsigned)fp >= NRS_FP_COUNT || !fps[fp].armed)
@@ -267,16 +306,26 @@ int nrs_failpoint_hit(enum nrs_fp fp)
 		return 0;
 	if (f->err == 0) {
 		char buf[128];
-		int len = snprintf(buf, sizeof(buf),
-				   "nereusfs: failpoint %s: crash at hit %" PRIu64 "\n",
-				   fp_names[fp], n);
+		int blen = snprintf(buf, sizeof(buf),
+				    "nereusfs: failpoint %s: crash at hit %" PRIu64 "\n",
+				    fp_names[fp], n);
 
-		if (len > 0)
+		if (blen > 0)
 			(void)!write(STDERR_FILENO, buf,
-				     (size_t)len < sizeof(buf) ? (size_t)len : sizeof(buf) - 1);
+				     (size_t)blen < sizeof(buf) ? (size_t)blen : sizeof(buf) - 1);
 		raise(SIGKILL);
 		_exit(137);
 	}
+	if (f->short_write) {
+		*len = want / 2 / 512 * 512;
+		if (*len == 0)
+			*len = want / 2 / 8 * 8;
+		nrs_warn("failpoint %s: short write of %zu of %zu bytes, then "
+			 "error %s at hit %" PRIu64, fp_names[fp], *len, want,
+			 strerror(f->err), n);
+		return -f->err;
+	}
+	*len = 0;
 	nrs_warn("failpoint %s: error %s at hit %" PRIu64, fp_names[fp],
 		 strerror(f->err), n);
 	return -f->err;

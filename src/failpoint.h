@@ -3,6 +3,12 @@
  * (issue 3).  The syntax of NRS_FAILPOINTS and what each point does are
  * given at the top of failpoint.c.
  *
+ * A point fires with one of three actions: crash (SIGKILL at once),
+ * error:E (the step fails with -E), or, at a write point only (wal.write,
+ * through nrs_failpoint_write), short[:E]: the write stops after a prefix
+ * of its bytes (half, rounded down to 512) and then fails with -E (EIO by
+ * default), as a short write followed by an error would.
+ *
  * Every build has them; they are inert unless nrs_failpoint_init() found
  * NRS_FAILPOINTS set (or a unit test called nrs_failpoint_parse()).  Off,
  * a point costs one load and one predictable branch.
@@ -12,10 +18,12 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum nrs_fp {
 	NRS_FP_WAL_BEFORE_WRITE,	/* "wal.before_write" */
+	NRS_FP_WAL_WRITE,		/* "wal.write": a write point, below */
 	NRS_FP_WAL_AFTER_WRITE,		/* "wal.after_write" */
 	NRS_FP_WAL_BEFORE_SYNC,		/* "wal.before_sync" */
 	NRS_FP_WAL_AFTER_SYNC,		/* "wal.after_sync" */
@@ -57,12 +65,31 @@ const char *nrs_failpoint_name(enum nrs_fp fp);
  */
 int nrs_failpoint_hit(enum nrs_fp fp);
 
+/*
+ * Count a hit of an armed write point (one that accepts the short action:
+ * wal.write), about to write *len bytes.  As nrs_failpoint_hit, and *len
+ * becomes what to write before failing: all of it when 0 is returned, 0
+ * for error:, a prefix for short (half of *len rounded down to a multiple
+ * of 512 bytes, or of 8 when that is 0).
+ */
+int nrs_failpoint_hit_write(enum nrs_fp fp, size_t *len);
+
 /* 0 or a negative errno to fail the step with (crash: never returns). */
 static inline int nrs_failpoint(enum nrs_fp fp)
 {
 	if (__builtin_expect(atomic_load_explicit(&nrs_failpoints_armed,
 						  memory_order_relaxed), 0))
 		return nrs_failpoint_hit(fp);
+	return 0;
+}
+
+/* A write point: 0, or a negative errno after writing the first *len
+ * bytes (see nrs_failpoint_hit_write). */
+static inline int nrs_failpoint_write(enum nrs_fp fp, size_t *len)
+{
+	if (__builtin_expect(atomic_load_explicit(&nrs_failpoints_armed,
+						  memory_order_relaxed), 0))
+		return nrs_failpoint_hit_write(fp, len);
 	return 0;
 }
 

@@ -102,6 +102,12 @@
  *       no row names is an "unreferenced object" if it was written longer
  *       than the grace period ago, else pending.  A bucket is not listed:
  *       unreferenced objects in S3 are found only through their rows.
+ *   F27 Every stream row passes its checksum (meta_sqlite.c C3).  A row
+ *       that fails is reported with the path of the inode that names the
+ *       stream, and nothing else of it is checked: its head, version,
+ *       start, epoch, inode and unlinked flag are unknown (the daemon
+ *       keeps the stream offline).  No repair: only an operator can tell
+ *       what the row held.
  */
 #include "config.h"
 
@@ -482,7 +488,7 @@ static int check_pending(struct nrs_fsck *f, const struct ns *ns)
 		ssize_t s = stream_at(f, ri->rec.stream_id);
 		struct nrs_stream_row *c = s < 0 ? NULL : &cur[s];
 
-		if (!c || c->unlinked || ri->rec.len == 0 ||
+		if (!c || c->corrupt || c->unlinked || ri->rec.len == 0 ||
 		    ri->rec.lsn <= c->last_lsn || ri->rec.base != c->head ||
 		    ri->rec.prev_lsn != c->last_lsn ||
 		    ri->rec.epoch < c->epoch || !ri->data_ok)
@@ -1061,6 +1067,16 @@ static int check_objects(struct nrs_fsck *f, const struct ns *ns)
 	return check_unreferenced(f);
 }
 
+/* F27: the path of the inode that names stream id, or "?". */
+static const char *stream_path(const struct nrs_fsck *f, const struct ns *ns,
+			       uint64_t id, char *buf, size_t size)
+{
+	for (size_t i = 0; i < f->ninodes; i++)
+		if (f->inodes[i].stream_id == id && S_ISREG(f->inodes[i].mode))
+			return path_of(f, ns, f->inodes[i].ino, buf, size);
+	return "?";
+}
+
 static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 {
 	char path[512], who[600];
@@ -1071,6 +1087,15 @@ static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 		uint64_t materialized;
 		bool ok = true;
 
+		if (st->corrupt) {
+			ERR(f, "F27 stream %" PRIu64 " (%s): its row in meta.db "
+			    "fails its checksum: its head, version, start and "
+			    "epoch are unknown; the daemon keeps it offline (EIO)",
+			    st->id, stream_path(f, ns, st->id, path,
+						sizeof(path)));
+			f->chains_intact = false;
+			continue;
+		}
 		if (st->unlinked)
 			continue;	/* F19 reports it */
 		snprintf(who, sizeof(who), "stream %" PRIu64 " (%s)", st->id,
@@ -1219,6 +1244,8 @@ static void check_inodes(struct nrs_fsck *f, const struct ns *ns)
 		if (dir && a->stream_id)
 			ERR(f, "F18 inode %" PRIu64 ": a directory with stream "
 			    "%" PRIu64, a->ino, a->stream_id);
+		else if (!dir && st && st->corrupt)
+			;	/* F20 reports it */
 		else if (!dir && (!st || st->ino != a->ino ||
 				  st->unlinked != (a->nlink == 0)))
 			ERR(f, "F18 inode %" PRIu64 " (%s): stream %" PRIu64 " %s",
@@ -1230,6 +1257,8 @@ static void check_inodes(struct nrs_fsck *f, const struct ns *ns)
 	for (size_t s = 0; s < f->nstreams; s++) {
 		ssize_t i = inode_at(f, f->streams[s].ino);
 
+		if (f->streams[s].corrupt)
+			continue;	/* F20 */
 		if (i < 0 || f->inodes[i].stream_id != f->streams[s].id)
 			ERR(f, "F18 stream %" PRIu64 ": its inode %" PRIu64 " %s",
 			    f->streams[s].id, f->streams[s].ino, i < 0 ?

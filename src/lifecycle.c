@@ -174,6 +174,8 @@ static void collect_id(void *ctx, struct nrs_stream *st)
 {
 	struct ids *l = ctx;
 
+	if (st->corrupt)
+		return;		/* offline: nothing of it is touched */
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 64;
 		uint64_t *v = realloc(l->v, cap * 2 * sizeof(*v));

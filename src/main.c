@@ -60,7 +60,7 @@ static const struct {
 	[NO_OBJECT_SIZE] = { "object_size", 4096, UINT32_MAX },
 	[NO_MAT_THREADS] = { "materializers", 1, 64 },
 	[NO_GC_GRACE] = { "gc_grace_ms", 1, UINT64_MAX / 1000000 },
-	[NO_COMPACT] = { "compact_size", 4096, UINT32_MAX },
+	[NO_COMPACT] = { "compact_size", 0, UINT32_MAX },
 };
 
 struct options {
@@ -115,7 +115,7 @@ static void usage(const char *prog)
 	       "    -o gc_grace_ms=N         unneeded objects are deleted after N ms\n"
 	       "                             (default 60000)\n"
 	       "    -o compact_size=N        merge objects below N/4 bytes into objects\n"
-	       "                             of at most N (default 64 MiB)\n"
+	       "                             of at most N (default 64 MiB, 0: off)\n"
 	       "    -o cache_size=N          memory block cache bytes (default 64 MiB)\n"
 	       "    -o disk_cache=DIR        a disk block cache in DIR (default none)\n"
 	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
@@ -238,6 +238,15 @@ static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 	      parse_num(o, NO_GC_GRACE, &co->gc_grace_ms) ?:
 	      parse_num(o, NO_COMPACT, &co->compact_size);
 	co->mat_threads = (unsigned int)threads;
+	if (err || !o->num[NO_COMPACT])
+		return err;
+	if (co->compact_size == 0) {
+		co->compact_size = UINT64_MAX;	/* compact_size=0: off */
+	} else if (co->compact_size < 4096) {
+		fprintf(stderr, "nereusfs: compact_size must be 0 (off) or at"
+			" least 4096\n");
+		return -EINVAL;
+	}
 	return err;
 }
 

@@ -483,7 +483,7 @@ static bool compact_some(struct nrs_mat *m)
 	bool ok;
 	int err;
 
-	if (!m->o.compact_size)
+	if (m->o.compact_size == NRS_COMPACT_OFF)
 		return false;
 	nrs_core_streams_each(m->c, consider_compact, &p);
 	if (!p.best || !(st = nrs_core_stream_get(m->c, p.best)))
@@ -666,7 +666,8 @@ int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
 		m->o.retry_max_ms = DEFAULT_RETRY_MAX_MS;
 	if (!m->o.compact_size)
 		m->o.compact_size = DEFAULT_COMPACT_SIZE;
-	if (m->o.compact_size >= NRS_OBJ_MAX_LEN)
+	if (m->o.compact_size >= NRS_OBJ_MAX_LEN &&
+	    m->o.compact_size != NRS_COMPACT_OFF)
 		m->o.compact_size = NRS_OBJ_MAX_LEN - 1;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);

@@ -15,6 +15,8 @@
 struct nrs_core;
 struct nrs_mat;
 
+#define NRS_COMPACT_OFF	UINT64_MAX
+
 struct nrs_mat_opts {
 	uint64_t min_bytes;	/* materialize once this many bytes wait;
 				 * 0: 4 MiB */
@@ -24,7 +26,8 @@ struct nrs_mat_opts {
 	unsigned int threads;	/* 0: 2 */
 	uint64_t retry_max_ms;	/* backoff cap for store errors; 0: 10000 */
 	uint64_t compact_size;	/* merge objects below a quarter of it into
-				 * objects of at most it; 0: 64 MiB */
+				 * objects of at most it; 0: 64 MiB,
+				 * NRS_COMPACT_OFF: never */
 };
 
 /* Starts the threads (after recovery, with the pipeline running). */

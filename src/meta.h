@@ -12,6 +12,13 @@
  * (nrs_meta_publish) syncs only when asked: the local WAL already holds every
  * acknowledged append durably, and recovery re-publishes it (DESIGN.md 6).
  *
+ * Damage: a stream row carries a checksum (meta_sqlite.c C1-C4).  A row
+ * that fails it is -EUCLEAN for every call that reads or changes it, is
+ * logged with the stream id and the database file, and is passed on
+ * marked corrupt by nrs_meta_stream_foreach; the other rows are not
+ * affected.  A database whose structure is damaged is not opened
+ * (-EUCLEAN).
+ *
  * Inode numbers: 1 is the root directory; 2..15 are reserved for virtual
  * files of the FUSE layer; stored inodes start at 16.  Neither inode numbers
  * nor stream ids are ever reused.
@@ -58,6 +65,8 @@ struct nrs_stream_row {
 	int64_t mtime_ns;	/* last commit */
 	int profile;		/* enum nrs_profile, never UNSET */
 	bool unlinked;
+	bool corrupt;		/* the row fails its checksum: nothing but id
+				 * is known (nrs_meta_stream_foreach only) */
 };
 
 /* One stream's head CAS: from version old_version to the new values. */
@@ -74,7 +83,9 @@ struct nrs_head_update {
 struct nrs_meta;
 
 /* Open or create the database at path.  Creates the root (mode 0755, uid
- * and gid of the caller) on first open. */
+ * and gid of the caller) on first open; upgrades an older schema.
+ * -EUCLEAN: not our database, or its structure is damaged (SQLite's
+ * quick_check); -EPROTO: written by a newer version. */
 int nrs_meta_open(const char *path, struct nrs_meta **out);
 /* Close of NULL is a no-op. */
 void nrs_meta_close(struct nrs_meta *m);
@@ -149,6 +160,7 @@ ssize_t nrs_meta_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
 
 /* Own profile of an inode (UNSET for a dir that has none). */
 int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile);
+/* -ENOENT, -EINVAL, -EUCLEAN (a stream whose row is damaged) */
 int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile);
 /*
  * Retention: value 0 means keep forever.  get returns the effective value:
@@ -160,16 +172,19 @@ int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t value);
 
 /* Raise a stream's start offset (durable).  -ENOENT, -EINVAL if below
- * the current start or above the head. */
+ * the current start or above the head, -EUCLEAN (damaged row). */
 int nrs_meta_set_start(struct nrs_meta *m, uint64_t stream_id, uint64_t start);
-/* Raise a stream's epoch (durable).  -ENOENT, -EINVAL if not larger. */
+/* Raise a stream's epoch (durable).  -ENOENT, -EINVAL if not larger,
+ * -EUCLEAN. */
 int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch);
+/* -ENOENT, -EUCLEAN (the row fails its checksum) */
 int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
 			struct nrs_stream_row *out);
 
 /* Return non-zero to stop. */
 typedef int (*nrs_meta_stream_cb)(void *ctx, const struct nrs_stream_row *s);
-/* Every stream row, unlinked ones included, id ascending. */
+/* Every stream row, unlinked ones included, id ascending; a row that
+ * fails its checksum comes with corrupt set (and is logged). */
 int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
 			    void *ctx);
 
@@ -178,7 +193,8 @@ int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
  * AND version = old_version; the stream's mtime (and so its inode's mtime
  * and ctime as getattr reports them) becomes mtime_ns: one row written per
  * stream.  If any row does not match, nothing is changed and the result is
- * -ESTALE (a lost CAS).  durable: sync before returning.
+ * -ESTALE (a lost CAS), or -EUCLEAN if it fails its checksum.  durable:
+ * sync before returning.
  */
 int nrs_meta_publish(struct nrs_meta *m, const struct nrs_head_update *u,
 		     size_t n, bool durable);
@@ -257,7 +273,8 @@ int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams);
 /*
  * Open an existing database for reading only: nothing is created or
  * written, not even a -shm file.  -ENOENT if it is missing, -EPROTO for
- * another schema version, -EUCLEAN for a file that is not ours.  Only the
+ * another schema version (an older one too: it cannot be upgraded here),
+ * -EUCLEAN for a file that is not ours.  Only the
  * read calls work on it (others fail -EROFS).
  */
 int nrs_meta_open_readonly(const char *path, struct nrs_meta **out);

@@ -4,7 +4,7 @@
  * file that includes sqlite3.h; SQLite result codes become negative errnos
  * here (sql_errno()).
  *
- * SCHEMA (PRAGMA user_version = 1)
+ * SCHEMA (PRAGMA user_version = 3)
  *
  *   inodes   ino INTEGER PRIMARY KEY AUTOINCREMENT
  *            parent      containing directory; the root's is itself (1);
@@ -17,23 +17,64 @@
  *   dirents  cookie INTEGER PRIMARY KEY AUTOINCREMENT, parent, name BLOB,
  *            ino; UNIQUE(parent, name); index (parent, cookie) for readdir
  *   streams  id INTEGER PRIMARY KEY AUTOINCREMENT, ino, head, version,
- *            start, epoch, last_lsn, mtime_ns, profile, unlinked (0/1)
+ *            start, epoch, last_lsn, mtime_ns, profile, unlinked (0/1),
+ *            crc (the row checksum, below; schema 2)
  *   xattrs   (ino, name BLOB) PRIMARY KEY, value BLOB (may be empty)
  *   objects  gen INTEGER PRIMARY KEY AUTOINCREMENT (the generation),
  *            stream_id, start, end (the logical range it holds), length
  *            (object bytes), sha256 BLOB(32), state (enum nrs_obj_state),
  *            ctime_ns (the intent), mtime_ns (the last state change);
- *            indexes (stream_id, gen), (state, gen).  Added by version 2.
- *
- * An older database is upgraded in place, in the transaction that opens it
- * (schema_upgrade): version 1 gets the objects table.
+ *            indexes (stream_id, gen), (state, gen).  Schema 3.
  *
  * Unsigned 64-bit values are stored as the int64 with the same bits; SQL
  * only tests them for equality, C does every ordering comparison (the one
  * ordered column in SQL, cookie, stays far below 2^63).
  * A database with a user_version above ours was written by a newer nereusfs
  * and is refused with -EPROTO; one with user_version 0 that already has
- * tables is not ours and is refused with -EUCLEAN.
+ * tables is not ours and is refused with -EUCLEAN.  An older one is
+ * upgraded by a read-write open, in the transaction that checks the
+ * version (all or nothing); a read-only open refuses it with -EPROTO.
+ *   1 -> 2  ALTER TABLE streams ADD COLUMN crc, then every row's crc is
+ *           computed from the row as it is (schema 1 had no checksum, so
+ *           damage done before the upgrade cannot be told apart).
+ *   2 -> 3  CREATE TABLE objects and its indexes.
+ *
+ * ROW CHECKSUM (schema 2)
+ *
+ * SQLite has no page checksums: a flipped bit inside a record is a valid
+ * record holding another value, and a head that silently moves loses or
+ * invents committed bytes (I1, I4).  So every streams row carries
+ *
+ *   crc = CRC32C (crc32c.h) of 72 bytes: id, ino, head, version, start,
+ *         epoch, last_lsn, profile, unlinked, in this order, each the
+ *         stored integer as 8 bytes little-endian
+ *
+ * stored as an INTEGER in [0, 2^32).  mtime_ns is left out on purpose: a
+ * wrong timestamp misleads no reader, and a row that fails its checksum
+ * takes its whole stream offline.
+ *
+ *   C1 Every statement that changes a covered column sets crc in the same
+ *      statement, from the new values, through the SQL function
+ *      nrs_stream_crc() that each connection registers (stream_crc()).
+ *      No trigger, view or default uses it, so the sqlite3 shell can still
+ *      read and write the file.
+ *   C2 Such a statement changes a row only if its stored crc matches the
+ *      row as it is (WHERE ... AND crc = nrs_stream_crc(...)): a damaged
+ *      row is never sealed with a checksum over its damage, the change
+ *      fails -EUCLEAN.  The exception is unlink, which must succeed so the
+ *      name can go: it marks the row unlinked and leaves a bad crc bad, so
+ *      the row reads as damaged until nrs_meta_forget_inode deletes it.
+ *   C3 Every read of a row recomputes the checksum; a mismatch, or a
+ *      covered column or crc that is not an integer, is logged as an error
+ *      naming the stream and this database file.  nrs_meta_stream_get
+ *      then fails -EUCLEAN; nrs_meta_stream_foreach passes the row on
+ *      marked corrupt (only its id is known), so that the caller can keep
+ *      the other streams (core.c takes such a stream offline).
+ *   C4 Inode, dirent and xattr rows have no checksum: a flipped byte there
+ *      may change a mode, owner, time or name unseen.  Structural damage
+ *      (pages, b-trees, record headers) is caught by PRAGMA quick_check at
+ *      every read-write open, which refuses the open with -EUCLEAN
+ *      (nereusfs-fsck runs the full integrity_check).
  *
  * INVARIANTS
  *
@@ -120,6 +161,7 @@
 
 #include <sqlite3.h>
 
+#include "crc32c.h"
 #include "failpoint.h"
 #include "log.h"
 #include "meta.h"
@@ -128,7 +170,7 @@
 #define RENAME_NOREPLACE	(1 << 0)
 #endif
 
-#define SCHEMA_VERSION	2
+#define SCHEMA_VERSION	3
 #define KIND_DIR	1
 #define KIND_STREAM	2
 #define MAX_DEPTH	65536	/* M4 */
@@ -142,7 +184,8 @@ enum stmt_id {
 	ST_SET_PROFILE, ST_SET_RET_BYTES, ST_SET_RET_MS,
 	ST_DIRENT_INSERT, ST_DIRENT_DELETE, ST_DIRENT_MOVE, ST_DIR_HAS_ENTRY,
 	ST_READDIR,
-	ST_STREAM_INSERT, ST_STREAM_GET, ST_STREAM_UNLINK, ST_STREAM_DELETE,
+	ST_STREAM_INSERT, ST_STREAM_SEAL, ST_STREAM_GET, ST_STREAM_UNLINK,
+	ST_STREAM_DELETE,
 	ST_STREAM_SET_PROFILE, ST_STREAM_SET_START, ST_STREAM_SET_EPOCH,
 	ST_STREAM_LIST, ST_PUBLISH, ST_STREAM_SET_MTIME,
 	ST_XATTR_GET, ST_XATTR_INSERT, ST_XATTR_UPDATE, ST_XATTR_UPSERT,
@@ -162,7 +205,21 @@ enum stmt_id {
 #define NR_ATTR_COLS 10
 #define OBJ_COLS "gen, stream_id, start, end, length, sha256, state, ctime_ns, mtime_ns"
 #define STREAM_COLS "id, ino, head, version, start, epoch, last_lsn, " \
-	"mtime_ns, profile, unlinked"
+	"mtime_ns, profile, unlinked, crc"
+#define STREAM_COL_CRC	10
+/* The columns of STREAM_COLS the checksum covers, in checksum order. */
+static const int crc_cols[] = { 0, 1, 2, 3, 4, 5, 6, 8, 9 };
+#define CRC_FIELDS	(sizeof(crc_cols) / sizeof(crc_cols[0]))
+
+/* C1: the checksum of a row whose covered columns become the arguments
+ * (column names for the values kept, parameters for the new ones). */
+#define ROW_CRC(head, version, start, epoch, lsn, profile, unlinked) \
+	"nrs_stream_crc(id, ino, " head ", " version ", " start ", " epoch \
+	", " lsn ", " profile ", " unlinked ")"
+#define ROW_CRC_NOW ROW_CRC("head", "version", "start", "epoch", \
+	"last_lsn", "profile", "unlinked")
+/* C2: the row is as its checksum says. */
+#define ROW_INTACT " AND crc = " ROW_CRC_NOW
 
 static const char *const stmt_sql[ST_NR] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -202,17 +259,30 @@ static const char *const stmt_sql[ST_NR] = {
 		" JOIN inodes i ON i.ino = d.ino"
 		" WHERE d.parent = ?1 AND d.cookie > ?2 ORDER BY d.cookie",
 	[ST_STREAM_INSERT] = "INSERT INTO streams(ino, head, version, start,"
-		" epoch, last_lsn, mtime_ns, profile, unlinked)"
-		" VALUES(?1, 0, 0, 0, 0, 0, ?2, ?3, 0)",
+		" epoch, last_lsn, mtime_ns, profile, unlinked, crc)"
+		" VALUES(?1, 0, 0, 0, 0, 0, ?2, ?3, 0, 0)",
+	[ST_STREAM_SEAL] = "UPDATE streams SET crc = " ROW_CRC_NOW
+		" WHERE id = ?1",
 	[ST_STREAM_GET] = "SELECT " STREAM_COLS " FROM streams WHERE id = ?1",
-	[ST_STREAM_UNLINK] = "UPDATE streams SET unlinked = 1 WHERE id = ?1",
+	[ST_STREAM_UNLINK] = "UPDATE streams SET unlinked = 1, crc = CASE"
+		" WHEN crc = " ROW_CRC_NOW " THEN " ROW_CRC("head", "version",
+		"start", "epoch", "last_lsn", "profile", "1") " ELSE crc END"
+		" WHERE id = ?1",
 	[ST_STREAM_DELETE] = "DELETE FROM streams WHERE id = ?1",
-	[ST_STREAM_SET_PROFILE] = "UPDATE streams SET profile = ?2 WHERE id = ?1",
-	[ST_STREAM_SET_START] = "UPDATE streams SET start = ?2 WHERE id = ?1",
-	[ST_STREAM_SET_EPOCH] = "UPDATE streams SET epoch = ?2 WHERE id = ?1",
+	[ST_STREAM_SET_PROFILE] = "UPDATE streams SET profile = ?2, crc = "
+		ROW_CRC("head", "version", "start", "epoch", "last_lsn", "?2",
+		"unlinked") " WHERE id = ?1" ROW_INTACT,
+	[ST_STREAM_SET_START] = "UPDATE streams SET start = ?2, crc = "
+		ROW_CRC("head", "version", "?2", "epoch", "last_lsn", "profile",
+		"unlinked") " WHERE id = ?1" ROW_INTACT,
+	[ST_STREAM_SET_EPOCH] = "UPDATE streams SET epoch = ?2, crc = "
+		ROW_CRC("head", "version", "start", "?2", "last_lsn", "profile",
+		"unlinked") " WHERE id = ?1" ROW_INTACT,
 	[ST_STREAM_LIST] = "SELECT " STREAM_COLS " FROM streams ORDER BY id",
 	[ST_PUBLISH] = "UPDATE streams SET head = ?2, version = ?3, epoch = ?4,"
-		" last_lsn = ?5, mtime_ns = ?6 WHERE id = ?1 AND version = ?7",
+		" last_lsn = ?5, mtime_ns = ?6, crc = " ROW_CRC("?2", "?3",
+		"start", "?4", "?5", "profile", "unlinked")
+		" WHERE id = ?1 AND version = ?7" ROW_INTACT,
 	[ST_STREAM_SET_MTIME] = "UPDATE streams SET mtime_ns = ?2 WHERE id = ?1",
 	[ST_XATTR_GET] = "SELECT value FROM xattrs WHERE ino = ?1 AND name = ?2",
 	[ST_XATTR_INSERT] = "INSERT INTO xattrs(ino, name, value)"
@@ -248,7 +318,7 @@ static const char *const stmt_sql[ST_NR] = {
 		" WHERE stream_id = ?1 ORDER BY gen",
 };
 
-/* Version 2: object generations (added to a version 1 database). */
+/* Schema 3: object generations (added to an older database too). */
 #define OBJECTS_SQL \
 	"CREATE TABLE objects(" \
 	" gen INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL," \
@@ -279,13 +349,15 @@ static const char schema_sql[] =
 	" head INTEGER NOT NULL, version INTEGER NOT NULL,"
 	" start INTEGER NOT NULL, epoch INTEGER NOT NULL,"
 	" last_lsn INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,"
-	" profile INTEGER NOT NULL, unlinked INTEGER NOT NULL);"
+	" profile INTEGER NOT NULL, unlinked INTEGER NOT NULL,"
+	" crc INTEGER NOT NULL DEFAULT 0);"	/* as the 1 -> 2 upgrade adds it */
 	"CREATE TABLE xattrs("
 	" ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,"
 	" PRIMARY KEY(ino, name)) WITHOUT ROWID;"
 	OBJECTS_SQL;
 
 struct nrs_meta {
+	char *path;			/* the database file, for messages */
 	pthread_mutex_t lock;		/* held for each whole call */
 	sqlite3 *db;			/* protected by lock */
 	sqlite3_stmt *st[ST_NR];	/* protected by lock */
@@ -402,8 +474,55 @@ static void col_attr(sqlite3_stmt *s, struct nrs_attr *a)
 	a->stream_id = col_u64(s, 9);
 }
 
-static void col_stream(sqlite3_stmt *s, struct nrs_stream_row *r)
+/* ---- row checksums (ROW CHECKSUM above) ------------------------------ */
+
+/* The checksum of a streams row from its covered columns as stored. */
+static uint32_t stream_crc(const int64_t v[CRC_FIELDS])
 {
+	unsigned char buf[CRC_FIELDS * 8];
+
+	for (size_t i = 0; i < CRC_FIELDS; i++)
+		for (int b = 0; b < 8; b++)
+			buf[8 * i + (size_t)b] =
+				(unsigned char)((uint64_t)v[i] >> (8 * b));
+	return nrs_crc32c(0, buf, sizeof(buf));
+}
+
+/* C1: nrs_stream_crc(id, ino, head, version, start, epoch, last_lsn,
+ * profile, unlinked); NULL (which no stored crc equals) if an argument is
+ * not an integer. */
+static void sql_stream_crc(sqlite3_context *ctx, int argc,
+			   sqlite3_value **argv)
+{
+	int64_t v[CRC_FIELDS];
+
+	for (size_t i = 0; i < CRC_FIELDS; i++) {
+		if ((size_t)argc != CRC_FIELDS ||
+		    sqlite3_value_type(argv[i]) != SQLITE_INTEGER) {
+			sqlite3_result_null(ctx);
+			return;
+		}
+		v[i] = sqlite3_value_int64(argv[i]);
+	}
+	sqlite3_result_int64(ctx, stream_crc(v));
+}
+
+/*
+ * C3: the row s is on (STREAM_COLS) into *r, verified: 0, or -EUCLEAN
+ * (logged) with *r filled as stored and r->corrupt set.
+ */
+static int col_stream(struct nrs_meta *m, sqlite3_stmt *s,
+		      struct nrs_stream_row *r)
+{
+	bool ints = true, has_crc;
+	int64_t v[CRC_FIELDS];
+	char stored[24] = "none";
+	uint32_t crc;
+
+	for (size_t i = 0; i < CRC_FIELDS; i++) {
+		ints &= sqlite3_column_type(s, crc_cols[i]) == SQLITE_INTEGER;
+		v[i] = sqlite3_column_int64(s, crc_cols[i]);
+	}
 	r->id = col_u64(s, 0);
 	r->ino = col_u64(s, 1);
 	r->head = col_u64(s, 2);
@@ -414,6 +533,21 @@ static void col_stream(sqlite3_stmt *s, struct nrs_stream_row *r)
 	r->mtime_ns = sqlite3_column_int64(s, 7);
 	r->profile = sqlite3_column_int(s, 8);
 	r->unlinked = sqlite3_column_int(s, 9) != 0;
+	crc = stream_crc(v);
+	has_crc = sqlite3_column_type(s, STREAM_COL_CRC) == SQLITE_INTEGER;
+	if (has_crc)
+		snprintf(stored, sizeof(stored), "%lld",
+			 (long long)sqlite3_column_int64(s, STREAM_COL_CRC));
+	r->corrupt = !ints || !has_crc ||
+		sqlite3_column_int64(s, STREAM_COL_CRC) != (int64_t)crc;
+	if (!r->corrupt)
+		return 0;
+	nrs_err("meta: stream %llu: its row in %s fails its checksum (stored"
+		" %s, computed %lu%s): corrupt metadata; its head, version,"
+		" start and epoch are unknown", (unsigned long long)r->id,
+		m->path, stored, (unsigned long)crc,
+		ints ? "" : ", a column is not an integer");
+	return -EUCLEAN;
 }
 
 static int exec(struct nrs_meta *m, const char *sql)
@@ -630,6 +764,32 @@ static int drop_dir(struct nrs_meta *m, const struct nrs_attr *a,
 	return ret;
 }
 
+/* -ENOENT, or -EUCLEAN (C3: logged, *r as stored) */
+static int stream_get(struct nrs_meta *m, uint64_t id, struct nrs_stream_row *r)
+{
+	sqlite3_stmt *s = BIND(m, ST_STREAM_GET, id);
+	int ret = row(m, s);
+
+	if (ret <= 0)
+		return ret ? ret : -ENOENT;
+	ret = col_stream(m, s, r);
+	sqlite3_reset(s);
+	return ret;
+}
+
+/*
+ * After an UPDATE of stream id's covered columns (C2): 0 if it changed
+ * the row, else why not: -ENOENT, -EUCLEAN (the row fails its checksum),
+ * or -ESTALE (the row is intact: a condition of the caller's failed).
+ */
+static int stream_updated(struct nrs_meta *m, uint64_t id,
+			  struct nrs_stream_row *cur)
+{
+	if (sqlite3_changes(m->db) == 1)
+		return 0;
+	return stream_get(m, id, cur) ?: -ESTALE;
+}
+
 /* ---- open and close --------------------------------------------------- */
 
 /* One value of a statement run once at open: an integer, or text. */
@@ -676,21 +836,27 @@ static int schema_create(struct nrs_meta *m)
 	return exec(m, schema_sql) ?: exec(m, sql);
 }
 
-/* Bring a database of an older version to ours, inside schema_open's
- * transaction. */
-static int schema_upgrade(struct nrs_meta *m, int64_t version)
+/* The upgrades (SCHEMA above), inside the transaction of schema_open. */
+static int schema_upgrade(struct nrs_meta *m, int64_t from)
 {
 	char sql[64];
-	int ret = 0;
+	int ret = 0, rows = 0;
 
-	if (version < 2)
+	if (from < 2) {			/* 1 -> 2: row checksums */
+		ret = exec(m, "ALTER TABLE streams ADD COLUMN"
+			   " crc INTEGER NOT NULL DEFAULT 0") ?:
+			exec(m, "UPDATE streams SET crc = " ROW_CRC_NOW);
+		rows = sqlite3_changes(m->db);
+	}
+	if (!ret && from < 3)		/* 2 -> 3: object generations */
 		ret = exec(m, OBJECTS_SQL);
-	if (ret)
-		return ret;
-	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d;", SCHEMA_VERSION);
-	nrs_info("meta: schema upgraded from version %lld to %d",
-		 (long long)version, SCHEMA_VERSION);
-	return exec(m, sql);
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SCHEMA_VERSION);
+	ret = ret ?: exec(m, sql);
+	if (!ret)
+		nrs_info("meta: %s upgraded from schema %lld to %d (checksums"
+			 " for %d stream rows)", m->path, (long long)from,
+			 SCHEMA_VERSION, rows);
+	return ret;
 }
 
 static int schema_open(struct nrs_meta *m)
@@ -814,6 +980,13 @@ static int configure_readonly(struct nrs_meta *m)
 			tables ? "tables, no version" : "empty");
 		return -EUCLEAN;
 	}
+	if (version < SCHEMA_VERSION) {
+		nrs_err("meta: %s has schema version %lld, older than %d: a"
+			" read-only open cannot upgrade it; mount it once with"
+			" this nereusfs (the upgrade is one transaction)", m->path,
+			(long long)version, SCHEMA_VERSION);
+		return -EPROTO;
+	}
 	if (version != SCHEMA_VERSION) {
 		nrs_err("meta: schema version %lld is not %d: written by"
 			" another nereusfs version", (long long)version,
@@ -821,6 +994,41 @@ static int configure_readonly(struct nrs_meta *m)
 		return -EPROTO;
 	}
 	return 0;
+}
+
+/*
+ * C4: PRAGMA quick_check, at a read-write open: structural damage
+ * refuses the open (-EUCLEAN), each problem logged.  It reads the whole
+ * file, once per mount.
+ */
+static int quick_check(struct nrs_meta *m)
+{
+	static const char sql[] = "PRAGMA quick_check(10)";
+	sqlite3_stmt *s;
+	int rc, ret = 0, problems = 0;
+
+	rc = sqlite3_prepare_v2(m->db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return sql_fail(m, rc, sql);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *text = (const char *)sqlite3_column_text(s, 0);
+
+		if (text && strcmp(text, "ok") == 0)
+			continue;
+		nrs_err("meta: %s: quick_check: %s", m->path,
+			text ? text : "(no text)");
+		problems++;
+	}
+	if (rc != SQLITE_DONE)
+		ret = sql_fail(m, rc, sql);	/* CORRUPT: -EUCLEAN */
+	sqlite3_finalize(s);
+	if (problems)
+		ret = -EUCLEAN;
+	if (ret == -EUCLEAN)
+		nrs_err("meta: %s is damaged (SQLite's quick_check): refusing"
+			" to use it; nereusfs-fsck(8) lists what it finds",
+			m->path);
+	return ret;
 }
 
 static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
@@ -838,6 +1046,11 @@ static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 	pthread_mutexattr_destroy(&ma);
 	if (ret)
 		goto out_free;
+	m->path = strdup(path);
+	if (!m->path) {
+		ret = -ENOMEM;
+		goto out_destroy_lock;
+	}
 	if (readonly) {
 		ret = open_readonly(m, path);
 		if (ret)
@@ -851,7 +1064,16 @@ static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 			goto out_close_db; /* closes the handle of a failed open */
 		}
 	}
-	ret = readonly ? configure_readonly(m) : configure(m) ?: schema_open(m);
+	rc = sqlite3_create_function_v2(m->db, "nrs_stream_crc",
+					(int)CRC_FIELDS,
+					SQLITE_UTF8 | SQLITE_DETERMINISTIC |
+					SQLITE_DIRECTONLY, NULL, sql_stream_crc,
+					NULL, NULL, NULL);	/* C1 */
+	if (rc != SQLITE_OK)
+		ret = sql_fail(m, rc, "nrs_stream_crc");
+	else
+		ret = readonly ? configure_readonly(m) :
+			configure(m) ?: quick_check(m) ?: schema_open(m);
 	for (i = 0; !ret && i < ST_NR; i++) {
 		rc = sqlite3_prepare_v3(m->db, stmt_sql[i], -1,
 					SQLITE_PREPARE_PERSISTENT, &m->st[i],
@@ -869,8 +1091,10 @@ out_finalize:
 		sqlite3_finalize(m->st[i]);
 out_close_db:
 	sqlite3_close(m->db);
+out_destroy_lock:
 	pthread_mutex_destroy(&m->lock);	/* initialised before the db */
 out_free:
+	free(m->path);
 	free(m);
 	return ret;
 }
@@ -897,6 +1121,7 @@ void nrs_meta_close(struct nrs_meta *m)
 	if (rc != SQLITE_OK)
 		nrs_err("meta: close: %s", sqlite3_errstr(rc));
 	pthread_mutex_destroy(&m->lock);
+	free(m->path);
 	free(m);
 }
 
@@ -973,7 +1198,9 @@ static int do_make(struct nrs_meta *m, uint64_t parent, const char *name,
 		if (ret)
 			return ret;
 		a->stream_id = (uint64_t)sqlite3_last_insert_rowid(m->db);
-		ret = run(m, BIND(m, ST_INODE_SET_STREAM, a->ino, a->stream_id));
+		ret = run(m, BIND(m, ST_STREAM_SEAL, a->stream_id)) ?:	/* C1 */
+			run(m, BIND(m, ST_INODE_SET_STREAM, a->ino,
+				    a->stream_id));
 		memset(sr, 0, sizeof(*sr));
 		sr->id = a->stream_id;
 		sr->ino = a->ino;
@@ -1375,6 +1602,7 @@ int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile)
 
 int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile)
 {
+	struct nrs_stream_row cur;
 	struct settings st;
 	int ret;
 
@@ -1387,7 +1615,8 @@ int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile)
 		run(m, BIND(m, ST_SET_PROFILE, ino, profile));
 	if (!ret && st.kind == KIND_STREAM)	/* M5 */
 		ret = run(m, BIND(m, ST_STREAM_SET_PROFILE, st.stream_id,
-				  profile));
+				  profile)) ?:
+			stream_updated(m, st.stream_id, &cur);
 	return tx_end(m, ret);
 }
 
@@ -1429,18 +1658,6 @@ int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 
 /* ---- streams ---------------------------------------------------------- */
 
-static int stream_get(struct nrs_meta *m, uint64_t id, struct nrs_stream_row *r)
-{
-	sqlite3_stmt *s = BIND(m, ST_STREAM_GET, id);
-	int ret = row(m, s);
-
-	if (ret <= 0)
-		return ret ? ret : -ENOENT;
-	col_stream(s, r);
-	sqlite3_reset(s);
-	return 0;
-}
-
 /* start: raise only, never past the head.  epoch: strictly raise. */
 static int stream_raise(struct nrs_meta *m, uint64_t id, enum stmt_id st,
 			uint64_t v)
@@ -1456,7 +1673,7 @@ static int stream_raise(struct nrs_meta *m, uint64_t id, enum stmt_id st,
 	if (!ret && st == ST_STREAM_SET_EPOCH && v <= r.epoch)
 		ret = -EINVAL;
 	if (!ret)
-		ret = run(m, BIND(m, st, id, v));
+		ret = run(m, BIND(m, st, id, v)) ?: stream_updated(m, id, &r);
 	return tx_end(m, ret);
 }
 
@@ -1493,7 +1710,7 @@ int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
 	if (ret)
 		return ret;
 	while ((ret = row(m, s)) > 0) {
-		col_stream(s, &r);
+		col_stream(m, s, &r);		/* C3: passed on, marked */
 		ret = cb(ctx, &r);
 		if (ret)
 			break;
@@ -1516,8 +1733,11 @@ static int do_publish(struct nrs_meta *m, const struct nrs_head_update *u,
 				  u[i].mtime_ns, u[i].old_version));
 		if (ret)
 			return ret;
-		if (sqlite3_changes(m->db) != 1) {
-			if (stream_get(m, u[i].id, &cur) != 0)
+		ret = stream_updated(m, u[i].id, &cur);
+		if (ret && ret != -ESTALE && ret != -ENOENT)
+			return ret;		/* -EUCLEAN: C2 */
+		if (ret) {
+			if (ret == -ENOENT)
 				cur.version = UINT64_MAX;
 			nrs_err("meta: publish: stream %llu expected at version"
 				" %llu, found %lld: lost CAS, batch not published",

@@ -254,6 +254,9 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	gauge(&t, "cache_disk_bytes", "Object blocks held in the disk cache.",
 	      g->cache_disk_bytes);
 	gauge(&t, "streams", "Streams with a name.", g->streams);
+	gauge(&t, "streams_damaged",
+	      "Streams offline because their metadata row fails its checksum.",
+	      g->streams_damaged);
 	gauge(&t, "directories", "Directories.", g->dirs);
 	gauge(&t, "wal_broken",
 	      "1 when a failed WAL write could not be undone (appends refused).",

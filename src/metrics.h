@@ -65,6 +65,7 @@ struct nrs_metrics_gauges {
 	uint64_t wal_bytes;
 	uint64_t wal_segments;
 	uint64_t streams;
+	uint64_t streams_damaged;	/* offline: metadata row fails its crc */
 	uint64_t dirs;
 	uint64_t wal_live_bytes;	/* record bytes of live ranges */
 	uint64_t mat_lag_bytes;		/* committed, not yet materialized */

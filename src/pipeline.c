@@ -31,7 +31,9 @@
  *     the batch by compare-and-set.  It syncs only when the batch holds a
  *     fence (epochs must survive power loss; heads are re-published from the
  *     WAL by recovery).  Transient errors are retried for a while.  A lost
- *     CAS, or an error that outlives the retries, leaves records durable in
+ *     CAS, a head row that fails its checksum (-EUCLEAN: damage done
+ *     while mounted; neither is retried), or an error that outlives the
+ *     retries, leaves records durable in
  *     the WAL that are not published: later appends would build a second
  *     chain from the same head, and recovery could re-publish the first over
  *     the second (losing acknowledged bytes, I1).  So the pipeline then
@@ -482,8 +484,8 @@ static int publish(struct nrs_pipeline *p, struct batch *b)
 		struct timespec ts;
 
 		err = nrs_meta_publish(p->cfg.meta, b->upds, b->nupds, b->durable);
-		if (err == 0 || err == -ESTALE)
-			break;
+		if (err == 0 || err == -ESTALE || err == -EUCLEAN)
+			break;		/* retrying would not change them */
 		if (p->cfg.metrics)
 			nrs_count(&p->cfg.metrics->publish_errors, 1);
 		nrs_warn("publishing %zu heads failed (%s), retrying", b->nupds,

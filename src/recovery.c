@@ -34,6 +34,12 @@
  *     the error is logged with the stream and the range -- the committed
  *     range is never shortened.
  *  R6 The next LSN is larger than every LSN in the WAL and the store.
+ *  R7 A stream whose metadata row fails its checksum (meta_sqlite.c C3)
+ *     has no head to start from: it takes no part in R3-R6 (nothing is
+ *     re-published onto it, no index is built), is logged, and stays
+ *     offline (core.c); the other streams recover as usual.  Its records
+ *     stay in the WAL, so nothing of it is lost that a repair of its row
+ *     could bring back.
  *
  * Steps R3-R6 are pure functions of the store and the WAL, so a crash
  * during recovery just makes the next start do them again.
@@ -131,7 +137,12 @@ static int load_stream(void *ctx, const struct nrs_stream_row *row)
 	struct nrs_stream *st;
 	int err;
 
-	if (row->unlinked)
+	if (row->corrupt)	/* R7; whether it is unlinked is unknown too */
+		nrs_err("recovery: stream %" PRIu64 " is offline: its metadata "
+			"row in %s/meta.db fails its checksum; reads and appends "
+			"of it fail EIO, other streams are not affected",
+			row->id, c->data_dir);
+	else if (row->unlinked)
 		return 0;
 	st = nrs_stream_new(row);
 	if (!st)
@@ -191,7 +202,8 @@ static int republish(struct nrs_core *c, const struct scan *s)
 		struct nrs_stream *st = r->stream_id < c->nstreams ?
 					c->streams[r->stream_id] : NULL;
 
-		if (!st || r->len == 0 || r->lsn <= st->last_lsn)
+		if (!st || st->corrupt || r->len == 0 ||	/* R7 */
+		    r->lsn <= st->last_lsn)
 			continue;
 		if (r->base != st->head || r->prev_lsn != st->last_lsn ||
 		    r->epoch < st->epoch || !r->data_ok)
@@ -421,7 +433,7 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 	for (size_t i = 0; i < c->nstreams; i++) {
 		struct nrs_stream *st = c->streams[i];
 
-		if (!st)
+		if (!st || st->corrupt)		/* R7 */
 			continue;
 		while (oi < ol.n && ol.v[oi].stream_id < st->id)
 			oi++;

@@ -23,6 +23,10 @@ struct nrs_stream {
 	uint64_t id;
 	uint64_t ino;
 	atomic_int refs;	/* the stream table, handles, requests */
+	/* Set at load, never changed: the stream's metadata row fails its
+	 * checksum (meta_sqlite.c C3), so its head, version, start and epoch
+	 * are unknown (0 here) and it is offline (core.c). */
+	bool corrupt;
 
 	pthread_mutex_t lock;
 	/* protected by lock: the published view */

@@ -359,15 +359,16 @@ static int fsync_dir(struct wal_local *w)
 	return 0;
 }
 
-/* Write iov[0..iovcnt) back to back at off: A2's loop. */
 /*
- * Write the batch in windows of about WRITE_WINDOW bytes; when the batch is
- * larger than one window, start the writeback of each window as soon as it
- * is in the page cache, so that the disk works while the next window is
- * copied (the fdatasync that follows then waits for less).
+ * Write the first limit bytes of iov[0..iovcnt) back to back at off: A2's
+ * loop (limit is below the batch's size only for the failpoint wal.write's
+ * short write).  The batch goes in windows of about WRITE_WINDOW bytes;
+ * when it is larger than one window, the writeback of each window starts
+ * as soon as it is in the page cache, so that the disk works while the
+ * next window is copied (the fdatasync that follows then waits for less).
  */
 static int pwritev_full(struct wal_local *w, int fd, const struct iovec *iov,
-			int iovcnt, uint64_t off)
+			int iovcnt, uint64_t off, size_t limit)
 {
 	size_t skip = 0;	/* bytes of iov[i] already written */
 	size_t total = 0;
@@ -375,7 +376,7 @@ static int pwritev_full(struct wal_local *w, int fd, const struct iovec *iov,
 
 	for (int k = 0; k < iovcnt; k++)
 		total += iov[k].iov_len;
-	while (i < iovcnt) {
+	while (i < iovcnt && limit > 0) {
 		size_t want = 0;
 		ssize_t n;
 		int cnt = 0;
@@ -388,6 +389,18 @@ static int pwritev_full(struct wal_local *w, int fd, const struct iovec *iov,
 		w->iovwin[0].iov_base = (char *)w->iovwin[0].iov_base + skip;
 		w->iovwin[0].iov_len -= skip;
 		want -= skip;
+		while (want > limit) {		/* clip the window to limit */
+			size_t cut = want - limit;
+			struct iovec *last = &w->iovwin[cnt - 1];
+
+			if (cut >= last->iov_len && cnt > 1) {
+				want -= last->iov_len;
+				cnt--;
+			} else {
+				last->iov_len -= cut;
+				want = limit;
+			}
+		}
 		if (want == 0) {
 			i += cnt;
 			skip = 0;
@@ -404,6 +417,7 @@ static int pwritev_full(struct wal_local *w, int fd, const struct iovec *iov,
 		if (total > WRITE_WINDOW)
 			(void)sync_file_range(fd, (off_t)off, n, SYNC_FILE_RANGE_WRITE);
 		off += (uint64_t)n;
+		limit -= (size_t)n;
 		for (size_t left = (size_t)n; left > 0;) {
 			size_t rest = iov[i].iov_len - skip;
 
@@ -577,8 +591,18 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 	}
 	start = w->cur_end;
 	rc = nrs_failpoint(NRS_FP_WAL_BEFORE_WRITE);
-	if (rc == 0)
-		rc = pwritev_full(w, w->cur_fd, iov, iovcnt, start);
+	if (rc == 0) {
+		size_t len = total;	/* all, or what wal.write lets through */
+
+		rc = nrs_failpoint_write(NRS_FP_WAL_WRITE, &len);
+		if (len > 0) {
+			int wr = pwritev_full(w, w->cur_fd, iov, iovcnt, start,
+					      len);
+
+			if (wr < 0)
+				rc = wr;
+		}
+	}
 	if (rc == 0)
 		rc = nrs_failpoint(NRS_FP_WAL_AFTER_WRITE);
 	if (rc < 0)

@@ -14,8 +14,8 @@
 # materialize / publish / reclaim converges on remount with no orphan left
 # and nothing lost.
 
-# compact_size=4096: no object is small enough to merge (t0610 tests that)
-FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,compact_size=4096"
+# compact_size=0: no object is small enough to merge (t0610 tests that)
+FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,compact_size=0"
 S=$MNT/k/s
 acks=$TRASH/acks
 

@@ -52,6 +52,28 @@ f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); b = f.read(1)
 f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0xff]))' "$1" "$2"
 }
 
+# reseal DB: give every stream row the checksum of what it holds now
+# (src/meta_sqlite.c, ROW CHECKSUM), so that a row changed with sqlite3 is
+# wrong but whole, as a bug would leave it, not damaged on disk (F27).
+reseal () {
+	python3 - "$1" <<-\EOF
+	import sqlite3, struct, sys
+	def crc32c(data):
+	    crc = 0xFFFFFFFF
+	    for b in data:
+	        crc ^= b
+	        for _ in range(8):
+	            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+	    return crc ^ 0xFFFFFFFF
+	db = sqlite3.connect(sys.argv[1])
+	for row in db.execute("SELECT id, ino, head, version, start, epoch,"
+	                      " last_lsn, profile, unlinked FROM streams").fetchall():
+	    crc = crc32c(b"".join(struct.pack("<q", v) for v in row))
+	    db.execute("UPDATE streams SET crc = ? WHERE id = ?", (crc, row[0]))
+	db.commit()
+	EOF
+}
+
 sums () {
 	(cd "$1" && find . -type f | sort | xargs sha256sum)
 }
@@ -138,6 +160,7 @@ test_expect_success 'a deleted WAL segment' '
 test_expect_success 'a head moved in SQLite' '
 	damaged head &&
 	sqlite3 "$D/meta.db" "UPDATE streams SET head = head + 10 WHERE id = 1" &&
+	reseal "$D/meta.db" &&
 	fsck_expect 1 "$D" -- \
 		"F9 stream 1 (/k/a): commit chain broken: LSN " \
 		"holds stream 1 bytes [" ", 15000), but the head is at 15010"
@@ -146,8 +169,17 @@ test_expect_success 'a head moved in SQLite' '
 test_expect_success 'a stale version' '
 	damaged version &&
 	sqlite3 "$D/meta.db" "UPDATE streams SET version = version - 1 WHERE id = 2" &&
+	reseal "$D/meta.db" &&
 	fsck_expect 1 "$D" -- \
 		"F12 stream 2 (/k/b): version " ", but the commit chain holds "
+'
+
+test_expect_success 'a stream row that fails its checksum: F27 alone' '
+	damaged crc &&
+	sqlite3 "$D/meta.db" "UPDATE streams SET epoch = epoch + 1 WHERE id = 2" &&
+	fsck_expect 1 "$D" --repair -- \
+		"F27 stream 2 (/k/b): its row in meta.db fails its checksum" \
+		"1 inconsistencies"
 '
 
 test_expect_success 'a dangling dirent' '
@@ -163,6 +195,7 @@ test_expect_success 'an inode with nlink 0: forgotten by --repair' '
 	sqlite3 "$D/meta.db" "DELETE FROM dirents WHERE ino = $ino;
 		UPDATE inodes SET nlink = 0, parent = 0 WHERE ino = $ino;
 		UPDATE streams SET unlinked = 1 WHERE id = 2" &&
+	reseal "$D/meta.db" &&
 	fsck_expect 1 "$D" -- "F19 inode $ino (stream 2): unlinked (nlink 0)" &&
 	fsck_expect 0 "$D" --repair -- \
 		"repaired: forgot unlinked inode $ino (stream 2)" &&
@@ -180,8 +213,8 @@ test_expect_success 'the repaired copies mount and read back' '
 
 # ---- the object side (F20-F22) -------------------------------------------
 
-# (compact_size=4096: no compaction, so the objects stay those the index named)
-FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,compact_size=4096"
+# (compact_size=0: no compaction, so the objects stay those the index named)
+FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,compact_size=0"
 
 test_expect_success 'objects: materialized, WAL segments reclaimed, and clean' '
 	rm -rf "$DATA" &&

@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='a flipped byte in a WAL record: EIO on that range, never wrong bytes; everything else keeps working'
+test_description='a flipped byte in a WAL record or in a stream row of meta.db: EIO, never wrong bytes; everything else keeps working'
 . "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
 
 # I6: every byte read from the WAL is checked against its CRC32C.  The
@@ -84,6 +84,159 @@ test_expect_success 'appends to both streams go on, and read back' '
 	test "$(tail -c 6 "$B")" = tail-b &&
 	nrs_check_head "$A" "$B" &&
 	nrs_umount
+'
+
+# ---- a flipped byte in meta.db ------------------------------------------
+#
+# SQLite has no page checksums; each streams row has a CRC32C of its own
+# (src/meta_sqlite.c, ROW CHECKSUM).  The damage is one flipped bit in the
+# stored head of stream x, found by walking the streams table's b-tree in
+# the file (the page format: sqlite.org/fileformat2.html): 12288 (0x3000)
+# becomes 8192, a head that silently lost committed bytes without the
+# checksum.  A data directory of its own, so fsck sees only this damage.
+
+DATA=$TRASH/data-meta
+mkdir "$DATA" || nrs_error "cannot create $DATA"
+FSCK=${NRS_FSCK:-$nrs_top/nereusfs-fsck}
+X=$MNT/m/x
+Y=$MNT/m/y
+
+# flip_head DB STREAM_ID: flip bit 4 of the first (most significant) byte
+# of the head column of the row of STREAM_ID in DB; says what it did.
+flip_head () {
+	python3 - "$1" "$2" <<-\EOF
+	import struct, sys
+	path, want = sys.argv[1], int(sys.argv[2])
+	data = bytearray(open(path, "rb").read())
+	psize = struct.unpack(">H", data[16:18])[0]
+	psize = 65536 if psize == 1 else psize
+
+	def varint(off):
+	    v = 0
+	    for i in range(9):
+	        b = data[off + i]
+	        if i == 8:
+	            return (v << 8) | b, off + 9
+	        v = (v << 7) | (b & 0x7F)
+	        if b < 0x80:
+	            return v, off + i + 1
+
+	def size(t):
+	    return {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8, 7: 8, 8: 0,
+	            9: 0}.get(t, (t - 12) // 2 if t >= 12 else 0)
+
+	def rows(page):                 # (rowid, [(type, offset)]) of a table
+	    base = (page - 1) * psize
+	    hdr = base + (100 if page == 1 else 0)
+	    kind, ncells = data[hdr], struct.unpack(">H", data[hdr + 3:hdr + 5])[0]
+	    cells = hdr + (12 if kind == 5 else 8)
+	    for i in range(ncells):
+	        cell = base + struct.unpack(">H", data[cells + 2 * i:cells + 2 * i + 2])[0]
+	        if kind == 5:
+	            yield from rows(struct.unpack(">I", data[cell:cell + 4])[0])
+	            continue
+	        assert kind == 13, "page %d: type %d" % (page, kind)
+	        _, p = varint(cell)
+	        rowid, p = varint(p)
+	        hlen, q = varint(p)
+	        types, end, body = [], p + hlen, p + hlen
+	        while q < end:
+	            t, q = varint(q)
+	            types.append((t, body))
+	            body += size(t)
+	        yield rowid, types
+	    if kind == 5:
+	        yield from rows(struct.unpack(">I", data[hdr + 8:hdr + 12])[0])
+
+	def text(t, off):
+	    return bytes(data[off:off + size(t)]).decode()
+
+	def integer(t, off):
+	    return int.from_bytes(data[off:off + size(t)], "big", signed=True)
+
+	root = [integer(*c[3]) for _, c in rows(1)
+	        if text(*c[0]) == "table" and text(*c[1]) == "streams"][0]
+	for rowid, cols in rows(root):
+	    if rowid == want:
+	        t, off = cols[2]                    # head
+	        before = integer(t, off)
+	        data[off] ^= 0x10
+	        open(path, "r+b").write(data)
+	        print("flipped byte %d of %s: head %d -> %d" %
+	              (off, path, before, integer(t, off)))
+	        sys.exit(0)
+	sys.exit("stream %d not found" % want)
+	EOF
+}
+
+test_expect_success 'meta.db: three 4 KiB appends to x, two to y' '
+	nrs_mount &&
+	mkdir "$MNT/m" &&
+	for i in 1 2 3; do
+		cat "$TRASH/a$i" >>"$X" || return 1
+	done &&
+	cat "$TRASH/b1" >>"$Y" &&
+	cat "$TRASH/b2" >>"$Y" &&
+	cmp "$X" "$TRASH/a.all" &&
+	cat "$TRASH/b1" "$TRASH/b2" >"$TRASH/y.all" &&
+	cmp "$Y" "$TRASH/y.all" &&
+	id_x=$(nrs_xattr "$X" user.nereus.id) &&
+	id_y=$(nrs_xattr "$Y" user.nereus.id) &&
+	test "$(nrs_xattr "$X" user.nereus.head)" = 12288 &&
+	nrs_umount &&
+	test ! -s "$DATA/meta.db-wal" &&
+	"$FSCK" "$DATA"
+'
+
+test_expect_success 'flip one bit of the head of x in meta.db' '
+	flip_head "$DATA/meta.db" "$id_x" >"$TRASH/flip" &&
+	cat "$TRASH/flip" &&
+	grep "head 12288 -> 8192\$" "$TRASH/flip"
+'
+
+test_expect_success 'fsck reports the row of x, by id and path, and exits 1' '
+	{ "$FSCK" "$DATA" >"$TRASH/fsck.out" 2>&1; rc=$?; } &&
+	cat "$TRASH/fsck.out" &&
+	test "$rc" = 1 &&
+	grep "^error: F27 stream $id_x (/m/x): its row in meta.db fails its checksum" "$TRASH/fsck.out" &&
+	test "$(grep -c "^error:" "$TRASH/fsck.out")" = 1
+'
+
+test_expect_success 'remount: x is offline, EIO, never its bytes; the log names stream and file' '
+	nrs_mount &&
+	nrs_log_since_mount | grep "stream $id_x: its row in $DATA/meta.db fails its checksum" &&
+	nrs_log_since_mount | grep "recovery: stream $id_x is offline" &&
+	expect_errno EIO open r "$X" rdonly &&
+	test_must_fail cat "$X" >"$TRASH/out" 2>"$TRASH/err" &&
+	grep "Input/output error" "$TRASH/err" &&
+	test ! -s "$TRASH/out" &&
+	expect_errno EIO append "$X" more &&
+	test_must_fail getfattr -n user.nereus.head "$X" 2>"$TRASH/err" &&
+	grep "Input/output error" "$TRASH/err" &&
+	test "$(nrs_xattr "$X" user.nereus.id)" = "$id_x" &&
+	test "$(stat -c %s "$X")" = 0 &&
+	grep "stream $id_x: its metadata row in $DATA/meta.db fails its checksum" "$LOG" &&
+	grep "^nereus_streams_damaged 1\$" "$MNT/.nereus/metrics"
+'
+
+test_expect_success 'y keeps working: reads, appends, across a remount' '
+	cmp "$Y" "$TRASH/y.all" &&
+	printf tail-y >>"$Y" &&
+	test "$(tail -c 6 "$Y")" = tail-y &&
+	nrs_check_head "$Y" &&
+	ls "$MNT/m" >"$TRASH/ls" &&
+	grep -x x "$TRASH/ls" &&
+	nrs_remount &&
+	test "$(tail -c 6 "$Y")" = tail-y &&
+	expect_errno EIO pread "$X" 0 1
+'
+
+test_expect_success 'x can be removed, and then the directory is clean' '
+	rm "$X" &&
+	test_must_fail stat "$X" 2>/dev/null &&
+	grep "^nereus_streams_damaged 0\$" "$MNT/.nereus/metrics" &&
+	nrs_umount &&
+	"$FSCK" "$DATA"
 '
 
 test_done

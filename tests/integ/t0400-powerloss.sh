@@ -79,10 +79,15 @@ verify_streams () {
 	nrs_verify_records -c -u 1 -a "$TRASH/ack.cut" "$@"
 }
 
+# What the cuts add up to, said at the end (make torture prints it).
+cuts_checked=0
+records_verified=0
+records_republished=0
+
 # check_cut K [REPLAY-OPTION...]: replay the journal up to K, mount,
 # verify, unmount.
 check_cut () {
-	local k=$1 uflag= before paths= s
+	local k=$1 uflag= before paths= s n
 	shift
 	[ "$unsynced" = 1 ] && uflag="-u $((seed + k))"
 	rm -rf "$TRASH/cut" &&
@@ -109,6 +114,11 @@ check_cut () {
 		nrs_umount
 		return 1
 	fi
+	n=$(sed -n 's/^nrs-verify: ok, \([0-9]*\) records$/\1/p' "$TRASH/verify.out")
+	[ -n "$paths" ] && records_verified=$((records_verified + ${n:-0}))
+	n=$(nrs_log_since_mount | sed -n 's/.*recovery: re-published \([0-9]*\) WAL records.*/\1/p')
+	records_republished=$((records_republished + ${n:-0}))
+	cuts_checked=$((cuts_checked + 1))
 	nrs_umount
 }
 
@@ -130,4 +140,5 @@ test_expect_success 'a disk that ignores the WAL fdatasync loses acknowledged re
 	grep -E "VIOLATION|no stream|nrs_mount|Input/output" "$TRASH/control.out"
 '
 
+echo "# power cuts checked: $cuts_checked (end=$end, unsynced=$unsynced, seed $seed); records verified: $records_verified; re-published at mount: $records_republished"
 test_done

@@ -4,8 +4,8 @@ test_description='lifecycle: retention by bytes and by time trims at object boun
 
 # lifecycle.c L1-L3 and G1-G4.  The embedded store: every object is one
 # file under $DATA/objects, so the test counts them directly.
-# compact_size=4096: no compaction here (t0610), so objects stay 256 KiB
-OPTS="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,gc_grace_ms=300,compact_size=4096"
+# compact_size=0: no compaction here (t0610), so objects stay 256 KiB
+OPTS="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,gc_grace_ms=300,compact_size=0"
 
 object_bytes () {
 	find "$DATA/objects" -path "$DATA/objects/.tmp" -prune -o -type f -printf '%s\n' |

@@ -73,6 +73,42 @@ static void test_every_name(void **state)
 	assert_int_equal(nrs_failpoint_parse("wal.after_write=crash@40+"), 0);
 }
 
+/* short: at a write point, a prefix (half, rounded down to 512 bytes, or
+ * to 8 below that) and then the errno; elsewhere it does not parse. */
+static void test_short(void **state)
+{
+	size_t len;
+
+	(void)state;
+	assert_int_equal(nrs_failpoint_parse("wal.write=short@2,"
+					     "wal.after_write=error:EIO@1"), 0);
+	len = 10000;
+	assert_int_equal(nrs_failpoint_write(NRS_FP_WAL_WRITE, &len), 0);
+	assert_int_equal(len, 10000);			/* hit 1: no */
+	assert_int_equal(nrs_failpoint_write(NRS_FP_WAL_WRITE, &len), -EIO);
+	assert_int_equal(len, 4608);
+	len = 10000;
+	assert_int_equal(nrs_failpoint_write(NRS_FP_WAL_WRITE, &len), 0);
+	assert_int_equal(len, 10000);			/* hit 3: no */
+	assert_int_equal(nrs_failpoint_parse("wal.write=short:ENOSPC"), 0);
+	len = 600;
+	assert_int_equal(nrs_failpoint_write(NRS_FP_WAL_WRITE, &len), -ENOSPC);
+	assert_int_equal(len, 296);
+	len = 7;
+	assert_int_equal(nrs_failpoint_write(NRS_FP_WAL_WRITE, &len), -ENOSPC);
+	assert_int_equal(len, 0);
+	/* error: and crash parse there too; error: writes nothing */
+	assert_int_equal(nrs_failpoint_parse("wal.write=error:EDQUOT"), 0);
+	len = 10000;
+	assert_int_equal(nrs_failpoint_write(NRS_FP_WAL_WRITE, &len), -EDQUOT);
+	assert_int_equal(len, 0);
+	assert_int_equal(nrs_failpoint_parse("wal.write=crash@9"), 0);
+	assert_int_equal(nrs_failpoint_parse(NULL), 0);
+	len = 10000;
+	assert_int_equal(nrs_failpoint_write(NRS_FP_WAL_WRITE, &len), 0);
+	assert_int_equal(len, 10000);
+}
+
 static void test_invalid(void **state)
 {
 	static const char *const bad[] = {
@@ -84,6 +120,9 @@ static void test_invalid(void **state)
 		"wal.after_write=crash,", ",wal.after_write=crash",
 		"wal.after_write=crash,wal.after_write=crash", " wal.after_write=crash",
 		"wal.after_write=crash ", "wal.after_write=crash@1,,meta.after_commit=crash",
+		"wal.after_write=short", "wal.before_write=short:EIO",
+		"meta.before_commit=short", "wal.write=short:", "wal.write=shortx",
+		"wal.write=short:EFOO", "wal.write=short:EIO:EIO", "wal.write=shor",
 	};
 
 	(void)state;
@@ -115,6 +154,7 @@ int main(void)
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_every_hit),
 		cmocka_unit_test(test_nth),
+		cmocka_unit_test(test_short),
 		cmocka_unit_test(test_every_name),
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_env),

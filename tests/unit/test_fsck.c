@@ -167,6 +167,24 @@ static void test_head_moved(void **state)
 	assert_false(f->chains_intact);
 }
 
+/* F27: a row that fails its checksum is reported alone, by the path of
+ * its inode: its own fields (here a moved head, a wrong inode and an
+ * unlinked flag) are not trusted for F7-F13 or F18. */
+static void test_row_checksum(void **state)
+{
+	struct nrs_fsck *f = *state;
+
+	f->streams[0].corrupt = true;
+	f->streams[0].head = 310;
+	f->streams[0].ino = 99;
+	f->streams[0].unlinked = true;
+	add_rec(f, 4, 1, 300, 50, 3, true);	/* would be pending */
+	expect(f, 1, "F27 stream 1 (/k/s): its row in meta.db fails its "
+	       "checksum", "the daemon keeps it offline (EIO)");
+	assert_int_equal(f->pending, 0);
+	assert_false(f->chains_intact);
+}
+
 static void test_stale_version(void **state)
 {
 	struct nrs_fsck *f = *state;
@@ -895,6 +913,7 @@ int main(void)
 		T(test_clean),
 		T(test_pending),
 		T(test_head_moved),
+		T(test_row_checksum),
 		T(test_stale_version),
 		T(test_missing_and_damaged_records),
 		T(test_epochs),

@@ -1,7 +1,9 @@
 /*
  * test_meta.c - unit tests of the SQLite metadata store (meta_sqlite.c):
- * namespace rules, persistence, cookies, xattrs, settings, head CAS.
- * Each test gets a fresh database in its own mkdtemp directory.
+ * namespace rules, persistence, cookies, xattrs, settings, head CAS, row
+ * checksums and the schema upgrade.  Each test gets a fresh database in
+ * its own mkdtemp directory.  Damage is made with SQLite itself (sql()),
+ * on the file the store has closed.
  */
 #include "config.h"
 
@@ -25,10 +27,11 @@
 
 #include <sqlite3.h>
 
+#include "crc32c.h"
 #include "meta.h"
 
 /* meta_sqlite.c SCHEMA_VERSION */
-#define NRS_TEST_SCHEMA_VERSION 2
+#define NRS_TEST_SCHEMA_VERSION 3
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE	(1 << 0)
@@ -1429,8 +1432,8 @@ static void test_objects(void **state)
 	assert_true(b.gen > a.gen + 1);
 }
 
-/* A version 1 database (no objects table) is upgraded in place. */
-static void test_upgrade_v1(void **state)
+/* A schema 2 database (no objects table) is upgraded in place. */
+static void test_upgrade_from_2(void **state)
 {
 	struct fx *f = *state;
 	struct nrs_obj_row a = { .stream_id = 1, .start = 0, .end = 1 };
@@ -1442,7 +1445,7 @@ static void test_upgrade_v1(void **state)
 	f->m = NULL;
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db, "DROP TABLE objects;"
-				      " PRAGMA user_version = 1;", NULL, NULL,
+				      " PRAGMA user_version = 2;", NULL, NULL,
 				      NULL), SQLITE_OK);
 	sqlite3_close(db);
 	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
@@ -1455,6 +1458,264 @@ static void test_upgrade_v1(void **state)
 	assert_int_equal(nrs_meta_obj_prepare(f->m, &a), 0);
 	reopen(f);
 	assert_int_equal(nrs_meta_obj_prepare(f->m, &a), 0);
+}
+
+
+/* ---- row checksums and the schema upgrade (meta_sqlite.c C1-C4) ------ */
+
+/* Run sql on the closed store's file with SQLite itself; returns the
+ * first column of the first row as an integer (0 if none). */
+static int64_t sql(struct fx *f, const char *fmt, ...)
+{
+	char text[512];
+	sqlite3 *db = NULL;
+	sqlite3_stmt *s;
+	int64_t v = 0;
+	const char *tail;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	for (tail = text; *tail;) {
+		assert_int_equal(sqlite3_prepare_v2(db, tail, -1, &s, &tail),
+				 SQLITE_OK);
+		if (!s)
+			break;
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+			v = sqlite3_column_int64(s, 0);
+		assert_int_equal(rc, SQLITE_DONE);
+		sqlite3_finalize(s);
+	}
+	assert_int_equal(sqlite3_close(db), SQLITE_OK);
+	return v;
+}
+
+static void close_store(struct fx *f)
+{
+	nrs_meta_close(f->m);
+	f->m = NULL;
+}
+
+/* The checksum as the SCHEMA comment defines it, computed here anew. */
+static uint32_t expected_crc(const struct nrs_stream_row *r)
+{
+	uint64_t v[9] = { r->id, r->ino, r->head, r->version, r->start,
+			  r->epoch, r->last_lsn, (uint64_t)r->profile,
+			  r->unlinked };
+	unsigned char buf[72];
+
+	for (int i = 0; i < 9; i++)
+		for (int b = 0; b < 8; b++)
+			buf[8 * i + b] = (unsigned char)(v[i] >> (8 * b));
+	return nrs_crc32c(0, buf, sizeof(buf));
+}
+
+struct seen {
+	uint64_t ids[4];
+	bool corrupt[4];
+	int n;
+};
+
+static int see_stream(void *ctx, const struct nrs_stream_row *r)
+{
+	struct seen *s = ctx;
+
+	assert_true(s->n < 4);
+	s->ids[s->n] = r->id;
+	s->corrupt[s->n++] = r->corrupt;
+	return 0;
+}
+
+/* Two streams, a published; returns a's inode. */
+static uint64_t two_streams(struct fx *f, struct nrs_stream_row *ra,
+			    struct nrs_stream_row *rb)
+{
+	uint64_t sa = create_ok(f->m, ROOT, "a", ra);
+	struct nrs_head_update u = {
+		.id = ra->id, .head = 12288, .version = 3, .epoch = 2,
+		.last_lsn = 7, .mtime_ns = NOW + 1,
+	};
+
+	create_ok(f->m, ROOT, "b", rb);
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	assert_int_equal(nrs_meta_set_start(f->m, ra->id, 4096), 0);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra->id, ra), 0);
+	return sa;
+}
+
+/* Every statement that writes a covered column leaves the checksum the
+ * SCHEMA comment defines. */
+static void test_row_crc_format(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row ra, rb;
+	uint64_t sa = two_streams(f, &ra, &rb);
+
+	assert_int_equal(nrs_meta_set_epoch(f->m, ra.id, 9), 0);
+	assert_int_equal(nrs_meta_set_profile(f->m, getattr_ok(f->m, sa).ino,
+					      NRS_PROFILE_OBJECT_WAL), 0);
+	assert_int_equal(nrs_meta_unlink(f->m, ROOT, "b", NOW, NULL), 0);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &ra), 0);
+	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &rb), 0);
+	assert_false(ra.corrupt);
+	assert_int_equal(ra.epoch, 9);
+	assert_true(rb.unlinked);
+	close_store(f);
+	assert_int_equal(sql(f, "SELECT crc FROM streams WHERE id = %llu",
+			     (unsigned long long)ra.id), expected_crc(&ra));
+	assert_int_equal(sql(f, "SELECT crc FROM streams WHERE id = %llu",
+			     (unsigned long long)rb.id), expected_crc(&rb));
+	/* mtime_ns is not covered */
+	sql(f, "UPDATE streams SET mtime_ns = 5 WHERE id = %llu",
+	    (unsigned long long)ra.id);
+	reopen(f);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &ra), 0);
+	assert_int_equal(ra.mtime_ns, 5);
+}
+
+/* A changed value of any covered column, or of crc, is -EUCLEAN for that
+ * stream alone; putting it back heals it. */
+static void test_row_crc_each_column(void **state)
+{
+	static const char *const cols[] = {
+		"ino", "head", "version", "start", "epoch", "last_lsn",
+		"profile", "unlinked", "crc",
+	};
+	struct fx *f = *state;
+	struct nrs_stream_row ra, rb, r;
+	struct seen seen;
+
+	two_streams(f, &ra, &rb);
+	for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++) {
+		close_store(f);
+		sql(f, "UPDATE streams SET %s = %s + 16 WHERE id = %llu",
+		    cols[i], cols[i], (unsigned long long)ra.id);
+		reopen(f);
+		assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &r), -EUCLEAN);
+		assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &r), 0);
+		memset(&seen, 0, sizeof(seen));
+		assert_int_equal(nrs_meta_stream_foreach(f->m, see_stream,
+							 &seen), 0);
+		assert_int_equal(seen.n, 2);
+		assert_int_equal(seen.ids[0], ra.id);
+		assert_true(seen.corrupt[0]);
+		assert_false(seen.corrupt[1]);
+		close_store(f);
+		sql(f, "UPDATE streams SET %s = %s - 16 WHERE id = %llu",
+		    cols[i], cols[i], (unsigned long long)ra.id);
+		reopen(f);
+		assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &r), 0);
+		assert_memory_equal(&r, &ra, sizeof(r));
+	}
+	/* the id itself, and a value that is no longer an integer */
+	close_store(f);
+	sql(f, "UPDATE streams SET id = 77 WHERE id = %llu;"
+	    "UPDATE streams SET head = 'x' WHERE id = %llu",
+	    (unsigned long long)ra.id, (unsigned long long)rb.id);
+	reopen(f);
+	assert_int_equal(nrs_meta_stream_get(f->m, 77, &r), -EUCLEAN);
+	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &r), -EUCLEAN);
+}
+
+/* C2: nothing but unlink and forget changes a damaged row; the other
+ * streams, also of the same batch, are not held back. */
+static void test_row_crc_damaged_row(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row ra, rb, r;
+	struct nrs_head_update u[2];
+	struct seen seen = { 0 };
+	uint64_t sa = two_streams(f, &ra, &rb);
+
+	close_store(f);
+	sql(f, "UPDATE streams SET head = 8192 WHERE id = %llu",
+	    (unsigned long long)ra.id);
+	reopen(f);
+	memset(u, 0, sizeof(u));
+	u[0].id = rb.id;
+	u[0].head = 10;
+	u[0].version = 1;
+	u[1].id = ra.id;
+	u[1].old_version = ra.version;
+	u[1].head = ra.head + 10;
+	u[1].version = ra.version + 1;
+	assert_int_equal(nrs_meta_publish(f->m, u, 2, false), -EUCLEAN);
+	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &r), 0);
+	assert_int_equal(r.head, 0);		/* the batch is all or nothing */
+	assert_int_equal(nrs_meta_publish(f->m, u, 1, false), 0);
+	assert_int_equal(nrs_meta_set_start(f->m, ra.id, 8192), -EUCLEAN);
+	assert_int_equal(nrs_meta_set_epoch(f->m, ra.id, 99), -EUCLEAN);
+	assert_int_equal(nrs_meta_set_profile(f->m, sa, NRS_PROFILE_LOCAL_WAL),
+			 -EUCLEAN);
+	/* the name can go; the row stays damaged until it is forgotten */
+	assert_int_equal(nrs_meta_unlink(f->m, ROOT, "a", NOW, NULL), 0);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &r), -EUCLEAN);
+	assert_int_equal(nrs_meta_stream_foreach(f->m, see_stream, &seen), 0);
+	assert_true(seen.corrupt[0]);
+	assert_int_equal(nrs_meta_forget_inode(f->m, sa), 0);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &r), -ENOENT);
+	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &r), 0);
+	assert_int_equal(r.head, 10);
+}
+
+/* Schema 1 (no crc column) is upgraded by the first read-write open, in
+ * one transaction; a read-only open refuses it. */
+static void test_upgrade_from_1(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_meta *ro = NULL;
+	struct nrs_stream_row ra, rb, r;
+	struct seen seen = { 0 };
+
+	two_streams(f, &ra, &rb);
+	close_store(f);
+	sql(f, "ALTER TABLE streams DROP COLUMN crc; DROP TABLE objects;"
+	    " PRAGMA user_version = 1");
+	assert_int_equal(sql(f, "SELECT count(*) FROM pragma_table_info("
+			     "'streams') WHERE name = 'crc'"), 0);
+	assert_int_equal(nrs_meta_open_readonly(f->path, &ro), -EPROTO);
+	assert_null(ro);
+	reopen(f);
+	assert_int_equal(nrs_meta_stream_get(f->m, ra.id, &r), 0);
+	assert_memory_equal(&r, &ra, sizeof(r));
+	assert_int_equal(nrs_meta_stream_foreach(f->m, see_stream, &seen), 0);
+	assert_int_equal(seen.n, 2);
+	assert_false(seen.corrupt[0] || seen.corrupt[1]);
+	close_store(f);
+	assert_int_equal(sql(f, "PRAGMA user_version"), NRS_TEST_SCHEMA_VERSION);
+	assert_int_equal(sql(f, "SELECT crc FROM streams WHERE id = %llu",
+			     (unsigned long long)ra.id), expected_crc(&ra));
+	/* and the upgraded store works as a new one */
+	assert_int_equal(nrs_meta_open_readonly(f->path, &ro), 0);
+	nrs_meta_close(ro);
+	reopen(f);
+	assert_int_equal(nrs_meta_set_epoch(f->m, rb.id, 4), 0);
+	create_ok(f->m, ROOT, "c", &r);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+}
+
+/* C4: damage to the structure (here a dirents page) refuses the open. */
+static void test_quick_check_refuses(void **state)
+{
+	struct fx *f = *state;
+	int64_t page, size;
+	char name[8];
+
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "d%d", i);
+		mkdir_ok(f->m, ROOT, name);
+	}
+	close_store(f);
+	size = sql(f, "PRAGMA page_size");
+	page = sql(f, "SELECT rootpage FROM sqlite_master"
+		   " WHERE name = 'dirents'");
+	assert_true(page > 1);
+	patch_byte(f->path, (off_t)((page - 1) * size), 0x42);	/* type */
+	assert_int_equal(nrs_meta_open(f->path, &f->m), -EUCLEAN);
+	assert_null(f->m);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -1489,7 +1750,12 @@ int main(void)
 		T(test_sync_only_when_durable),
 		T(test_readonly_listing),
 		T(test_objects),
-		T(test_upgrade_v1),
+		T(test_upgrade_from_2),
+		T(test_row_crc_format),
+		T(test_row_crc_each_column),
+		T(test_row_crc_damaged_row),
+		T(test_upgrade_from_1),
+		T(test_quick_check_refuses),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
