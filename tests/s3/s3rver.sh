@@ -70,29 +70,33 @@ is_ours() {
 	[ -n "$1" ] && tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "$2"
 }
 
+# kill_ours PID DIR: if PID is ours, TERM it, KILL it after 5 s, and wait
+# until it is gone.
+kill_ours() {
+	is_ours "$1" "$2" || return 0
+	kill -TERM "$1" 2>/dev/null
+	n=0
+	while is_ours "$1" "$2" && [ $n -lt 50 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	if is_ours "$1" "$2"; then
+		kill -KILL "$1" 2>/dev/null
+		while is_ours "$1" "$2"; do
+			sleep 0.1
+		done
+	fi
+}
+
 stop() {
 	dir=$1
 	if [ -f "$dir/guard.pid" ]; then
 		g=$(cat "$dir/guard.pid")
+		is_ours "$g" "$dir" && kill "$g" 2>/dev/null
 		rm -f "$dir/guard.pid"
-		kill "$g" 2>/dev/null
 	fi
 	[ -f "$dir/pid" ] || return 0
-	pid=$(cat "$dir/pid")
-	if is_ours "$pid" "$dir"; then
-		kill -TERM "$pid" 2>/dev/null
-		n=0
-		while is_ours "$pid" "$dir" && [ $n -lt 50 ]; do
-			sleep 0.1
-			n=$((n + 1))
-		done
-		if is_ours "$pid" "$dir"; then
-			kill -KILL "$pid" 2>/dev/null
-			while is_ours "$pid" "$dir"; do
-				sleep 0.1
-			done
-		fi
-	fi
+	kill_ours "$(cat "$dir/pid")" "$dir"
 	rm -f "$dir/pid"
 	return 0
 }
@@ -117,17 +121,18 @@ launch() {
 	spid=$!
 	echo $spid >"$dir/pid"
 
-	# The guard: stops the server when the owner dies without stopping it
-	# (also if DIR was removed meanwhile: then by the pid it remembers).
+	# The guard: stops the server when the owner dies without stopping it.
+	# It stops this server only, never one a later restart started in DIR:
+	# it ends as soon as DIR/pid no longer names its server (a stop, also
+	# one whose TERM to the guard was lost, or DIR removed).
 	(
 		trap - EXIT INT TERM HUP
 		exec >/dev/null 2>&1 </dev/null
-		while kill -0 "$owner" 2>/dev/null && [ -f "$dir/pid" ]; do
+		while kill -0 "$owner" 2>/dev/null &&
+		      [ "$(cat "$dir/pid" 2>/dev/null)" = "$spid" ]; do
 			sleep 1
 		done
-		rm -f "$dir/guard.pid"	# so that stop leaves this process be
-		sh "$here/s3rver.sh" stop "$dir"
-		is_ours "$spid" "$dir" && kill -KILL "$spid"
+		kill_ours "$spid" "$dir"
 	) &
 	echo $! >"$dir/guard.pid"
 
@@ -137,7 +142,10 @@ launch() {
 		port=$(sed -n 's/^S3rver listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' \
 			"$dir/log" 2>/dev/null | head -n 1)
 		[ -n "$port" ] && [ -d "$dir/data/$BUCKET" ] && break
-		if ! is_ours "$spid" "$dir"; then
+		# kill -0, not is_ours: the server is this shell's child (its
+		# pid is not reused before the shell reaps it), and its command
+		# line can read empty while it execs node
+		if ! kill -0 "$spid" 2>/dev/null; then
 			wait "$spid"
 			echo "s3rver.sh: s3rver exited with status $? before serving; its log:" >&2
 			sed 's/^/| /' "$dir/log" >&2
