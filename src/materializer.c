@@ -36,7 +36,12 @@
  *     ranges drop out of the indexes the same way, so their segments go too.
  *  M6 Start-up.  Prepared rows left by a crash are orphans: their objects
  *     are deleted (a missing one is fine) and then the rows.  Committed
- *     rows were restored into the indexes by recovery.
+ *     rows were restored into the indexes by recovery.  The orphans are
+ *     the prepared rows found before any thread starts (nrs_mat_start),
+ *     never rows read later: the other threads prepare uploads of their
+ *     own meanwhile, and the deletions may take as long as the store is
+ *     away, so a later read would take a live upload for an orphan and
+ *     delete its row and object, even after M4 published it.
  *
  * A crash anywhere converges: before M4 the range is still served from the
  * WAL and the intent is cleaned up (M6); after M4 recovery serves it from
@@ -79,6 +84,10 @@ struct nrs_mat {
 	pthread_cond_t cond;
 	bool stopping;			/* protected by lock */
 	bool orphans_done;		/* protected by lock */
+	/* M6: the prepared rows found at start, a row of gen 0 after the
+	 * last; owned by the thread that cleans them (orphans_done) */
+	struct nrs_obj_row *orphans;
+	size_t orphans_next;		/* the first not removed yet */
 	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
 	uint64_t reclaimed_below;	/* protected by reclaim_lock */
 };
@@ -442,24 +451,25 @@ static int collect_prepared(void *ctx, const struct nrs_obj_row *o)
 	return 0;
 }
 
-/* M6: delete the objects of prepared rows, then the rows.  0 when done. */
+/* M6: delete the objects of the orphans found at start, then their rows;
+ * the ones removed are not tried again.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
 {
 	struct nrs_core *c = m->c;
-	struct nrs_obj_row *v = NULL;
+	struct nrs_obj_row *v = m->orphans;
 	int err;
 
-	err = nrs_meta_obj_foreach(c->meta, 0, collect_prepared, &v);
-	for (size_t i = 0; !err && v && v[i].gen; i++) {
-		struct nrs_objhdr h = { .stream_id = v[i].stream_id,
-					.start = v[i].start, .end = v[i].end,
-					.gen = v[i].gen };
+	for (; v && v[m->orphans_next].gen; m->orphans_next++) {
+		const struct nrs_obj_row *o = &v[m->orphans_next];
+		struct nrs_objhdr h = { .stream_id = o->stream_id,
+					.start = o->start, .end = o->end,
+					.gen = o->gen };
 		char key[NRS_OBJKEY_MAX];
 
 		nrs_objfmt_key(key, &h);
 		err = nrs_obj_del(c->store, key);
 		if (!err)
-			err = nrs_meta_obj_delete(c->meta, v[i].gen);
+			err = nrs_meta_obj_delete(c->meta, o->gen);
 		if (!err) {
 			nrs_info("removed orphan object %s (an upload a stop or"
 				 " crash interrupted)", key);
@@ -467,10 +477,10 @@ static int clean_orphans(struct nrs_mat *m)
 		} else {
 			nrs_warn("orphan object %s: cannot remove it yet: %s",
 				 key, strerror(-err));
+			return err;
 		}
 	}
-	free(v);
-	return err;
+	return 0;
 }
 
 static void *mat_thread(void *arg)
@@ -534,6 +544,14 @@ int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
 	pthread_mutex_init(&m->reclaim_lock, NULL);
+	/* M6: the orphans are the intents there are before any thread runs */
+	err = nrs_meta_obj_foreach(c->meta, 0, collect_prepared, &m->orphans);
+	if (err) {
+		nrs_err("cannot read the object intents a stop or crash left: %s",
+			strerror(-err));
+		nrs_mat_stop(m);
+		return err;
+	}
 	m->threads = calloc(m->o.threads, sizeof(*m->threads));
 	if (!m->threads) {
 		nrs_mat_stop(m);
@@ -564,6 +582,7 @@ void nrs_mat_stop(struct nrs_mat *m)
 	pthread_mutex_destroy(&m->reclaim_lock);
 	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->lock);
+	free(m->orphans);
 	free(m->threads);
 	free(m);
 }
