@@ -59,7 +59,7 @@ test_expect_success 'on S3: appends materialize' '
 '
 
 # While the store is away the bytes still in the WAL read back, and those
-# only in objects fail EIO.
+# only in objects fail EIO, logged as what it is (not as a lost object).
 test_expect_success 'S3 stopped: appends go on, materialized stays behind, uploads retried' '
 	r0=$(metric object_upload_retries_total) &&
 	nrs_s3_stop &&
@@ -75,6 +75,7 @@ test_expect_success 'S3 stopped: appends go on, materialized stays behind, uploa
 	grep "upload not proven (PUT: Connection refused.*retrying with backoff" \
 		"$TRASH/log.outage" &&
 	nrs-syscalls open a "$T" rdonly,direct -- expect EIO pread a 0 4096 &&
+	log_has "offset 0: object .* cannot be fetched, the object store is unavailable (Connection refused)" &&
 	m=$(nrs_xattr "$S" user.nereus.materialized) &&
 	h=$(nrs_xattr "$S" user.nereus.head) &&
 	mkdir "$TRASH/tail" &&
