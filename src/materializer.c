@@ -36,7 +36,12 @@
  *     ranges drop out of the indexes the same way, so their segments go too.
  *  M6 Start-up.  Prepared rows left by a crash are orphans: their objects
  *     are deleted (a missing one is fine) and then the rows.  Committed
- *     rows were restored into the indexes by recovery.
+ *     rows were restored into the indexes by recovery.  The orphans are
+ *     the prepared rows found before any thread starts (nrs_mat_start),
+ *     never rows read later: the other threads prepare uploads of their
+ *     own meanwhile, and the deletions may take as long as the store is
+ *     away, so a later read would take a live upload for an orphan and
+ *     delete its row and object, even after M4 published it.
  *
  *  C1-C2 Compaction (issue 5), when nothing waits to be materialized:
  *     runs of small adjacent objects of a stream are read back (verified)
@@ -88,8 +93,11 @@ struct nrs_mat {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stopping;			/* protected by lock */
-	bool orphans_taken;		/* protected by lock */
-	struct nrs_obj_row *orphans;	/* M6: prepared rows at start, gen 0 ends */
+	bool orphans_done;		/* protected by lock */
+	/* M6: the prepared rows found at start, a row of gen 0 after the
+	 * last; owned by the thread that cleans them (orphans_done) */
+	struct nrs_obj_row *orphans;
+	size_t orphans_next;		/* the first not removed yet */
 	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
 	uint64_t reclaimed_below;	/* protected by reclaim_lock */
 };
@@ -577,37 +585,36 @@ static int collect_prepared(void *ctx, const struct nrs_obj_row *o)
 	return 0;
 }
 
-/* M6: delete the objects of the prepared rows found at start (never an
- * intent of this run), then the rows.  0 when all are gone. */
+/* M6: delete the objects of the orphans found at start, then their rows;
+ * the ones removed are not tried again.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
 {
 	struct nrs_core *c = m->c;
 	struct nrs_obj_row *v = m->orphans;
-	int err = 0;
+	int err;
 
-	for (size_t i = 0; !err && v && v[i].gen; i++) {
-		if (v[i].state == 0)
-			continue;	/* done in an earlier round */
-		struct nrs_objhdr h = { .stream_id = v[i].stream_id,
-					.start = v[i].start, .end = v[i].end,
-					.gen = v[i].gen };
+	for (; v && v[m->orphans_next].gen; m->orphans_next++) {
+		const struct nrs_obj_row *o = &v[m->orphans_next];
+		struct nrs_objhdr h = { .stream_id = o->stream_id,
+					.start = o->start, .end = o->end,
+					.gen = o->gen };
 		char key[NRS_OBJKEY_MAX];
 
 		nrs_objfmt_key(key, &h);
 		err = nrs_obj_del(c->store, key);
 		if (!err)
-			err = nrs_meta_obj_delete(c->meta, v[i].gen);
+			err = nrs_meta_obj_delete(c->meta, o->gen);
 		if (!err) {
-			v[i].state = 0;
 			nrs_info("removed orphan object %s (an upload a stop or"
 				 " crash interrupted)", key);
 			nrs_count(&c->metrics.obj_orphans_removed, 1);
 		} else {
 			nrs_warn("orphan object %s: cannot remove it yet: %s",
 				 key, strerror(-err));
+			return err;
 		}
 	}
-	return err;
+	return 0;
 }
 
 static void *mat_thread(void *arg)
@@ -617,8 +624,8 @@ static void *mat_thread(void *arg)
 	bool first;
 
 	pthread_mutex_lock(&m->lock);
-	first = !m->orphans_taken;
-	m->orphans_taken = true;	/* one thread does it */
+	first = !m->orphans_done;
+	m->orphans_done = true;		/* one thread does it */
 	pthread_mutex_unlock(&m->lock);
 	while (first && clean_orphans(m) != 0)
 		if (nap(m, backoff_ms(m, orphan_attempt++)))
@@ -672,14 +679,18 @@ int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
 	pthread_mutex_init(&m->reclaim_lock, NULL);
-	m->threads = calloc(m->o.threads, sizeof(*m->threads));
-	err = m->threads ? 0 : -ENOMEM;
-	if (!err)	/* before any thread records an intent of its own */
-		err = nrs_meta_obj_foreach(c->meta, 0, collect_prepared,
-					   &m->orphans);
+	/* M6: the orphans are the intents there are before any thread runs */
+	err = nrs_meta_obj_foreach(c->meta, 0, collect_prepared, &m->orphans);
 	if (err) {
+		nrs_err("cannot read the object intents a stop or crash left: %s",
+			strerror(-err));
 		nrs_mat_stop(m);
 		return err;
+	}
+	m->threads = calloc(m->o.threads, sizeof(*m->threads));
+	if (!m->threads) {
+		nrs_mat_stop(m);
+		return -ENOMEM;
 	}
 	for (; m->nthreads < m->o.threads; m->nthreads++) {
 		err = -pthread_create(&m->threads[m->nthreads], NULL,

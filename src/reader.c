@@ -104,8 +104,13 @@ out_free:
 static void log_failure(const struct nrs_stream *st, const struct nrs_index_ent *e,
 			uint64_t cur, int err)
 {
+	/* objstore.h's errors for a store that did not answer, or refused
+	 * us: nothing is known of the object then, so nothing is said of it */
+	bool away = err == -ECONNREFUSED || err == -EHOSTUNREACH ||
+		    err == -ETIMEDOUT || err == -EACCES;
 	const char *why = err == -EBADMSG ? "fails its checksum"
 			  : err == -ENOMEM ? "cannot be buffered"
+			  : away ? "cannot be fetched, the object store is unavailable"
 			  : "is missing or not the one indexed";
 
 	if (e->kind == NRS_TARGET_OBJ) {

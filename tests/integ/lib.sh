@@ -26,6 +26,10 @@
 # $TRASH: a stuck FUSE mount would hang the next run.  A watchdog aborts a
 # script that runs longer than NRS_TEST_TIMEOUT seconds (default 300) by
 # killing the daemon, which fails every request blocked on the mount.
+# Anything else a script starts that must not outlive it (a server) is
+# stopped by a command it registers with nrs_at_exit: the EXIT trap runs
+# those once the daemon is gone, and so does the watchdog if the script
+# dies without running its trap.
 #
 # Environment (set by make check; defaults suit a run from the build tree):
 #   NEREUSFS        the daemon binary
@@ -151,6 +155,7 @@ nrs_cleanup () {
 		kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
+	nrs_run_at_exit
 	if nrs_is_mounted; then
 		echo "ERROR: leaving $TRASH (still mounted)"
 		rc=1
@@ -162,11 +167,29 @@ nrs_cleanup () {
 	exit $rc
 }
 
+# nrs_at_exit COMMAND: run the shell command line COMMAND (eval'd, so
+# quote what it names) when the script ends, after the daemon is gone and
+# before $TRASH is removed; commands run in the order registered, each
+# once.  For servers and the like a test starts (see tests/integ/s3.sh).
+nrs_at_exit () {
+	printf '%s\n' "$1" >>"$TRASH/at-exit"
+}
+
+nrs_run_at_exit () {
+	local cmd
+	[ -f "$TRASH/at-exit" ] || return 0
+	mv "$TRASH/at-exit" "$TRASH/at-exit.run" || return 0
+	while IFS= read -r cmd; do
+		eval "$cmd"
+	done <"$TRASH/at-exit.run"
+}
+
 # The watchdog, a background loop that outlives nothing: past the time
 # limit it kills the daemon (so requests blocked on the mount fail and the
 # script reaches its EXIT trap) and then the script; and if the script dies
 # without running its trap (SIGKILL, SIGPIPE when piped into head), it
-# kills what the script started, detaches the mount and removes $TRASH.
+# kills what the script started, detaches the mount, runs the nrs_at_exit
+# commands and removes $TRASH.
 nrs_parent=$$
 (
 	trap - EXIT HUP INT TERM PIPE
@@ -178,6 +201,7 @@ nrs_parent=$$
 				nrs_is_ours "$p" && kill -9 "$p"
 			done
 			fusermount3 -u -z "$MNT" || umount -l "$MNT"
+			nrs_run_at_exit
 			nrs_is_mounted || rm -rf --one-file-system "$TRASH"
 			exit 0
 		fi

@@ -1,7 +1,10 @@
 # objects.sh - the materialization tests, run once per object store
 # provider: sourced by t0500-objects-dir.sh and t0510-objects-s3.sh after
 # lib.sh, which set:
-#   OBJ_OPTS        mount options naming the provider ("" for the default)
+#   OBJ_OPTS        mount options naming the provider, each after a comma
+#                   (appended to the suite's own -o options; "" for the
+#                   default)
+#   OBJ_STORE       the provider's name in /.nereus/status ("dir", "s3")
 #   obj_files       prints the path of every stored object's data file, one
 #                   per line (the test's own view of the store: a listing
 #                   is never something nereusfs itself relies on)
@@ -14,42 +17,10 @@
 # materialize / publish / reclaim converges on remount with no orphan left
 # and nothing lost.
 
-# compact_size=0: no object is small enough to merge (t0610 tests that)
-FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,compact_size=0"
+. "$(dirname "$0")/objlib.sh"
+
 S=$MNT/k/s
 acks=$TRASH/acks
-
-# Wait until every FILE is materialized up to its head (20 s at most).
-wait_materialized () {
-	local f n=0 h m
-	for f in "$@"; do
-		while :; do
-			h=$(nrs_xattr "$f" user.nereus.head) &&
-			m=$(nrs_xattr "$f" user.nereus.materialized) || return 1
-			[ "$h" = "$m" ] && break
-			if [ $n -ge 200 ]; then
-				echo "$f: materialized $m, head $h after 20 s"
-				nrs_xattr "$f" user.nereus.index | tail -3
-				return 1
-			fi
-			n=$((n + 1))
-			sleep 0.1
-		done
-	done
-}
-
-# The keys the index of FILE serves from objects.
-index_keys () {
-	nrs_xattr "$1" user.nereus.index | sed -n 's/^[0-9]* [0-9]* [0-9]* obj://p'
-}
-
-metric () {
-	sed -n "s/^nereus_$1 //p" "$MNT/.nereus/metrics"
-}
-
-wal_files () {
-	find "$DATA/wal" -name '*.seg' | wc -l
-}
 
 test_expect_success 'appends materialize: materialized reaches the head' '
 	nrs_mount -o "$FAST$OBJ_OPTS" &&
@@ -79,12 +50,7 @@ test_expect_success 'WAL segments whose ranges moved are reclaimed' '
 '
 
 test_expect_success 'every object named by an index is stored, with no other' '
-	for f in "$S" "$MNT/k/t" "$MNT/k/b"; do index_keys "$f" || return 1; done |
-		sort >"$TRASH/keys.all" &&
-	for k in $(cat "$TRASH/keys.all"); do
-		test -s "$(obj_file "$k")" || { echo "missing $k"; return 1; }
-	done &&
-	test "$(obj_files | wc -l)" = "$(wc -l <"$TRASH/keys.all")"
+	objects_match "$S" "$MNT/k/t" "$MNT/k/b"
 '
 
 test_expect_success 'remount: identical bytes, served from objects alone' '

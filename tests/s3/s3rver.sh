@@ -17,6 +17,13 @@
 #   sh s3rver.sh stop DIR    stop the server started in DIR (TERM, then KILL
 #                            after 5 s) and wait until it is gone.  Safe to
 #                            run twice, or when start failed.
+#   sh s3rver.sh restart DIR start again, after a stop, the server that
+#                            start made in DIR: the same port, bucket and
+#                            data (the objects stored before the stop are
+#                            served again), TLS certificate if any; prints
+#                            the same assignments (a new NRS_S3_PID).  For
+#                            tests of a store that goes away and comes back.
+#                            Exit 1 if the port is taken meanwhile.
 #
 # A test starts and stops it like this (the trap stops it however the
 # script ends; the guard below covers a SIGKILL):
@@ -38,8 +45,9 @@
 #                     process is gone (default: this script's parent)
 #   NRS_S3RVER_START_TIMEOUT  seconds to wait for it to serve (default 30)
 #
-# The server's pid is in DIR/pid and its output in DIR/log.  A pid is only
-# signalled while its command line still names DIR (pids are reused).
+# The server's pid is in DIR/pid and its output in DIR/log (DIR/log.1: the
+# run before a restart).  A pid is only signalled while its command line
+# still names DIR (pids are reused).
 #
 # s3rver 3.x takes libs3's signature V2 for object requests, but
 # canonicalizes bucket-level requests (a listing) without the trailing '/'
@@ -59,75 +67,72 @@ die() {
 
 # Is pid $1 alive and running with $2 in its command line?
 is_ours() {
-	[ -n "$1" ] && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$2"
+	[ -n "$1" ] && tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "$2"
+}
+
+# kill_ours PID DIR: if PID is ours, TERM it, KILL it after 5 s, and wait
+# until it is gone.
+kill_ours() {
+	is_ours "$1" "$2" || return 0
+	kill -TERM "$1" 2>/dev/null
+	n=0
+	while is_ours "$1" "$2" && [ $n -lt 50 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	if is_ours "$1" "$2"; then
+		kill -KILL "$1" 2>/dev/null
+		while is_ours "$1" "$2"; do
+			sleep 0.1
+		done
+	fi
 }
 
 stop() {
 	dir=$1
 	if [ -f "$dir/guard.pid" ]; then
 		g=$(cat "$dir/guard.pid")
+		is_ours "$g" "$dir" && kill "$g" 2>/dev/null
 		rm -f "$dir/guard.pid"
-		kill "$g" 2>/dev/null
 	fi
 	[ -f "$dir/pid" ] || return 0
-	pid=$(cat "$dir/pid")
-	if is_ours "$pid" "$dir"; then
-		kill -TERM "$pid" 2>/dev/null
-		n=0
-		while is_ours "$pid" "$dir" && [ $n -lt 50 ]; do
-			sleep 0.1
-			n=$((n + 1))
-		done
-		if is_ours "$pid" "$dir"; then
-			kill -KILL "$pid" 2>/dev/null
-			while is_ours "$pid" "$dir"; do
-				sleep 0.1
-			done
-		fi
-	fi
+	kill_ours "$(cat "$dir/pid")" "$dir"
 	rm -f "$dir/pid"
 	return 0
 }
 
-start() {
+# launch DIR PORT: run server.js on DIR/data (with DIR/tls's key and
+# certificate if there are any) on PORT (0: the kernel picks), with its
+# guard; wait until it serves, then print the assignments and leave them in
+# DIR/env.  DIR is absolute.
+launch() {
 	dir=$1
+	want_port=$2
 	owner=${NRS_S3RVER_OWNER:-$PPID}
 	limit=${NRS_S3RVER_START_TIMEOUT:-30}
 	scheme=http
 
-	[ -f "$NRS_S3RVER/package.json" ] ||
-		die "no s3rver at $NRS_S3RVER: run contrib/install-deps.sh (npm ci in tests/s3), or set NRS_S3RVER"
-	command -v node >/dev/null 2>&1 || die "node is not in PATH"
-	mkdir -p "$dir" || die "cannot make $dir"
-	dir=$(cd "$dir" && pwd)
-	[ -z "$(ls -A "$dir")" ] || die "$dir is not empty"
-	mkdir "$dir/data" || die "cannot make $dir/data"
-
 	set -- "$dir/data" "$BUCKET"
-	if [ "${NRS_S3RVER_TLS:-0}" = 1 ]; then
-		command -v openssl >/dev/null 2>&1 || die "openssl is not in PATH"
-		mkdir "$dir/tls" || die "cannot make $dir/tls"
-		if ! openssl req -x509 -newkey rsa:2048 -nodes -days 2 \
-			-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
-			-keyout "$dir/tls/key.pem" -out "$dir/tls/cert.pem" \
-			>"$dir/tls/openssl.log" 2>&1; then
-			die "openssl could not make a certificate: $(cat "$dir/tls/openssl.log")"
-		fi
+	if [ -f "$dir/tls/cert.pem" ]; then
 		set -- "$@" "$dir/tls/key.pem" "$dir/tls/cert.pem"
 		scheme=https
 	fi
-	node "$here/server.js" "$@" >"$dir/log" 2>&1 </dev/null &
-	echo $! >"$dir/pid"
+	NRS_S3RVER_PORT=$want_port node "$here/server.js" "$@" >"$dir/log" 2>&1 </dev/null &
+	spid=$!
+	echo $spid >"$dir/pid"
 
 	# The guard: stops the server when the owner dies without stopping it.
+	# It stops this server only, never one a later restart started in DIR:
+	# it ends as soon as DIR/pid no longer names its server (a stop, also
+	# one whose TERM to the guard was lost, or DIR removed).
 	(
 		trap - EXIT INT TERM HUP
 		exec >/dev/null 2>&1 </dev/null
-		while kill -0 "$owner" 2>/dev/null && [ -f "$dir/pid" ]; do
+		while kill -0 "$owner" 2>/dev/null &&
+		      [ "$(cat "$dir/pid" 2>/dev/null)" = "$spid" ]; do
 			sleep 1
 		done
-		rm -f "$dir/guard.pid"	# so that stop leaves this process be
-		sh "$here/s3rver.sh" stop "$dir"
+		kill_ours "$spid" "$dir"
 	) &
 	echo $! >"$dir/guard.pid"
 
@@ -137,7 +142,17 @@ start() {
 		port=$(sed -n 's/^S3rver listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' \
 			"$dir/log" 2>/dev/null | head -n 1)
 		[ -n "$port" ] && [ -d "$dir/data/$BUCKET" ] && break
-		if ! is_ours "$(cat "$dir/pid")" "$dir" || [ $n -ge $((limit * 10)) ]; then
+		# kill -0, not is_ours: the server is this shell's child (its
+		# pid is not reused before the shell reaps it), and its command
+		# line can read empty while it execs node
+		if ! kill -0 "$spid" 2>/dev/null; then
+			wait "$spid"
+			echo "s3rver.sh: s3rver exited with status $? before serving; its log:" >&2
+			sed 's/^/| /' "$dir/log" >&2
+			stop "$dir"
+			exit 1
+		fi
+		if [ $n -ge $((limit * 10)) ]; then
 			echo "s3rver.sh: s3rver did not start within ${limit}s; its log:" >&2
 			sed 's/^/| /' "$dir/log" >&2
 			stop "$dir"
@@ -150,14 +165,53 @@ start() {
 		echo "NRS_S3_URL='$scheme://127.0.0.1:$port/$BUCKET'"
 		echo "NRS_S3_ACCESS_KEY='S3RVER'"
 		echo "NRS_S3_SECRET_KEY='S3RVER'"
-		echo "NRS_S3_PID='$(cat "$dir/pid")'"
+		echo "NRS_S3_PID='$spid'"
 		[ "$scheme" = https ] && echo "NRS_S3_CA='$dir/tls/cert.pem'"
 	} >"$dir/env"
 	cat "$dir/env"
 }
 
+start() {
+	dir=$1
+
+	[ -f "$NRS_S3RVER/package.json" ] ||
+		die "no s3rver at $NRS_S3RVER: run contrib/install-deps.sh (npm ci in tests/s3), or set NRS_S3RVER"
+	command -v node >/dev/null 2>&1 || die "node is not in PATH"
+	mkdir -p "$dir" || die "cannot make $dir"
+	dir=$(cd "$dir" && pwd)
+	[ -z "$(ls -A "$dir")" ] || die "$dir is not empty"
+	mkdir "$dir/data" || die "cannot make $dir/data"
+
+	if [ "${NRS_S3RVER_TLS:-0}" = 1 ]; then
+		command -v openssl >/dev/null 2>&1 || die "openssl is not in PATH"
+		mkdir "$dir/tls" || die "cannot make $dir/tls"
+		if ! openssl req -x509 -newkey rsa:2048 -nodes -days 2 \
+			-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+			-keyout "$dir/tls/key.pem" -out "$dir/tls/cert.pem" \
+			>"$dir/tls/openssl.log" 2>&1; then
+			die "openssl could not make a certificate: $(cat "$dir/tls/openssl.log")"
+		fi
+	fi
+	launch "$dir" 0
+}
+
+restart() {
+	dir=$1
+
+	if [ ! -d "$dir/data" ] || [ ! -f "$dir/env" ]; then
+		die "$dir holds no server that start made"
+	fi
+	dir=$(cd "$dir" && pwd)
+	[ ! -f "$dir/pid" ] || die "the server in $dir is still running (stop it first)"
+	port=$(sed -n "s|^NRS_S3_URL='https*://127\.0\.0\.1:\([0-9][0-9]*\)/.*|\1|p" "$dir/env")
+	[ -n "$port" ] || die "no port in $dir/env"
+	mv -f "$dir/log" "$dir/log.1" 2>/dev/null
+	launch "$dir" "$port"
+}
+
 case "${1:-}" in
 start)	[ $# -eq 2 ] || die "usage: s3rver.sh start DIR"; start "$2" ;;
 stop)	[ $# -eq 2 ] || die "usage: s3rver.sh stop DIR"; stop "$2" ;;
-*)	die "usage: s3rver.sh start|stop DIR" ;;
+restart) [ $# -eq 2 ] || die "usage: s3rver.sh restart DIR"; restart "$2" ;;
+*)	die "usage: s3rver.sh start|stop|restart DIR" ;;
 esac

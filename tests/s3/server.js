@@ -2,8 +2,10 @@
 //
 //   node server.js DIR BUCKET [KEY.pem CERT.pem]
 //
-// Serves on 127.0.0.1, on a port the kernel picks, with its data in DIR
-// and BUCKET made; https when given a key and a certificate.  Prints
+// Serves on 127.0.0.1, on the port NRS_S3RVER_PORT names or else one the
+// kernel picks, with its data in DIR and BUCKET made (DIR may hold the
+// objects of an earlier run: they are served again); https when given a
+// key and a certificate.  Prints
 // "S3rver listening on 127.0.0.1:PORT" once it serves.  The s3rver package
 // is NRS_S3RVER (a directory) or node_modules/s3rver beside this file, and
 // must be the version package.json pins.
@@ -70,7 +72,7 @@ async function main() {
   const options = {
     directory,
     address: '127.0.0.1',
-    port: 0,
+    port: Number(process.env.NRS_S3RVER_PORT || 0),
     configureBuckets: [{ name: bucket, configs: [] }],
   };
   if (keyFile) {

@@ -1,0 +1,13 @@
+#!/bin/sh
+test_description='materialization to S3 (a real s3rver): publish, read back, reclaim, corruption, crashes'
+. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "$(dirname "$0")/s3.sh"
+
+# The objects.sh suite, against a bucket of an s3rver of this script's own
+# (obj_file and obj_files: s3.sh).
+nrs_s3_start
+OBJ_OPTS=",s3=$NRS_S3_URL"
+OBJ_STORE=s3
+
+. "$(dirname "$0")/objects.sh"
+test_done
