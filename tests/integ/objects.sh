@@ -1,14 +1,7 @@
 # objects.sh - the materialization tests, run once per object store
 # provider: sourced by t0500-objects-dir.sh and t0510-objects-s3.sh after
-# lib.sh, which set:
-#   OBJ_OPTS        mount options naming the provider, each after a comma
-#                   (appended to the suite's own -o options; "" for the
-#                   default)
-#   OBJ_STORE       the provider's name in /.nereus/status ("dir", "s3")
-#   obj_files       prints the path of every stored object's data file, one
-#                   per line (the test's own view of the store: a listing
-#                   is never something nereusfs itself relies on)
-#   obj_file KEY    prints the data file holding object KEY
+# lib.sh and the provider's file, which sets OBJ_OPTS, OBJ_STORE, obj_file
+# and obj_files (objlib.sh says what each is).
 #
 # What it checks (issue 4): appends materialize and `materialized` reaches
 # the head; WAL bytes drop (segments reclaimed); bytes read back identical

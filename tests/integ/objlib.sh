@@ -1,6 +1,19 @@
-# objlib.sh - helpers for the tests of materialization to an object store,
-# any provider: sourced after lib.sh by objects.sh (the suite every provider
-# runs) and by t0520-s3-outage.sh.
+# objlib.sh - helpers for the tests on an object store, any provider:
+# sourced after lib.sh by the suites every provider runs (objects.sh) and
+# by t0520-s3-outage.sh.
+#
+# A suite runs once per provider: its runner script sources lib.sh, then
+# the provider's file (dirstore.sh for the embedded store, s3.sh with
+# nrs_s3_start for S3), then the suite.  The provider's file sets:
+#   OBJ_OPTS        mount options naming the provider, each after a comma
+#                   (appended to the suite's own -o options; "" for the
+#                   default)
+#   OBJ_STORE       the provider's name in /.nereus/status ("dir", "s3")
+#   obj_files       prints the path of every stored object's data file, one
+#                   per line (the test's own view of the store: a listing
+#                   is never something nereusfs itself relies on)
+#   obj_file KEY    prints the data file holding object KEY (its bytes as
+#                   stored: byte for byte on S3, after a header on dir)
 
 # Mount options that materialize soon and in small pieces: a stream is due
 # once 64 KiB or 200 ms wait, an object holds at most 256 KiB, and a WAL
@@ -55,6 +68,15 @@ objects_match () {
 # The value of metric nereus_NAME in /.nereus/metrics.
 metric () {
 	sed -n "s/^nereus_$1 //p" "$MNT/.nereus/metrics"
+}
+
+# obj_bytes: the bytes the store's objects take (the sum of the sizes of
+# their data files: the data directory's objects, with their headers, on
+# the embedded store; the bucket's on S3).  An object GC deletes meanwhile
+# counts as gone.
+obj_bytes () {
+	obj_files | tr '\n' '\0' | xargs -0 -r stat -c %s -- 2>/dev/null |
+		awk '{ s += $1 } END { print s + 0 }'
 }
 
 wal_files () {

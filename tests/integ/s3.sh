@@ -1,12 +1,16 @@
 # s3.sh - a real S3 server (s3rver, tests/s3/s3rver.sh) for the
 # integration tests that mount on S3: sourced after lib.sh by
-# t0510-objects-s3.sh and t0520-s3-outage.sh.
+# t0510-objects-s3.sh and t0520-s3-outage.sh.  With nrs_s3_start it is the
+# provider of the suites every provider runs (objects.sh), as dirstore.sh
+# is for the embedded store.
 #
 #   nrs_s3_start    start s3rver on the fresh directory $S3DIR ($TRASH/s3),
 #                   its stop registered with nrs_at_exit (so it goes however
 #                   the script ends; s3rver.sh's guard covers a SIGKILL);
 #                   sets NRS_S3_URL, NRS_S3_PID, and exports the keys as
-#                   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY for the daemon.
+#                   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY for the daemon;
+#                   sets the suites' OBJ_OPTS (",s3=$NRS_S3_URL") and
+#                   OBJ_STORE (s3).
 #                   An s3rver that cannot start is an error (99), never a
 #                   skip: the harness installs it (contrib/install-deps.sh).
 #   nrs_s3_stop     stop it (the store goes away: connections are refused)
@@ -52,6 +56,8 @@ nrs_s3_start () {
 	nrs_at_exit "sh '$NRS_S3RVER_SH' stop '$S3DIR'"
 	nrs_s3_run start || nrs_error "could not start s3rver (see above)"
 	echo "# s3rver at $NRS_S3_URL (pid $NRS_S3_PID), data in $S3DIR/data"
+	OBJ_OPTS=",s3=$NRS_S3_URL"
+	OBJ_STORE=s3
 }
 
 nrs_s3_stop () {

@@ -4,10 +4,8 @@ test_description='materialization to S3 (a real s3rver): publish, read back, rec
 . "$(dirname "$0")/s3.sh"
 
 # The objects.sh suite, against a bucket of an s3rver of this script's own
-# (obj_file and obj_files: s3.sh).
+# (the provider hooks: s3.sh).
 nrs_s3_start
-OBJ_OPTS=",s3=$NRS_S3_URL"
-OBJ_STORE=s3
 
 . "$(dirname "$0")/objects.sh"
 test_done

@@ -1,0 +1,20 @@
+# dirstore.sh - the embedded object store (objstore_dir.c) as the provider
+# of the suites every provider runs (objects.sh): sourced after lib.sh by
+# t0500.  It sets the hooks those suites take, as s3.sh does for S3:
+#   OBJ_OPTS        "" (the default store)
+#   OBJ_STORE       dir
+#   obj_file KEY    $DATA/objects/KEY: one file per key, the object's
+#                   bytes after a 64-byte header (objstore_dir.c)
+#   obj_files       every such file, one per line; DATA/objects/.tmp (an
+#                   upload not yet renamed into place) holds no object
+
+OBJ_OPTS=
+OBJ_STORE=dir
+
+obj_file () {
+	echo "$DATA/objects/$1"
+}
+
+obj_files () {
+	find "$DATA/objects" -path "$DATA/objects/.tmp" -prune -o -type f -print 2>/dev/null
+}
