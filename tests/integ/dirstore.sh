@@ -1,6 +1,7 @@
 # dirstore.sh - the embedded object store (objstore_dir.c) as the provider
-# of the suites every provider runs (objects.sh): sourced after lib.sh by
-# t0500.  It sets the hooks those suites take, as s3.sh does for S3:
+# of the suites every provider runs (objects.sh, lifecycle.sh,
+# compaction.sh): sourced after lib.sh by t0500, t0600 and t0610.  It sets
+# the hooks those suites take, as s3.sh does for S3:
 #   OBJ_OPTS        "" (the default store)
 #   OBJ_STORE       dir
 #   obj_file KEY    $DATA/objects/KEY: one file per key, the object's

@@ -1,6 +1,6 @@
 # objlib.sh - helpers for the tests on an object store, any provider:
-# sourced after lib.sh by the suites every provider runs (objects.sh) and
-# by t0520-s3-outage.sh.
+# sourced after lib.sh by the suites every provider runs (objects.sh,
+# lifecycle.sh, compaction.sh) and by t0520-s3-outage.sh.
 #
 # A suite runs once per provider: its runner script sources lib.sh, then
 # the provider's file (dirstore.sh for the embedded store, s3.sh with
@@ -18,8 +18,8 @@
 # Mount options that materialize soon and in small pieces: a stream is due
 # once 64 KiB or 200 ms wait, an object holds at most 256 KiB, and a WAL
 # segment 1 MiB (so that segments fill and get reclaimed in a short test).
-# compact_size=0: no compaction (t0610 tests it), so the stored objects are
-# exactly those the indexes name
+# compact_size=0: no compaction (compaction.sh tests it), so the stored
+# objects are exactly those the indexes name
 FAST="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,wal_segment_size=1048576,compact_size=0"
 
 # wait_materialized [-t SECONDS] FILE...: wait until every FILE is

@@ -1,8 +1,9 @@
 # s3.sh - a real S3 server (s3rver, tests/s3/s3rver.sh) for the
 # integration tests that mount on S3: sourced after lib.sh by
-# t0510-objects-s3.sh and t0520-s3-outage.sh.  With nrs_s3_start it is the
-# provider of the suites every provider runs (objects.sh), as dirstore.sh
-# is for the embedded store.
+# t0510-objects-s3.sh, t0520-s3-outage.sh, t0605-lifecycle-s3.sh and
+# t0615-compaction-s3.sh.  With nrs_s3_start it is the provider of the
+# suites every provider runs (objects.sh, lifecycle.sh, compaction.sh), as
+# dirstore.sh is for the embedded store.
 #
 #   nrs_s3_start    start s3rver on the fresh directory $S3DIR ($TRASH/s3),
 #                   its stop registered with nrs_at_exit (so it goes however

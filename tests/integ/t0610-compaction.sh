@@ -1,79 +1,8 @@
 #!/bin/sh
-test_description='compaction: small objects merge into larger ones under concurrent appends and reads, no byte read changes, large objects are left alone, GC removes the replaced ones'
+test_description='compaction on the embedded store: small objects merge into larger ones under concurrent appends and reads, no byte read changes, large objects are left alone, GC removes the replaced ones'
 . "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "$(dirname "$0")/dirstore.sh"
 
-# materializer.c C1-C2, lifecycle.c G1-G2.  Tiny objects (materialize at
-# 16 KiB or 100 ms, at most 64 KiB each), merged below 256 KiB into objects
-# of at most 1 MiB.
-OPTS="materialize_bytes=16384,materialize_age_ms=100,object_size=65536,compact_size=1048576,gc_grace_ms=500,wal_segment_size=1048576"
-S=$MNT/k/s
-acks=$TRASH/acks
-
-materialized () {
-	[ "$(nrs_xattr "$S" user.nereus.materialized)" = "$(nrs_xattr "$S" user.nereus.head)" ]
-}
-# index lines of objects (start end gen key), and their count
-obj_lines () {
-	nrs_xattr "$S" user.nereus.index | grep " obj:"
-}
-test_gc_done () {
-	[ "$(nrs_metric gc_draining_bytes)" = 0 ] &&
-	[ "$(nrs_metric gc_deleted_objects_total)" -ge "$(nrs_metric compacted_objects_total)" ]
-}
-settled () {	# every object at least 256 KiB but the last few, nothing to do
-	local small
-	small=$(obj_lines | awk '$2 - $1 < 262144' | wc -l)
-	[ "$small" -le 3 ] && materialized
-}
-
-test_expect_success 'appends and reads run while small objects are merged' '
-	nrs_mount -o "$OPTS" &&
-	mkdir "$MNT/k" &&
-	: >"$S" &&
-	nrs_bg nrs-appender -t 2 -d 6 -s 33-3000 -w 10 -a "$acks" "$S" &&
-	app=$NRS_LAST_BG &&
-	reads=0 &&
-	: >"$TRASH/prev" &&
-	while kill -0 "$app" 2>/dev/null; do
-		# what was read once must read the same ever after (I2)
-		dd if="$S" iflag=direct bs=1M status=none >"$TRASH/cur" &&
-		n=$(stat -c %s "$TRASH/prev") &&
-		head -c "$n" "$TRASH/cur" | cmp - "$TRASH/prev" ||
-			{ echo "bytes changed under compaction (read $reads)"; return 1; }
-		mv "$TRASH/cur" "$TRASH/prev" &&
-		reads=$((reads + 1))
-	done &&
-	nrs_wait "$app" 30 &&
-	echo "# $reads whole-stream reads during the run" &&
-	test "$reads" -gt 2 &&
-	nrs_wait_for 20 settled &&
-	test "$(nrs_metric compactions_total)" -ge 1 &&
-	test "$(nrs_metric compacted_objects_total)" -ge 4 &&
-	nrs_verify_records -c -a "$acks" "$S" &&
-	obj_lines | sed "s/^/# /"
-'
-
-test_expect_success 'the replaced objects are deleted after the grace period' '
-	nrs_wait_for 10 test_gc_done &&
-	n=$(obj_lines | wc -l) &&
-	test "$(nrs_objects)" = "$n"
-'
-
-test_expect_success 'large objects are not rewritten again: nothing changes when idle' '
-	obj_lines >"$TRASH/before" &&
-	c=$(nrs_metric compactions_total) &&
-	sleep 2 &&
-	obj_lines >"$TRASH/after" &&
-	test_cmp "$TRASH/before" "$TRASH/after" &&
-	test "$(nrs_metric compactions_total)" = "$c"
-'
-
-test_expect_success 'remount: the same bytes, from the compacted objects' '
-	nrs_umount &&
-	nrs_mount -o "$OPTS" &&
-	nrs_verify_records -c -a "$acks" "$S" &&
-	obj_lines >"$TRASH/again" &&
-	test_cmp "$TRASH/after" "$TRASH/again" &&
-	nrs_umount
-'
+# The compaction.sh suite on the embedded store (the hooks: dirstore.sh).
+. "$(dirname "$0")/compaction.sh"
 test_done
