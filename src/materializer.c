@@ -304,6 +304,7 @@ struct olds {
 	uint64_t gen[MAX_COMPACT];
 	size_t n;
 	uint64_t bytes;		/* their object bytes */
+	int64_t ctime_ns;	/* the newest of their intents' times */
 };
 
 /* M4, the in-memory half: serve [o->start, o->end) from generation
@@ -379,7 +380,9 @@ static int make_object(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 		goto out;
 	}
 	o.length = hl + len;
-	o.ctime_ns = nrs_now_real_ns();
+	/* a merged object is as young as its youngest part, not younger:
+	 * retention by time counts from there (lifecycle.c L2) */
+	o.ctime_ns = olds->n ? olds->ctime_ns : nrs_now_real_ns();
 	do {
 		err = nrs_meta_obj_prepare(c->meta, &o);
 		if (err)
@@ -407,6 +410,15 @@ static int make_object(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 			      : nrs_meta_obj_publish(c->meta, o.gen, o.sha256);
 	if (!err)
 		err = nrs_failpoint(NRS_FP_OBJ_AFTER_PUBLISH);
+	if (err == -ESTALE && olds->n) {
+		/* a generation it replaces went to draining meanwhile (a
+		 * trim): this one is not published and nothing needs it */
+		nrs_info("stream %" PRIu64 ": compaction into %s gave way to a"
+			 " trim; the upload is removed", st->id, key);
+		if (nrs_obj_del(c->store, key) == 0)
+			nrs_meta_obj_delete(c->meta, o.gen);
+		goto out;
+	}
 	if (err) {
 		nrs_err("stream %" PRIu64 ": publishing object %s failed: %s",
 			st->id, key, strerror(-err));
@@ -435,15 +447,19 @@ static int materialize(struct nrs_mat *m, struct nrs_stream *st)
  * C1 Compaction plan, under st->lock: the first run of at least two
  *    adjacent objects, each whole (not cut by a trim) and smaller than a
  *    quarter of compact_size, merged while the sum stays within
- *    compact_size.  An object of a quarter of compact_size or more is never
- *    rewritten, so every byte is rewritten a bounded number of times, and
- *    the idle tail of a stream (small age-triggered objects) is merged like
- *    any other run.
+ *    compact_size -- once the run adds up to a quarter of compact_size, so
+ *    that a byte is rewritten about once, not once per doubling; a shorter
+ *    run only when the stream is idle (everything materialized, no commit
+ *    for 10 x materialize_age_ms), which compacts the idle tail.  An object
+ *    of a quarter of compact_size or more is never rewritten.
  */
 static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 			 uint64_t *a, uint64_t *b, struct olds *olds)
 {
 	uint64_t small = m->o.compact_size / 4;
+	bool idle = st->materialized >= st->head &&
+		    nrs_now_real_ns() - st->mtime_ns >
+			(int64_t)(m->o.max_age_ms * 10 * 1000000);
 
 	for (size_t i = 0; i < st->index.n; i++) {
 		const struct nrs_index_ent *e = &st->index.v[i];
@@ -464,7 +480,7 @@ static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 			olds->bytes += nrs_objfmt_hdr_len(len) + len;
 			*b = x->end;
 		}
-		if (olds->n >= 2)
+		if (olds->n >= 2 && (idle || *b - *a >= small))
 			return true;
 		i = j > i ? j - 1 : i;
 	}
@@ -479,6 +495,17 @@ static void consider_compact(void *ctx, struct nrs_stream *st)
 
 	if (!p->best && !st->mat_busy && plan_compact(p->m, st, &a, &b, &olds))
 		p->best = st->id;
+}
+
+/* The newest intent time among the rows olds names. */
+static int newest_ctime(void *ctx, const struct nrs_obj_row *o)
+{
+	struct olds *olds = ctx;
+
+	for (size_t i = 0; i < olds->n; i++)
+		if (olds->gen[i] == o->gen && o->ctime_ns > olds->ctime_ns)
+			olds->ctime_ns = o->ctime_ns;
+	return 0;
 }
 
 /* C2: compact one run of one stream, if any; true if it did. */
@@ -502,7 +529,13 @@ static bool compact_some(struct nrs_mat *m)
 		st->mat_busy = true;
 	pthread_mutex_unlock(&st->lock);
 	if (ok) {
-		err = make_object(m, st, a, b, &olds);
+		olds.ctime_ns = 0;
+		err = nrs_meta_obj_foreach(m->c->meta, st->id, newest_ctime,
+					   &olds);
+		if (!err && olds.ctime_ns == 0)
+			olds.ctime_ns = nrs_now_real_ns();
+		if (!err)
+			err = make_object(m, st, a, b, &olds);
 		if (!err) {
 			nrs_count(&m->c->metrics.compactions, 1);
 			nrs_count(&m->c->metrics.compacted_objects, olds.n);
