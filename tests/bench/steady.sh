@@ -22,6 +22,8 @@
 #   cpu      the daemon's user+system time over the interval, in % of one
 #            core (/proc/PID/stat)
 #   rss      the daemon's VmRSS (/proc/PID/status)
+#   cache    cache_memory_bytes: what of that the block cache holds
+#            (-o cache_size, 64 MiB by default)
 # "On disk" is allocated bytes (du -B1), what df sees.
 #
 # The summary compares the largest sizes with a model of the bound, where
@@ -38,17 +40,19 @@
 #   wal:     one segment + R * (materialize age + 1 s): the open segment,
 #            plus the previous one until its last range is materialized
 # "live / R" is how many seconds of appends retention actually kept at
-# most (the retention asked for is a minimum).  "unneeded objects left"
-# counts, after the unmount and when sqlite3 is at hand, the rows of
-# meta.db still prepared (an upload never published: an orphan until the
-# next mount, materializer.c M6) or quarantined: bytes the store holds that
-# no GC pass of that mount deletes.  It also says whether each
-# size levels off: the largest value in the last third of the append phase
-# against the middle third.  These are figures to
-# read, not a test: the exit status is 0 whatever they are, 1 when the run
-# itself went wrong (the daemon died, an append failed), 2 when it could not
-# start (no daemon, no FUSE).  A store whose server is missing (s3rver not
-# installed) is reported n/a.
+# most (the retention asked for is a minimum).  "levels off" sets the
+# largest value in the last third of the append phase against the middle
+# third: "yes" within 10 % + 1 MiB, and the difference in MiB.
+# "unneeded objects left" counts, after the unmount and when sqlite3 is at
+# hand, the rows of meta.db still prepared (an upload never published: an
+# orphan until the next mount, materializer.c M6) or quarantined: bytes the
+# store holds that no GC pass of that mount deletes; "publish_failed" counts
+# the daemon's log lines for failed object publications, the usual cause.
+#
+# These are figures to read, not a test: the exit status is 0 whatever they
+# are, 1 when the run itself went wrong (the daemon died, an append failed),
+# 2 when it could not start (no daemon, no FUSE).  A store whose server is
+# missing (s3rver not installed) is reported n/a.
 #
 # Environment (defaults in brackets):
 #   NEREUSFS            the daemon [./nereusfs]
@@ -180,7 +184,7 @@ failed=0
 
 run_store() { # dir|s3
 	local store=$1 base data opts objdir out line k
-	local t0 now next t tick0 tick1 prev_t prev_tick cpu rss wal obj meta live drain phase
+	local t0 now next tick0 tick1 prev_t prev_tick cpu rss wal obj meta live drain cache phase
 	base=$work/$store
 	local samples=$base/samples
 	mkdir -p "$base/data" "$base/mnt" || die "cannot make $base"
@@ -213,8 +217,8 @@ run_store() { # dir|s3
 	SUM[$store,load0]=$(cut -d' ' -f1-3 /proc/loadavg)
 	echo
 	echo "== $store: $(if [ "$store" = s3 ]; then echo "S3 (s3rver), bucket dir $objdir"; else echo "embedded store, $objdir"; fi)"
-	printf '%6s %-5s %9s %9s %9s %9s %9s %6s %8s\n' \
-		t_s phase wal_MiB obj_MiB meta_MiB live_MiB drain_MiB cpu_% rss_MiB
+	printf '%6s %-5s %9s %9s %9s %9s %9s %6s %8s %9s\n' \
+		t_s phase wal_MiB obj_MiB meta_MiB live_MiB drain_MiB cpu_% rss_MiB cache_MiB
 	"$NRS_BENCH" --dir "$mnt/steady" --name s --writers "$STREAMS" --size "$SIZE" \
 		--rate "$RATE" --seconds "$SECONDS_LOAD" >"$base/bench.out" 2>"$base/bench.err" &
 	bench_pid=$!
@@ -243,23 +247,22 @@ run_store() { # dir|s3
 		meta=$(disk "$data"/meta.db "$data"/meta.db-wal "$data"/meta.db-shm)
 		live=$(live_bytes "$mnt/steady")
 		drain=$(metric gc_draining_bytes)
+		cache=$(metric cache_memory_bytes)
 		phase=load
 		[ "$next" -gt "$SECONDS_LOAD" ] && phase=drain
-		echo "$next $phase $wal $obj $meta $live ${drain:-0} $cpu $rss" >>"$samples"
-		printf '%6s %-5s %9s %9s %9s %9s %9s %6s %8s\n' "$next" "$phase" \
+		echo "$next $phase $wal $obj $meta $live ${drain:-0} $cpu $rss ${cache:-0}" >>"$samples"
+		printf '%6s %-5s %9s %9s %9s %9s %9s %6s %8s %9s\n' "$next" "$phase" \
 			"$(mib "$wal")" "$(mib "$obj")" "$(mib "$meta")" "$(mib "$live")" \
-			"$(mib "${drain:-0}")" "$cpu" "$(mib "$rss")"
+			"$(mib "${drain:-0}")" "$cpu" "$(mib "$rss")" "$(mib "${cache:-0}")"
 		[ "$next" -ge $((SECONDS_LOAD + DRAIN)) ] && break
 		next=$((next + INTERVAL))
 	done
 	SUM[$store,cpu_load]=$(awk '$2 == "load" { s += $8; n++ } END { printf "%.1f", n ? s / n : 0 }' "$samples")
-	if wait "$bench_pid"; then
-		line=$(cat "$base/bench.out")
-	else
-		line=$(cat "$base/bench.out")
+	if ! wait "$bench_pid"; then
 		note "$store: appends failed: $(head -c 300 "$base/bench.err")"
 		failed=1
 	fi
+	line=$(cat "$base/bench.out")
 	bench_pid=
 	SUM[$store,delivered]=$(sed -n 's/.*mbps=\([0-9.]*\).*/\1/p' <<<"$line")
 	SUM[$store,p99]=$(sed -n 's/.*p99_us=\([0-9.]*\).*/\1/p' <<<"$line")
@@ -267,7 +270,7 @@ run_store() { # dir|s3
 	for k in append_bytes_total object_upload_bytes_total object_uploads_total \
 		 compactions_total retention_trims_total gc_deleted_objects_total \
 		 gc_deleted_bytes_total wal_reclaimed_segments_total object_upload_retries_total \
-		 object_quarantined_total publish_errors_total; do
+		 object_quarantined_total; do
 		SUM[$store,$k]=$(metric "$k")
 	done
 	SUM[$store,cpu_total]=$(awk -v d="$(( $(cpu_ticks "$nrs_pid") - tick0 ))" -v c="$clk" \
@@ -275,6 +278,8 @@ run_store() { # dir|s3
 	SUM[$store,load1]=$(cut -d' ' -f1-3 /proc/loadavg)
 	cp "$samples" "$work/samples.$store" 2>/dev/null
 	stop_store
+	# materializer.c logs it; no metric counts it
+	SUM[$store,publish_failed]=$(grep -c 'publishing object .* failed' "$base/nereusfs.log")
 	mnt=
 	# What the store still holds that no stream needs and GC will not
 	# delete in this mount's life: uploads never published (orphans until
@@ -296,15 +301,16 @@ col_last() { # SAMPLES COL COND
 }
 
 # "yes" when the largest value of COL in the last third of the append phase
-# is within 25 % + 1 MiB of the largest in the middle third.
+# is within 10 % + 1 MiB of the largest in the middle third, else "NO"; then
+# the difference in MiB.
 levels_off() { # SAMPLES COL
 	awk -v c="$2" -v L="$SECONDS_LOAD" '
 		$2 == "load" && $1 > L / 3 && $1 <= 2 * L / 3 { if ($c > mid) mid = $c; nm++ }
 		$2 == "load" && $1 > 2 * L / 3 { if ($c > last) last = $c; nl++ }
 		END {
 			if (!nm || !nl) { print "n/a"; exit }
-			if (last <= mid * 1.25 + 1048576) print "yes"
-			else printf "NO (%.1f -> %.1f MiB)\n", mid / 1048576, last / 1048576
+			printf "%s (%+.1f)\n", last <= mid * 1.1 + 1048576 ? "yes" : "NO",
+				(last - mid) / 1048576
 		}' "$1"
 }
 
@@ -372,6 +378,7 @@ f_cpu() { echo "${SUM[$1,cpu_load]}"; }
 f_cpus() { echo "${SUM[$1,cpu_total]}"; }
 f_rssmax() { mib "$(col_max "$2" 9 1)"; }
 f_rssflat() { levels_off "$2" 9; }
+f_cachemax() { mib "$(col_max "$2" 10 1)"; }
 f_rate() { echo "${SUM[$1,delivered]:-?} MB/s"; }
 f_p99() { awk -v p="${SUM[$1,p99]:-0}" -v m="${SUM[$1,max_us]:-0}" 'BEGIN { printf "%.1f / %.1f", p / 1e3, m / 1e3 }'; }
 f_amp() {
@@ -401,12 +408,13 @@ row "daemon cpu % (load avg)" f_cpu
 row "daemon cpu s (whole run)" f_cpus
 row "daemon rss max" f_rssmax
 row "  levels off" f_rssflat
+row "  block cache max" f_cachemax
 row "appends delivered" f_rate
 row "append p99 / max ms" f_p99
 row "uploaded / appended" f_amp
 for M in object_uploads_total compactions_total retention_trims_total gc_deleted_objects_total \
 	 wal_reclaimed_segments_total object_upload_retries_total object_quarantined_total \
-	 publish_errors_total; do
+	 publish_failed; do
 	row "${M%_total}" f_m
 done
 row "unneeded objects left" f_left
