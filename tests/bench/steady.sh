@@ -29,9 +29,10 @@
 # The summary compares the largest sizes with a model of the bound, where
 # R is the total append rate, A an age-triggered object (rate * materialize
 # age, the size objects are made at here) and G the largest object
-# retention must keep whole, since it cuts at object boundaries
-# (lifecycle.c L2): A, or while compaction merges such objects (A below
-# compact_size / 4, materializer.c C1) a merged object of compact_size / 4:
+# retention must keep whole, since it cuts at object ends (rounded down to
+# a page, lifecycle.c L2; the appends here are whole pages): A, or while
+# compaction merges such objects (A below compact_size / 4, materializer.c
+# C1) a merged object of compact_size / 4:
 #   objects: R * (retention + materialize age + grace + 1.5 s of lifecycle
 #            ticks) + STREAMS * G, and while compaction merges, also the
 #            generations it replaced, waiting out the grace period: per
