@@ -3,9 +3,13 @@
  *
  *   nrs-bench --dir DIR --writers N --size BYTES --seconds S
  *             [--same-stream] [--sync] [--expect] [--name PREFIX]
+ *             [--rate BYTES_PER_SECOND]
  *
  * N threads each append records of exactly BYTES bytes with O_APPEND, as
- * fast as they can, for S seconds.  Each writer opens its own file
+ * fast as they can, for S seconds.  With --rate each writer instead appends
+ * its k-th record at k * BYTES / RATE seconds after the start (a fixed
+ * schedule: a writer that fell behind catches up at full speed, so it
+ * offers RATE * S bytes in all); latency is still write() alone.  Each writer opens its own file
  * DIR/PREFIX-wNNN, or with --same-stream its own handle on one shared file
  * DIR/PREFIX-shared (one open file description per writer, as separate
  * producers would have; a single shared description would add the kernel's
@@ -78,12 +82,13 @@ struct bench {
 	bool same_stream;
 	bool sync;
 	bool expect;			/* arm NRS_IOC_EXPECT before each write */
+	uint64_t rate;			/* bytes/s per writer; 0: flat out */
 	char *buf;			/* record payload, shared, read-only */
 	/* The start line: writers wait for go, then read deadline. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool go;			/* protected by lock */
-	uint64_t deadline_ns;		/* written before go is set */
+	uint64_t start_ns, deadline_ns;	/* written before go is set */
 };
 
 static struct bench B = {
@@ -119,10 +124,11 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Let the writers go; they stop at deadline (ns, CLOCK_MONOTONIC). */
-static void start_writers(uint64_t deadline)
+/* Let the writers go at start; they stop at deadline (ns, CLOCK_MONOTONIC). */
+static void start_writers(uint64_t start, uint64_t deadline)
 {
 	pthread_mutex_lock(&B.lock);
+	B.start_ns = start;
 	B.deadline_ns = deadline;
 	B.go = true;
 	pthread_cond_broadcast(&B.cond);
@@ -135,7 +141,7 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&B.lock);
 	while (!B.go)
 		pthread_cond_wait(&B.cond, &B.lock);
-	uint64_t deadline = B.deadline_ns;
+	uint64_t start = B.start_ns, deadline = B.deadline_ns;
 	pthread_mutex_unlock(&B.lock);
 
 	/* --expect: each writer owns its stream, so it knows the head */
@@ -150,6 +156,16 @@ static void *writer_main(void *arg)
 	}
 
 	for (;;) {
+		if (B.rate) {
+			uint64_t due = start + (uint64_t)((double)w->ops * (double)B.size *
+							  1e9 / (double)B.rate);
+			if (due > deadline)
+				due = deadline;	/* the run lasts S seconds */
+			struct timespec ts = { .tv_sec = (time_t)(due / 1000000000u),
+					       .tv_nsec = (long)(due % 1000000000u) };
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+				;
+		}
 		uint64_t t0 = now_ns();
 		if (t0 >= deadline)
 			break;
@@ -209,7 +225,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: nrs-bench --dir DIR --writers N --size BYTES --seconds S\n"
-		"                 [--same-stream] [--sync] [--expect] [--name PREFIX]\n");
+		"                 [--same-stream] [--sync] [--expect] [--name PREFIX]\n"
+		"                 [--rate BYTES_PER_SECOND]\n");
 }
 
 static int parse_args(int argc, char **argv)
@@ -223,6 +240,7 @@ static int parse_args(int argc, char **argv)
 		{ "sync", no_argument, NULL, 'y' },
 		{ "expect", no_argument, NULL, 'e' },
 		{ "name", required_argument, NULL, 'n' },
+		{ "rate", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -269,6 +287,13 @@ static int parse_args(int argc, char **argv)
 				goto bad;
 			B.name = optarg;
 			break;
+		case 'r': {
+			unsigned long long v = strtoull(optarg, &end, 10);
+			if (errno || *end || v == 0 || v > (1ull << 40))
+				goto bad;
+			B.rate = v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -359,14 +384,14 @@ int main(int argc, char **argv)
 		}
 	}
 	if (started < B.writers) {
-		start_writers(0);	/* already past: they stop at once */
+		start_writers(0, 0);	/* already past: they stop at once */
 		for (unsigned i = 0; i < started; i++)
 			pthread_join(w[i].thread, NULL);
 		goto out_close;
 	}
 
 	uint64_t t0 = now_ns();
-	start_writers(t0 + (uint64_t)(B.seconds * 1e9));
+	start_writers(t0, t0 + (uint64_t)(B.seconds * 1e9));
 	for (unsigned i = 0; i < B.writers; i++)
 		pthread_join(w[i].thread, NULL);
 	uint64_t elapsed = now_ns() - t0;
