@@ -72,7 +72,7 @@
 #   STEADY_AGE_MS       -o materialize_age_ms [1000]
 #   STEADY_SEGMENT      -o wal_segment_size [67108864, the daemon's default]
 #   STEADY_COMPACT      -o compact_size [67108864, the daemon's default;
-#                       4096 turns compaction off in effect]
+#                       0 turns compaction off]
 #   NEREUSFS_OPTS       more daemon options, e.g. "-o object_size=4194304"
 #   BENCH_TMPDIR        where the scratch dir goes [/var/tmp]
 #   STEADY_KEEP=1       keep the scratch dir (daemon logs, samples)
