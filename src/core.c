@@ -287,6 +287,7 @@ static int open_stream(struct nrs_core *c, struct nrs_stream *st, uint64_t ino,
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
+	atomic_init(&h->refs, 1);
 	pthread_mutex_lock(&st->lock);
 	if (st->unlinked && st->open_handles == 0) {
 		pthread_mutex_unlock(&st->lock);
@@ -340,6 +341,7 @@ int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
 		h = calloc(1, sizeof(*h));
 		if (!h)
 			return -ENOMEM;
+		atomic_init(&h->refs, 1);
 		h->kind = NRS_H_VIRTUAL;
 		h->ino = ino;
 		h->flags = flags;
@@ -407,6 +409,16 @@ bool nrs_core_handle_direct(const struct nrs_handle *h)
 	return h->kind == NRS_H_VIRTUAL || h->direct;
 }
 
+static void handle_put(struct nrs_handle *h)
+{
+	if (atomic_fetch_sub(&h->refs, 1) != 1)
+		return;
+	if (h->kind == NRS_H_STREAM)
+		pthread_mutex_destroy(&h->lock);
+	free(h->vbuf);
+	free(h);
+}
+
 void nrs_core_release(struct nrs_core *c, struct nrs_handle *h)
 {
 	if (!h)
@@ -424,10 +436,8 @@ void nrs_core_release(struct nrs_core *c, struct nrs_handle *h)
 			forget_stream(c, st->ino, st->id);
 		pthread_mutex_unlock(&c->admin);
 		nrs_stream_put(st);
-		pthread_mutex_destroy(&h->lock);
 	}
-	free(h->vbuf);
-	free(h);
+	handle_put(h);
 }
 
 ssize_t nrs_core_read(struct nrs_core *c, struct nrs_handle *h, void *buf,
@@ -490,6 +500,7 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 	/* The epoch and an armed expectation (NRS_IOC_EXPECT) are taken, and
 	 * the request queued, in one step: the write that consumes the
 	 * expectation is the next one this handle submits. */
+	atomic_fetch_add(&h->refs, 1);
 	pthread_mutex_lock(&h->lock);
 	ar->req.epoch = h->epoch;
 	if (h->armed) {
@@ -500,6 +511,7 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 	}
 	nrs_pipeline_submit(c->pipe, &ar->req);
 	pthread_mutex_unlock(&h->lock);
+	handle_put(h);
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #define NRS_CORE_PRIV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "core.h"
 #include "meta.h"
@@ -57,6 +58,10 @@ enum nrs_handle_kind {
 
 struct nrs_handle {
 	enum nrs_handle_kind kind;
+	/* The FUSE layer's reference, plus one per nrs_core_append running:
+	 * an append's reply can reach the kernel, and the file be closed,
+	 * before the append has let go of h->lock. */
+	atomic_int refs;
 	uint64_t ino;
 	int flags;
 	struct nrs_stream *st;		/* NRS_H_STREAM: a reference */
