@@ -8,7 +8,7 @@
 // is NRS_S3RVER (a directory) or node_modules/s3rver beside this file, and
 // must be the version package.json pins.
 //
-// s3rver 3.7.1 differs from S3 where the tests look, so two of its
+// s3rver 3.7.1 differs from S3 where the tests look, so three of its
 // behaviours are put right here, in front of it:
 //  - It ignores Content-MD5.  S3 refuses a PUT whose body does not match
 //    (400 BadDigest) or whose Content-MD5 is not a base64 MD5 (400
@@ -17,12 +17,20 @@
 //  - A range GET of an empty object answers 206 with Content-Length 1 and
 //    no body.  S3 answers 416 InvalidRange (no byte of it is satisfiable);
 //    so does this.
+//  - A PUT is answered once the body has been read, not once it is in the
+//    object's file (its store resolves on the hashing stream's 'finish',
+//    ahead of the file's), so a HEAD or GET right after the 200 can see a
+//    shorter object.  S3 is read-after-write consistent; this answers only
+//    once the file holds every byte.  (nereusfs proves each upload with a
+//    HEAD; against the unpatched server it saw short objects, quarantined
+//    them and uploaded again under new keys, several times per object.)
 'use strict';
 
 const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
-const { PassThrough } = require('stream');
+const { PassThrough, Readable, Transform } = require('stream');
+const { pipeline } = require('stream/promises');
 
 const pkgDir = process.env.NRS_S3RVER || path.join(__dirname, 'node_modules', 's3rver');
 const S3rver = require(pkgDir);
@@ -87,6 +95,26 @@ async function main() {
       object.content = null;	// answered as InvalidRange
     }
     return object;
+  };
+  // The store's putObject, but resolved once the file is written.
+  const store = server.store;
+  store.putObject = async (object) => {
+    const objectPath = store.getResourcePath(object.bucket, object.key, 'object');
+    await fs.promises.mkdir(path.dirname(objectPath), { recursive: true });
+    const md5 = crypto.createHash('md5');
+    let size = 0;
+    const content = Buffer.isBuffer(object.content)
+      ? Readable.from([object.content]) : object.content;
+    await pipeline(content, new Transform({
+      transform(chunk, encoding, callback) {
+        md5.update(chunk);
+        size += chunk.length;
+        callback(null, chunk);
+      },
+    }), fs.createWriteStream(objectPath));
+    const digest = md5.digest('hex');
+    await store.putMetadata(object.bucket, object.key, object.metadata, digest);
+    return { size, md5: digest };
   };
   // after the request logger, before everything else
   server.middleware.splice(1, 0, checkContentMd5);
