@@ -68,12 +68,14 @@
  * range GET.  A run stops at a block that memory or disk already holds or
  * another reader is fetching, and at `readahead` bytes.  A read that is
  * not sequential fetches only the blocks it wants.  A sequential read (it
- * starts at the object's start or where the previous read of the object
- * ended) reads ahead up to the object's end, within a window that starts
- * at SEQ_FIRST bytes and doubles with every sequential GET of the object,
- * up to `readahead`: a long sequential reader pays the per-request cost of
- * the store once per `readahead` bytes, a short one never fetches much
- * that it will not read.  Each block of the GET is verified before it is
+ * starts at the object's start, or within SEQ_SLACK of where the previous
+ * reads of the object got to: the kernel sends a sequential reader's
+ * requests concurrently, and they arrive in any order) reads ahead up to
+ * the object's end, within a window that starts at SEQ_FIRST bytes and
+ * doubles with every sequential GET of the object, up to `readahead`: a
+ * long sequential reader pays the per-request cost of the store once per
+ * `readahead` bytes, a short one never fetches much that it will not
+ * read.  Each block of the GET is verified before it is
  * cached or copied; a bad block is logged (key, stream, logical offset),
  * counted, never cached, and fails the read (-EBADMSG) if the read wanted
  * it.  A bad block read ahead fails nothing.
@@ -132,6 +134,8 @@
 #define DEF_READAHEAD	(8u << 20)
 #define MAX_READAHEAD	(64u << 20)
 #define SEQ_FIRST	(1u << 20)	/* a sequential read's first window */
+#define SEQ_SLACK	(1u << 20)	/* how far from the end of the last read
+					 * a sequential one may start */
 #define MAX_FLIGHTS	32		/* more at once are not deduplicated */
 #define DISK_NAME_MAX	96
 #define BLK_SUFFIX	".blk"
@@ -148,7 +152,7 @@ struct ent {
 	bool linked;		/* in its tier's hash and LRU */
 	/* header entries only: */
 	struct nrs_objinfo info;
-	uint64_t seq_next;	/* where the last read of the object ended */
+	uint64_t seq_next;	/* where the reads of the object got to */
 	uint32_t ra;		/* blocks the next sequential GET may fetch */
 	unsigned char data[];	/* block bytes, or fixed header + table */
 };
@@ -761,13 +765,15 @@ static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
 
 /*
  * A reference to the header entry of h, fetched if need be, and whether a
- * read of [off, off + len) continues a sequential read of the object.
+ * read of [off, off + len) continues a sequential read of the object (see
+ * READS).
  */
 static int hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 		   size_t len)
 {
 	const struct nrs_objhdr *h = r->h;
 	struct ent *e, *mine = NULL;
+	uint64_t next;
 
 	pthread_mutex_lock(&c->lock);
 	e = tier_find(&c->mem, h, HDR_IDX);
@@ -799,8 +805,11 @@ static int hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 		free(mine);
 	}
 	pthread_mutex_lock(&c->lock);
-	r->seq = off == h->start || off == e->seq_next;
-	e->seq_next = off + len;
+	next = e->seq_next;
+	r->seq = off == h->start ||
+		 (off + SEQ_SLACK >= next && off <= next + SEQ_SLACK);
+	if (!r->seq || off + len > next)
+		e->seq_next = off + len;
 	if (!r->seq || e->ra == 0)
 		e->ra = c->seq_first;
 	pthread_mutex_unlock(&c->lock);
