@@ -828,7 +828,7 @@ obj_report() {
 					'BEGIN { printf "%d GETs, %.0f KiB each", g, g ? b / g / 1024 : 0 }')"
 			else
 				w=${RD[$store,warmreads]:-?}
-				[ "$w" = 0 ] && t=yes || t=no
+				le "$w" 0 && t=yes || t=no
 				t="from the page cache: $t (median $w reads reached the daemon)"
 			fi
 			printf '%-6s %-6s %12s %15s %7s %6s  %s\n' "$store" "$c" "${v:-n/a}" "${b:-n/a}" "$r" \
