@@ -3,9 +3,9 @@
  * in-memory object store that counts GETs, records their sizes, fails on
  * request, holds GETs at a gate and lets a test rot stored bytes: reads at
  * every alignment, hits, read-ahead GET sizes, a block two readers miss at
- * once fetched once, corrupt blocks and headers, the memory budget, the
- * disk tier (eviction, rot, reuse, budget, lock), forget, and concurrent
- * readers.
+ * once fetched once while the second reads ahead, corrupt blocks and
+ * headers, the memory budget, the disk tier (eviction, rot, reuse, budget,
+ * lock), forget, and concurrent readers.
  */
 #include "config.h"
 
@@ -478,9 +478,11 @@ static void gate_set(struct mock *m, bool gated, int fail)
 	pthread_mutex_unlock(&m->lock);
 }
 
-/* Reader a's GET of a run is held; reader b wants a block of that run:
- * b waits for a's GET instead of sending its own, and reads the block a
- * fetched; if a's GET fails, b fetches for itself (and never hangs). */
+/* Reader a's GET of a run is held; reader b, sequential, wants a block of
+ * that run: b sends no GET for a's blocks, but one for the run after them
+ * (read ahead while a's lands), then reads its block from what a fetched;
+ * a sequential read of the rest needs no GET.  If the GETs fail, b fetches
+ * its block for itself (and never hangs). */
 static void test_flights(void **state)
 {
 	struct mock *m = *state;
@@ -488,13 +490,15 @@ static void test_flights(void **state)
 				.gen = 1 };
 	struct gated_read a, b;
 	struct nrs_bcache *c;
-	unsigned gets, held;
+	uint64_t bytes;
+	unsigned gets;
 
 	put_obj(m, &h);
 	for (int fail = 0; fail >= -EIO; fail -= EIO) {
 		c = open_cache(m, 0, NULL, 0, 0);
 		check_read(c, &h, h.end - 1, 1);	/* the header, cached */
 		gets = mock_gets(m);
+		bytes = stats(c).get_bytes;
 		gate_set(m, true, 0);
 		a = (struct gated_read){ .c = c, .h = &h, .off = 0,
 					 .len = 2 * BLK };
@@ -503,18 +507,25 @@ static void test_flights(void **state)
 		b = (struct gated_read){ .c = c, .h = &h, .off = 2 * BLK,
 					 .len = 2 * BLK };
 		assert_int_equal(pthread_create(&b.t, NULL, gated_reader, &b), 0);
-		usleep(50000);			/* b finds block 2 in flight */
-		held = mock_gets(m);
+		gate_wait(m, 2);		/* b's, of [1 MiB, 39 blocks) */
 		gate_set(m, false, fail);
 		assert_int_equal(pthread_join(a.t, NULL), 0);
 		assert_int_equal(pthread_join(b.t, NULL), 0);
-		assert_int_equal(held, gets + 1);	/* b sent none */
 		assert_int_equal(a.err, fail);
 		assert_int_equal(b.err, fail);
-		/* one GET for both; or, a's failing, b's own */
-		assert_int_equal(mock_gets(m), gets + 1 + (fail != 0));
-		if (!fail)
+		if (!fail) {
+			assert_int_equal(mock_gets(m), gets + 2);
 			assert_int_equal(m->get_len[gets], MIB);
+			/* up to block 39, cached above */
+			assert_int_equal(m->get_len[gets + 1], 23 * BLK);
+			/* no block twice */
+			assert_int_equal(stats(c).get_bytes - bytes, 39 * BLK);
+			check_read(c, &h, 4 * BLK, 36 * BLK);
+			assert_int_equal(mock_gets(m), gets + 2);
+		} else {
+			/* a's, b's read ahead, then b's own */
+			assert_int_equal(mock_gets(m), gets + 3);
+		}
 		assert_true(nrs_bcache_check(c));
 		nrs_bcache_close(c);
 		gate_set(m, false, 0);
