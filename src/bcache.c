@@ -65,13 +65,35 @@
  * A read takes a reference on the object's header entry, then walks the
  * blocks it wants.  A block in memory is copied out under a reference; a
  * block on disk is read and verified; a missing run is fetched with one
- * range GET of up to `readahead` bytes, extended past the request (up to
- * the object's end) when the read is sequential: it starts at the object's
- * start or where the previous read of the object ended.  A run stops at a
- * block that memory or disk already holds.  Each block of the GET is
- * verified before it is cached or copied; a bad block is logged (key,
- * stream, logical offset), counted, never cached, and fails the read
- * (-EBADMSG) if the read wanted it.  A bad block read ahead fails nothing.
+ * range GET.  A run stops at a block that memory or disk already holds or
+ * another reader is fetching, and at `readahead` bytes.  A read that is
+ * not sequential fetches only the blocks it wants.  A sequential read (it
+ * starts at the object's start, or within SEQ_SLACK of where the previous
+ * reads of the object got to, since the last one that was not sequential
+ * or started at the start: the kernel sends a sequential reader's
+ * requests concurrently, and they arrive in any order) reads ahead up to
+ * the object's end, within a window that starts at SEQ_FIRST bytes and
+ * doubles with every sequential GET of the object, up to `readahead`: a
+ * long sequential reader pays the per-request cost of the store once per
+ * `readahead` bytes, a short one never fetches much that it will not
+ * read.  Each block of the GET is verified before it is
+ * cached or copied; a bad block is logged (key, stream, logical offset),
+ * counted, never cached, and fails the read (-EBADMSG) if the read wanted
+ * it.  A bad block read ahead fails nothing.
+ *
+ * A run being fetched is a flight, listed until its blocks are cached.  A
+ * reader that misses a block of a flight waits for it to land instead of
+ * fetching it again (the kernel sends a sequential reader's requests for
+ * neighbouring ranges concurrently: each would otherwise fetch the other's
+ * run), then looks again: normally the block is in memory by then; if not
+ * (the fetch failed, or memory had no room), the reader fetches it itself.
+ * A sequential reader that finds its block in flight first reads ahead:
+ * it fetches the run that follows the flight (a window's worth), so that
+ * while a sequential reader's requests come two at a time, two GETs are in
+ * flight, and the next window is cached by the time the reader gets there
+ * (one GET at a time, a reader leaves the store idle while it consumes,
+ * and a store like s3rver serves one connection at 160 MB/s but two at
+ * 220).  A block read ahead that fails fails nothing.
  *
  * INVARIANTS
  *
@@ -87,10 +109,14 @@
  *   B4  No store request and no file I/O happens under c->lock.
  *   B5  mem.bytes <= mem.budget always; disk.bytes <= disk.budget after
  *       every insertion.
+ *   B6  A reader waits for a flight only while it owns none: a flight is
+ *       ended before its reader waits or moves to its next block, so every
+ *       flight ends and no wait is forever.
  *
  * LOCKING: one mutex, c->lock, protects both tiers, every entry's refs,
- * links and seq_next, and the statistics.  Entry data is immutable once
- * the entry is published, so readers copy it without the lock (B3).
+ * links, seq_next and ra, the flights, and the statistics; c->landed is
+ * signalled with it when a flight ends.  Entry data is immutable once the
+ * entry is published, so readers copy it without the lock (B3).
  */
 #include "config.h"
 
@@ -113,8 +139,12 @@
 #define HDR_IDX		UINT32_MAX	/* idx of an object's header entry */
 #define DEF_MEM		(64ull << 20)
 #define DEF_DISK	(1ull << 30)
-#define DEF_READAHEAD	(1u << 20)
+#define DEF_READAHEAD	(8u << 20)
 #define MAX_READAHEAD	(64u << 20)
+#define SEQ_FIRST	(1u << 20)	/* a sequential read's first window */
+#define SEQ_SLACK	(1u << 20)	/* how far from the end of the last read
+					 * a sequential one may start */
+#define MAX_FLIGHTS	32		/* more at once are not deduplicated */
 #define DISK_NAME_MAX	96
 #define BLK_SUFFIX	".blk"
 #define TMP_PREFIX	".tmp-"
@@ -130,7 +160,8 @@ struct ent {
 	bool linked;		/* in its tier's hash and LRU */
 	/* header entries only: */
 	struct nrs_objinfo info;
-	uint64_t seq_next;	/* where the last read of the object ended */
+	uint64_t seq_next;	/* where the reads of the object got to */
+	uint32_t ra;		/* blocks the next sequential GET may fetch */
 	unsigned char data[];	/* block bytes, or fixed header + table */
 };
 
@@ -141,14 +172,24 @@ struct tier {
 	uint64_t bytes, budget;
 };
 
+/* A run of blocks [first, first + n) of object h that a reader is fetching;
+ * n == 0: a free slot. */
+struct flight {
+	struct nrs_objhdr h;
+	uint32_t first, n;
+};
+
 struct nrs_bcache {
 	struct nrs_objstore *store;	/* borrowed */
 	uint32_t readahead;		/* bytes, a multiple of NRS_OBJ_BLOCK */
+	uint32_t seq_first;		/* blocks, <= readahead's */
 	int dir_fd;			/* disk_dir, or -1: no disk tier */
 	int lock_fd;			/* disk_dir/.lock, flock()ed */
 	pthread_mutex_t lock;
+	pthread_cond_t landed;		/* a flight ended */
 	/* protected by lock: */
 	struct tier mem, disk;
+	struct flight flights[MAX_FLIGHTS];
 	struct nrs_bcache_stats st;
 	uint64_t tmp_seq;
 	bool disk_warned;
@@ -185,12 +226,16 @@ static size_t ent_hash(const struct tier *t, const struct nrs_objhdr *h,
 	return (size_t)mix(x ^ h->gen) & t->mask;
 }
 
+static bool obj_is(const struct nrs_objhdr *a, const struct nrs_objhdr *b)
+{
+	return a->stream_id == b->stream_id && a->start == b->start &&
+	       a->end == b->end && a->gen == b->gen;
+}
+
 static bool ent_is(const struct ent *e, const struct nrs_objhdr *h,
 		   uint32_t idx)
 {
-	return e->idx == idx && e->h.stream_id == h->stream_id &&
-	       e->h.start == h->start && e->h.end == h->end &&
-	       e->h.gen == h->gen;
+	return e->idx == idx && obj_is(&e->h, h);
 }
 
 /* A new unlinked entry with room for len bytes; no lock needed. */
@@ -728,13 +773,15 @@ static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
 
 /*
  * A reference to the header entry of h, fetched if need be, and whether a
- * read of [off, off + len) continues a sequential read of the object.
+ * read of [off, off + len) continues a sequential read of the object (see
+ * READS).
  */
 static int hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 		   size_t len)
 {
 	const struct nrs_objhdr *h = r->h;
 	struct ent *e, *mine = NULL;
+	uint64_t next;
 
 	pthread_mutex_lock(&c->lock);
 	e = tier_find(&c->mem, h, HDR_IDX);
@@ -766,8 +813,13 @@ static int hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 		free(mine);
 	}
 	pthread_mutex_lock(&c->lock);
-	r->seq = off == h->start || off == e->seq_next;
-	e->seq_next = off + len;
+	next = e->seq_next;
+	r->seq = off == h->start ||
+		 (off + SEQ_SLACK >= next && off <= next + SEQ_SLACK);
+	if (!r->seq || off == h->start || off + len > next)
+		e->seq_next = off + len;
+	if (!r->seq || e->ra == 0)
+		e->ra = c->seq_first;
 	pthread_mutex_unlock(&c->lock);
 	r->hdr = e;
 	return 0;
@@ -786,23 +838,76 @@ static void copy_out(const struct req *r, uint32_t idx,
 		       (size_t)(to - from));
 }
 
+/* The flight carrying block idx of h, or NULL.  Lock held; the pointer is
+ * good while it is. */
+static const struct flight *flight_of(const struct nrs_bcache *c,
+				      const struct nrs_objhdr *h, uint32_t idx)
+{
+	for (unsigned i = 0; i < MAX_FLIGHTS; i++) {
+		const struct flight *f = &c->flights[i];
+
+		if (f->n && idx - f->first < f->n && obj_is(&f->h, h))
+			return f;
+	}
+	return NULL;
+}
+
+static bool in_flight(const struct nrs_bcache *c, const struct nrs_objhdr *h,
+		      uint32_t idx)
+{
+	return flight_of(c, h, idx) != NULL;
+}
+
+/* End flight slot (-1: none) and wake the readers waiting for it. */
+static void flight_end(struct nrs_bcache *c, int slot)
+{
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->flights[slot].n = 0;
+	pthread_cond_broadcast(&c->landed);
+	pthread_mutex_unlock(&c->lock);
+}
+
 /*
- * Blocks to fetch in one GET from first, a miss: up to readahead bytes,
- * past r->last only when sequential, stopping at a block memory or disk
- * holds.  Counts the wanted ones after first as misses.  Lock held.
+ * Plan the GET from first, a miss: up to the readahead window (see READS)
+ * but at least the wanted blocks, within readahead bytes; past r->last only
+ * when sequential; stopping at a block memory or disk holds or a flight
+ * carries.  Counts the wanted ones after first as misses, widens the
+ * object's sequential window, and lists the run as the caller's flight in
+ * *slot (-1: no free slot), which the caller ends.  Lock held.
  */
-static uint32_t run_len(struct nrs_bcache *c, const struct req *r,
-			uint32_t first)
+static uint32_t plan_fetch(struct nrs_bcache *c, const struct req *r,
+			   uint32_t first, int *slot)
 {
 	uint32_t limit = r->seq ? r->hdr->info.nblocks - 1 : r->last;
-	uint32_t max = c->readahead / NRS_OBJ_BLOCK, n = 1;
+	uint32_t cap = c->readahead / NRS_OBJ_BLOCK, max = cap, n = 1;
 
+	if (r->seq) {
+		uint32_t win = r->hdr->ra;
+
+		if (win < r->last - first + 1)
+			win = r->last - first + 1;
+		if (win < max)
+			max = win;
+		r->hdr->ra = r->hdr->ra < cap / 2 ? 2 * r->hdr->ra : cap;
+	}
 	while (n < max && first + n <= limit &&
 	       !tier_find(&c->mem, r->h, first + n) &&
-	       !tier_find(&c->disk, r->h, first + n)) {
+	       !tier_find(&c->disk, r->h, first + n) &&
+	       !in_flight(c, r->h, first + n)) {
 		if (first + n <= r->last)
 			c->st.misses++;
 		n++;
+	}
+	*slot = -1;
+	for (unsigned i = 0; i < MAX_FLIGHTS; i++) {
+		if (c->flights[i].n == 0) {
+			c->flights[i] = (struct flight){ .h = *r->h,
+							 .first = first, .n = n };
+			*slot = (int)i;
+			break;
+		}
 	}
 	return n;
 }
@@ -863,16 +968,50 @@ static int fetch_run(struct nrs_bcache *c, const struct req *r,
 	return err;
 }
 
+/*
+ * While a block sequential read r wants is in flight f, fetch the run that
+ * follows f, if no one holds or fetches its first block (READS).  Its
+ * blocks are cached, none copied out; a bad one fails nothing.  Called
+ * with the lock held, which it drops for the GET.
+ */
+static void read_past(struct nrs_bcache *c, const struct req *r,
+		      const struct flight *f)
+{
+	uint32_t first = f->first + f->n, n;
+	struct req ahead = *r;
+	int slot;
+
+	if (first >= r->hdr->info.nblocks || tier_find(&c->mem, r->h, first) ||
+	    tier_find(&c->disk, r->h, first) || in_flight(c, r->h, first))
+		return;
+	ahead.last = first - 1;		/* wants nothing */
+	n = plan_fetch(c, &ahead, first, &slot);
+	pthread_mutex_unlock(&c->lock);
+	fetch_run(c, &ahead, first, n);
+	flight_end(c, slot);
+	pthread_mutex_lock(&c->lock);
+}
+
 /* Serve block *cur of r and step *cur past what was served. */
 static int read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
 {
 	uint32_t idx = *cur, n = 0;
+	const struct flight *f;
 	struct ent *e;
-	bool on_disk = false;
-	int err;
+	bool on_disk = false, helped = !r->seq;
+	int slot = -1, err;
 
 	pthread_mutex_lock(&c->lock);
-	e = tier_find(&c->mem, r->h, idx);
+	/* B6: this reader owns no flight here, nor when it waits below */
+	while (!(e = tier_find(&c->mem, r->h, idx)) &&
+	       (f = flight_of(c, r->h, idx))) {
+		if (!helped) {
+			helped = true;
+			read_past(c, r, f);
+			continue;
+		}
+		pthread_cond_wait(&c->landed, &c->lock);
+	}
 	if (e) {
 		c->st.hits++;
 		e->refs++;
@@ -881,7 +1020,7 @@ static int read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
 		c->st.misses++;
 		on_disk = tier_find(&c->disk, r->h, idx) != NULL;
 		if (!on_disk)
-			n = run_len(c, r, idx);
+			n = plan_fetch(c, r, idx, &slot);
 	}
 	pthread_mutex_unlock(&c->lock);
 
@@ -904,10 +1043,11 @@ static int read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
 		if (err == -ENOMEM)
 			return err;
 		pthread_mutex_lock(&c->lock);
-		n = run_len(c, r, idx);
+		n = plan_fetch(c, r, idx, &slot);
 		pthread_mutex_unlock(&c->lock);
 	}
 	err = fetch_run(c, r, idx, n);
+	flight_end(c, slot);
 	*cur = idx + n;
 	return err;
 }
@@ -934,9 +1074,17 @@ int nrs_bcache_open(const struct nrs_bcache_opts *o, struct nrs_objstore *store,
 		ra = MAX_READAHEAD;
 	c->readahead = ra < NRS_OBJ_BLOCK ? NRS_OBJ_BLOCK
 					  : ra - ra % NRS_OBJ_BLOCK;
+	c->seq_first = (c->readahead < SEQ_FIRST ? c->readahead : SEQ_FIRST) /
+		       NRS_OBJ_BLOCK;
 	c->disk.budget = o && o->disk_bytes ? o->disk_bytes : DEF_DISK;
 	err = pthread_mutex_init(&c->lock, NULL);
 	if (err) {
+		free(c);
+		return -err;
+	}
+	err = pthread_cond_init(&c->landed, NULL);
+	if (err) {
+		pthread_mutex_destroy(&c->lock);
 		free(c);
 		return -err;
 	}
@@ -979,6 +1127,7 @@ void nrs_bcache_close(struct nrs_bcache *c)
 		close(c->lock_fd);	/* releases the flock */
 	if (c->dir_fd >= 0)
 		close(c->dir_fd);
+	pthread_cond_destroy(&c->landed);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

@@ -108,7 +108,9 @@ struct nrs_bcache_opts {
 	uint64_t mem_bytes;	/* memory tier budget; 0: 64 MiB */
 	const char *disk_dir;	/* optional disk tier (created), NULL: none */
 	uint64_t disk_bytes;	/* disk tier budget; 0 with a dir: 1 GiB */
-	uint32_t readahead;	/* bytes fetched per GET at most; 0: 1 MiB */
+	uint32_t readahead;	/* bytes fetched per GET at most; 0: 8 MiB
+				 * (sequential reads ramp up to it from
+				 * 1 MiB, bcache.c) */
 };
 
 struct nrs_bcache_stats {
@@ -144,8 +146,8 @@ void nrs_bcache_close(struct nrs_bcache *c);
  * -EPROTO (the object is a newer format version: logged), -ENOENT (object
  * missing), -EINVAL (h or the range is impossible), -ENOMEM, or a store
  * error.  dst is written only where the bytes verified; on an error its
- * contents are unspecified.  Thread safe; concurrent misses of one block
- * may fetch it twice but never return different bytes.
+ * contents are unspecified.  Thread safe; a block that readers miss while
+ * another reader fetches it is waited for, not fetched again.
  */
 int nrs_bcache_read(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		    uint64_t off, size_t len, void *dst);

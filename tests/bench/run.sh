@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# tests/bench/run.sh: the append benchmark behind `make bench`.
+# tests/bench/run.sh: the benchmark behind `make bench`, in two parts.
 #
-# Runs the same append loads, case by case and side by side, against
+# APPENDS (issue 2).  Runs the same append loads, case by case and side by
+# side, against
 #   a) nereusfs             write() alone: it returns once durable
 #   b) plain files          write() + fdatasync() per append, in the
 #                           filesystem that holds nereusfs's data directory
@@ -9,29 +10,94 @@
 #                           libfuse3-dev, write() + fdatasync(): what FUSE
 #                           itself costs
 # and prints ops/s, MB/s, p50/p99 latency, the ratios a/b and c/b, and the
-# targets of issue 2 next to them.  It measures and prints; it never fails a
-# build over a figure (the exit status is non-zero only when the benchmark
-# itself could not run).
+# targets of issue 2 next to them.
 #
 # Cases: 1 KiB appends with 1, 8 and 64 writers each on its own stream, and 8
 # writers on one stream; then 1 MiB appends with 1 and 8 writers.  Systems
 # alternate within each case so drift on the machine hits all three alike.
 #
+# OBJECTS (issue 4), on each object store: the embedded directory (dir) and
+# S3 (s3rver on loopback, tests/s3/s3rver.sh):
+#   materialization  BENCH_OBJ_COUNT objects' worth of bytes is appended in
+#                    1 MiB writes to BENCH_OBJ_STREAMS streams while
+#                    materialization is held off (huge materialize_bytes and
+#                    materialize_age_ms); then the daemon is mounted again
+#                    with materialize_bytes = object_size = BENCH_OBJ_SIZE
+#                    and materializers=N, and timed from the moment the
+#                    mount appears until nereus_materialize_lag_bytes is 0
+#                    (every stream's materialized == head; each object
+#                    uploaded, proven by HEAD and published).  The
+#                    materializers start right after recovery, just before
+#                    the mount appears, so the figure errs, by milliseconds,
+#                    in nereusfs's favour.  Baseline on S3: Debian's `s3`
+#                    command-line tool (libs3, as the daemon) putting the
+#                    same number of objects of the same size, N processes
+#                    each putting its share one after another, with the
+#                    same Content-MD5 and x-amz-meta-sha256 headers.  Its
+#                    digests are computed once before timing, so it does
+#                    none of the hashing nereusfs must do (the target,
+#                    >= 0.8x, is judged against this one); a second run has
+#                    each process hash each object with openssl first, the
+#                    work nereusfs does for the same two headers.  N runs
+#                    through BENCH_MATERIALIZERS.
+#                    The dir store has no baseline; its figure says what the
+#                    materializer itself costs.
+#   sequential read  a stream of BENCH_READ_BYTES, materialized in objects of
+#                    BENCH_OBJ_SIZE, read with dd bs=1M through a fresh
+#                    mount (empty block cache, no WAL copy left) after
+#                    dropping the kernel's caches (cold), then again (warm);
+#                    against a file of the same size read the same way
+#                    through passthrough_ll -o cache=always (which, like
+#                    nereusfs's read-only handles, keeps the page cache
+#                    across opens).  Target: cold >= 0.8x; warm served by
+#                    the kernel's page cache, which the daemon read count
+#                    during the warm read shows (0: it was).  Median of
+#                    BENCH_READ_RUNS runs, the two systems alternating.
+#                    On S3 the s3 CLI getting the same objects whole, one
+#                    after another, cold, is printed too: what the server
+#                    gives one sequential reader.  The GETs nereusfs sent
+#                    for the cold read, and their mean size, are shown.
+# Every measurement is printed with the highest 1-minute load average seen
+# just before one of its runs: other work on the machine shows there.
+#
+# It measures and prints; it never fails a build over a figure (the exit
+# status is non-zero only when the benchmark itself could not run).
+#
 # Environment:
 #   NEREUSFS        the daemon (default: ./nereusfs); missing -> column a n/a
 #   NRS_BENCH       the load generator (default: tests/bench/nrs-bench)
-#   BENCH_SECONDS   seconds per measurement (default 5; ~16 runs in all)
+#   BENCH_PARTS     subset of: append objects (default: both)
+#   BENCH_SECONDS   seconds per append measurement (default 5; ~16 runs)
 #   BENCH_TMPDIR    where the scratch dir goes (default /var/tmp); the data
 #                   dir, the plain baseline and passthrough's source all sit
 #                   in it, so one filesystem serves all three
 #   BENCH_CASES     space-separated subset of: 1k-1 1k-8 1k-64 1k-8s 1m-1 1m-8
 #   BENCH_SYSTEMS   subset of: a b c (default: a b c)
-#   BENCH_RAW       if set, append every raw nrs-bench line to this file
+#   BENCH_RAW       if set, append every raw measurement line to this file
 #   BENCH_COND=0    skip the conditional-append comparison (issue 6)
-#   BENCH_KEEP=1    keep the scratch dir (and the daemon's log) afterwards
+#   BENCH_KEEP=1    keep the scratch dir (and the daemons' logs) afterwards
 #   NEREUSFS_OPTS   extra options for the daemon, e.g. "-o max_threads=16"
 #   PASSTHROUGH_LL  a built passthrough_ll to use instead of compiling one
 #   CC              compiler for passthrough_ll (default cc)
+# Objects part:
+#   BENCH_STORES        subset of: dir s3 (default: both)
+#   BENCH_OBJ_SIZE      object payload bytes, a multiple of 1 MiB (16 MiB)
+#   BENCH_OBJ_COUNT     objects per materialization run (32: 512 MiB)
+#   BENCH_OBJ_STREAMS   streams those bytes are appended to (4)
+#   BENCH_MATERIALIZERS materializer threads = s3 CLI processes, one
+#                       measurement each (default: "1 2"; empty: none)
+#   BENCH_MAT_RUNS      runs per measurement, nereusfs and the s3 CLI
+#                       alternating (3; median shown)
+#   BENCH_READ_BYTES    size of the sequential read, a multiple of 1 MiB
+#                       (256 MiB)
+#   BENCH_READ_RUNS     cold/warm read pairs per system (3; median shown;
+#                       0: no reads)
+#   BENCH_S3_CLI        the s3 command-line tool (default: s3, from libs3-2)
+#   NRS_S3RVER_SH       the s3rver harness (default: ../s3/s3rver.sh from
+#                       this script's directory)
+#   NRS_S3RVER          the s3rver package it runs (see that script)
+# Cold reads drop the kernel's caches (/proc/sys/vm/drop_caches): that
+# needs root; without it they are reported as n/a.
 set -uo pipefail
 
 NEREUSFS=${NEREUSFS:-./nereusfs}
@@ -40,19 +106,30 @@ BENCH_SECONDS=${BENCH_SECONDS:-5}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
 BENCH_CASES=${BENCH_CASES:-1k-1 1k-8 1k-64 1k-8s 1m-1 1m-8}
 BENCH_SYSTEMS=${BENCH_SYSTEMS:-a b c}
+BENCH_PARTS=${BENCH_PARTS:-append objects}
 CC=${CC:-cc}
 PT_EXAMPLES=/usr/share/doc/libfuse3-dev/examples
+export LC_ALL=C		# dd's figures and $EPOCHREALTIME with a '.'
 
 die() { echo "bench: $*" >&2; exit 2; }
 note() { echo "bench: $*" >&2; }
+want() { case " $BENCH_PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
-[ -x "$NRS_BENCH" ] || die "no load generator at $NRS_BENCH (run 'make bench')"
+if ! want append; then
+	BENCH_CASES='' BENCH_SYSTEMS='' BENCH_COND=0
+fi
+
+! want append || [ -x "$NRS_BENCH" ] || die "no load generator at $NRS_BENCH (run 'make bench')"
 command -v fusermount3 >/dev/null || die "fusermount3 not found (apt-get install fuse3)"
 
 work=$(mktemp -d "$BENCH_TMPDIR/nrs-bench.XXXXXX") || die "cannot make a scratch dir in $BENCH_TMPDIR"
 mkdir -p "$work/data" "$work/mnt" "$work/plain" "$work/pt-src" "$work/pt-mnt" "$work/pt-build"
 nrs_pid=
 pt_pid=
+obj_pid=	# the objects part's nereusfs, at $work/omnt
+pr_pid=		# its passthrough_ll, at $work/pr-mnt
+s3_dir=		# the s3rver's directory while one runs
+S3RVER_SH=${NRS_S3RVER_SH:-$(cd "$(dirname "$0")/../s3" 2>/dev/null && pwd)/s3rver.sh}
 
 # Unmount one mount point and wait for its daemon; lazily if it is stuck.
 unmount() { # MOUNTPOINT PID
@@ -78,7 +155,11 @@ unmount() { # MOUNTPOINT PID
 cleanup() {
 	unmount "$work/mnt" "$nrs_pid"
 	unmount "$work/pt-mnt" "$pt_pid"
-	nrs_pid= pt_pid=
+	unmount "$work/omnt" "$obj_pid"
+	unmount "$work/pr-mnt" "$pr_pid"
+	nrs_pid='' pt_pid='' obj_pid='' pr_pid=''
+	[ -n "$s3_dir" ] && sh "$S3RVER_SH" stop "$s3_dir"
+	s3_dir=
 	if [ "${BENCH_KEEP:-0}" = 1 ]; then
 		note "kept $work"
 	else
@@ -97,14 +178,14 @@ mount_fs() { # PIDVAR MOUNTPOINT LOG CMD...
 	"$@" >"$log" 2>&1 </dev/null &
 	pid=$!
 	printf -v "$var" %s "$pid"
-	for i in $(seq 100); do
+	for i in $(seq 500); do	# 10 s, in steps short enough to time from
 		if ! kill -0 "$pid" 2>/dev/null; then
 			wait "$pid" 2>/dev/null
 			printf -v "$var" %s ""
 			return 1
 		fi
 		grep -q " $mnt fuse" /proc/mounts && return 0
-		sleep 0.1
+		sleep 0.02
 	done
 	return 1	# the trap unmounts and reaps it
 }
@@ -129,25 +210,34 @@ case " $BENCH_SYSTEMS " in *" a "*)
 	fi
 ;; esac
 
-case " $BENCH_SYSTEMS " in *" c "*)
+# passthrough_ll: PASSTHROUGH_LL, or built once from libfuse3-dev's example.
+# Sets pt (empty if there is none) and says why not, once.
+pt='' pt_tried=0
+find_passthrough() {
+	[ $pt_tried = 1 ] && return 0
+	pt_tried=1
 	pt=${PASSTHROUGH_LL:-}
-	if [ -z "$pt" ]; then
-		for f in passthrough_ll.c passthrough_helpers.h; do
-			if [ -f "$PT_EXAMPLES/$f" ]; then
-				cp "$PT_EXAMPLES/$f" "$work/pt-build/"
-			elif [ -f "$PT_EXAMPLES/$f.gz" ]; then
-				gzip -dc "$PT_EXAMPLES/$f.gz" >"$work/pt-build/$f"
-			fi
-		done
-		if [ -f "$work/pt-build/passthrough_ll.c" ] && [ -f "$work/pt-build/passthrough_helpers.h" ] &&
-		   $CC -O2 -w -o "$work/pt-build/passthrough_ll" "$work/pt-build/passthrough_ll.c" \
-			$(pkg-config fuse3 --cflags --libs) 2>"$work/pt-build/cc.log"; then
-			pt=$work/pt-build/passthrough_ll
-		else
-			note "cannot build passthrough_ll from $PT_EXAMPLES (libfuse3-dev): column c is n/a"
-			[ -s "$work/pt-build/cc.log" ] && sed 's/^/  | /' "$work/pt-build/cc.log" >&2
+	[ -n "$pt" ] && return 0
+	for f in passthrough_ll.c passthrough_helpers.h; do
+		if [ -f "$PT_EXAMPLES/$f" ]; then
+			cp "$PT_EXAMPLES/$f" "$work/pt-build/"
+		elif [ -f "$PT_EXAMPLES/$f.gz" ]; then
+			gzip -dc "$PT_EXAMPLES/$f.gz" >"$work/pt-build/$f"
 		fi
+	done
+	if [ -f "$work/pt-build/passthrough_ll.c" ] && [ -f "$work/pt-build/passthrough_helpers.h" ] &&
+	   $CC -O2 -w -o "$work/pt-build/passthrough_ll" "$work/pt-build/passthrough_ll.c" \
+		$(pkg-config fuse3 --cflags --libs) 2>"$work/pt-build/cc.log"; then
+		pt=$work/pt-build/passthrough_ll
+	else
+		note "cannot build passthrough_ll from $PT_EXAMPLES (libfuse3-dev): its columns are n/a"
+		[ -s "$work/pt-build/cc.log" ] && sed 's/^/  | /' "$work/pt-build/cc.log" >&2
 	fi
+	return 0
+}
+
+case " $BENCH_SYSTEMS " in *" c "*)
+	find_passthrough
 	if [ -n "$pt" ]; then
 		if mount_fs pt_pid "$work/pt-mnt" "$work/passthrough_ll.log" \
 				"$pt" -f -o "source=$work/pt-src" "$work/pt-mnt"; then
@@ -204,10 +294,12 @@ for c in $BENCH_CASES; do
 	case_params "$c" >/dev/null || die "unknown case '$c'"
 done
 
-echo "nereusfs append benchmark: ${BENCH_SECONDS}s per run; $work on $fstype ($fsdev); $(nproc) cores; kernel $(uname -r)"
-echo "  a = nereusfs (write() is durable)   b = plain files + fdatasync per write   c = passthrough_ll + fdatasync per write"
-[ $have_a = 1 ] || echo "  a: n/a (daemon missing or did not mount)"
-[ $have_c = 1 ] || echo "  c: n/a (passthrough_ll missing or did not mount)"
+if want append; then
+	echo "nereusfs append benchmark: ${BENCH_SECONDS}s per run; $work on $fstype ($fsdev); $(nproc) cores; kernel $(uname -r)"
+	echo "  a = nereusfs (write() is durable)   b = plain files + fdatasync per write   c = passthrough_ll + fdatasync per write"
+	[ $have_a = 1 ] || echo "  a: n/a (daemon missing or did not mount)"
+	[ $have_c = 1 ] || echo "  c: n/a (passthrough_ll missing or did not mount)"
+fi
 
 for c in $BENCH_CASES; do
 	read -r n size same label <<<"$(case_params "$c")"
@@ -241,85 +333,514 @@ if [ $have_a = 1 ] && ! kill -0 "$nrs_pid" 2>/dev/null; then
 	tail -n 30 "$work/nereusfs.log" | sed 's/^/  | /' >&2
 fi
 
-# ---- report ----------------------------------------------------------------
+# ---- append report ---------------------------------------------------------
 # ratio X Y: X/Y to two places, or "-" when either is missing or zero
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x == "" || y == "" || y + 0 == 0) print "-"; else printf "%.2f", x / y }'; }
 ge() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x != "-" && x + 0 >= y + 0) }'; }
 le() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x != "-" && x + 0 <= y + 0) }'; }
 
-echo
-printf '%-14s %-3s %10s %9s %10s %10s %7s %7s  %s\n' \
-	case sys ops/s MB/s p50_us p99_us x_b x_c "target (issue 2): met?"
-for c in $BENCH_CASES; do
-	read -r n size same label <<<"$(case_params "$c")"
-	declare -A ops=() mbps=() p99=()
-	for s in a b c; do
-		line=${R[$c,$s]:-}
-		if [ -z "$line" ] || [ "$line" = error ]; then
-			ops[$s]= mbps[$s]= p99[$s]=
-			continue
-		fi
-		ops[$s]=$(field "$line" ops_s)
-		mbps[$s]=$(field "$line" mbps)
-		p99[$s]=$(field "$line" p99_us)
-	done
-	ab=$(ratio "${ops[a]}" "${ops[b]}")
-	cb=$(ratio "${ops[c]}" "${ops[b]}")
-	ac=$(ratio "${mbps[a]}" "${mbps[c]}")
-	p99ab=$(ratio "${p99[a]}" "${p99[b]}")
-	target=
-	case $c in
-		1k-1)
-			if ge "$ab" 0.8 && le "$p99ab" 2; then m=yes; elif [ "$ab" = - ]; then m=n/a; else m=no; fi
-			target="a >= 0.8x b ($ab), p99 a <= 2x b ($p99ab): $m" ;;
-		1k-8)
-			if ge "$ab" 1.0; then m=yes; elif [ "$ab" = - ]; then m=n/a; else m=no; fi
-			target="a >= 1.0x b ($ab): $m" ;;
-		1k-64)
-			if ge "$ab" 1.5; then m=yes; elif [ "$ab" = - ]; then m=n/a; else m=no; fi
-			target="a >= 1.5x b ($ab): $m" ;;
-		1k-8s)
-			target="none set (one stream: ordering per stream)" ;;
-		1m-*)
-			if ge "$ac" 1.0; then m=yes; elif [ "$ac" = - ]; then m=n/a; else m=no; fi
-			target="a MB/s >= c MB/s ($ac): $m" ;;
-	esac
-	first=1
-	for s in a b c; do
-		line=${R[$c,$s]:-}
-		[ -n "$line" ] || continue
-		lab=; [ $first = 1 ] && lab=$label
-		if [ "$line" = error ]; then
-			printf '%-14s %-3s %10s\n' "$lab" "$s" error
-		else
-			xb=-; xc=-
-			[ "$s" != b ] && xb=$(ratio "${ops[$s]}" "${ops[b]}")
-			[ "$s" = a ] && xc=$(ratio "${ops[a]}" "${ops[c]}")
-			t=; [ $first = 1 ] && t=$target
-			printf '%-14s %-3s %10s %9s %10s %10s %7s %7s  %s\n' "$lab" "$s" \
-				"${ops[$s]}" "${mbps[$s]}" "$(field "$line" p50_us)" "${p99[$s]}" "$xb" "$xc" "$t"
-		fi
-		first=0
-	done
-	unset ops mbps p99
-done
-echo
-echo "x_b, x_c: ops/s relative to b and c (for 1 MiB, ops/s and MB/s ratios are the same)."
-if [ ${#CND[@]} -gt 0 ]; then
+if want append; then
 	echo
-	echo "conditional appends (NRS_IOC_EXPECT + write) vs O_APPEND write, 1 KiB, nereusfs (issue 6: ratio close to 1)"
-	printf '%-8s %-8s %10s %10s %10s %7s\n' writers mode ops/s p50_us p99_us ratio
-	for n in 1 8; do
-		for mode in append expect; do
-			line=${CND[$n,$mode]:-error}
-			if [ "$line" = error ]; then
-				printf '%-8s %-8s %10s\n' "$n" "$mode" error
+	printf '%-14s %-3s %10s %9s %10s %10s %7s %7s  %s\n' \
+		case sys ops/s MB/s p50_us p99_us x_b x_c "target (issue 2): met?"
+	for c in $BENCH_CASES; do
+		read -r n size same label <<<"$(case_params "$c")"
+		declare -A ops=() mbps=() p99=()
+		for s in a b c; do
+			line=${R[$c,$s]:-}
+			if [ -z "$line" ] || [ "$line" = error ]; then
+				ops[$s]= mbps[$s]= p99[$s]=
 				continue
 			fi
-			r=-; [ $mode = expect ] && r=$(ratio "$(field "$line" ops_s)" "$(field "${CND[$n,append]:-}" ops_s)")
-			printf '%-8s %-8s %10s %10s %10s %7s\n' "$n" "$mode" "$(field "$line" ops_s)" \
-				"$(field "$line" p50_us)" "$(field "$line" p99_us)" "$r"
+			ops[$s]=$(field "$line" ops_s)
+			mbps[$s]=$(field "$line" mbps)
+			p99[$s]=$(field "$line" p99_us)
+		done
+		ab=$(ratio "${ops[a]}" "${ops[b]}")
+		cb=$(ratio "${ops[c]}" "${ops[b]}")
+		ac=$(ratio "${mbps[a]}" "${mbps[c]}")
+		p99ab=$(ratio "${p99[a]}" "${p99[b]}")
+		target=
+		case $c in
+			1k-1)
+				if ge "$ab" 0.8 && le "$p99ab" 2; then m=yes; elif [ "$ab" = - ]; then m=n/a; else m=no; fi
+				target="a >= 0.8x b ($ab), p99 a <= 2x b ($p99ab): $m" ;;
+			1k-8)
+				if ge "$ab" 1.0; then m=yes; elif [ "$ab" = - ]; then m=n/a; else m=no; fi
+				target="a >= 1.0x b ($ab): $m" ;;
+			1k-64)
+				if ge "$ab" 1.5; then m=yes; elif [ "$ab" = - ]; then m=n/a; else m=no; fi
+				target="a >= 1.5x b ($ab): $m" ;;
+			1k-8s)
+				target="none set (one stream: ordering per stream)" ;;
+			1m-*)
+				if ge "$ac" 1.0; then m=yes; elif [ "$ac" = - ]; then m=n/a; else m=no; fi
+				target="a MB/s >= c MB/s ($ac): $m" ;;
+		esac
+		first=1
+		for s in a b c; do
+			line=${R[$c,$s]:-}
+			[ -n "$line" ] || continue
+			lab=; [ $first = 1 ] && lab=$label
+			if [ "$line" = error ]; then
+				printf '%-14s %-3s %10s\n' "$lab" "$s" error
+			else
+				xb=-; xc=-
+				[ "$s" != b ] && xb=$(ratio "${ops[$s]}" "${ops[b]}")
+				[ "$s" = a ] && xc=$(ratio "${ops[a]}" "${ops[c]}")
+				t=; [ $first = 1 ] && t=$target
+				printf '%-14s %-3s %10s %9s %10s %10s %7s %7s  %s\n' "$lab" "$s" \
+					"${ops[$s]}" "${mbps[$s]}" "$(field "$line" p50_us)" "${p99[$s]}" "$xb" "$xc" "$t"
+			fi
+			first=0
+		done
+		unset ops mbps p99
+	done
+	echo
+	echo "x_b, x_c: ops/s relative to b and c (for 1 MiB, ops/s and MB/s ratios are the same)."
+	if [ ${#CND[@]} -gt 0 ]; then
+		echo
+		echo "conditional appends (NRS_IOC_EXPECT + write) vs O_APPEND write, 1 KiB, nereusfs (issue 6: ratio close to 1)"
+		printf '%-8s %-8s %10s %10s %10s %7s\n' writers mode ops/s p50_us p99_us ratio
+		for n in 1 8; do
+			for mode in append expect; do
+				line=${CND[$n,$mode]:-error}
+				if [ "$line" = error ]; then
+					printf '%-8s %-8s %10s\n' "$n" "$mode" error
+					continue
+				fi
+				r=-; [ $mode = expect ] && r=$(ratio "$(field "$line" ops_s)" "$(field "${CND[$n,append]:-}" ops_s)")
+				printf '%-8s %-8s %10s %10s %10s %7s\n' "$n" "$mode" "$(field "$line" ops_s)" \
+					"$(field "$line" p50_us)" "$(field "$line" p99_us)" "$r"
+			done
+		done
+	fi
+fi
+
+# ---- objects (issue 4) -------------------------------------------------------
+OBJ_SIZE=${BENCH_OBJ_SIZE:-16777216}
+OBJ_COUNT=${BENCH_OBJ_COUNT:-32}
+OBJ_STREAMS=${BENCH_OBJ_STREAMS:-4}
+MATERIALIZERS=${BENCH_MATERIALIZERS-1 2}
+READ_BYTES=${BENCH_READ_BYTES:-268435456}
+READ_RUNS=${BENCH_READ_RUNS:-3}
+MAT_RUNS=${BENCH_MAT_RUNS:-3}
+STORES=${BENCH_STORES:-dir s3}
+S3_CLI=${BENCH_S3_CLI:-s3}
+MiB=1048576
+HOLD=1000000000000000	# materialize_bytes that is never reached
+HOLD_MS=1000000000	# materialize_age_ms: 11 days (the daemon counts it in
+			# ns: over ~1.8e13 ms it would wrap)
+
+declare -A MAT=() MATV=() CLI=() CLIV=() CLIH=() CLIHV=() RD=() LOAD=() NOTE=()
+got='' got_load=''	# what mat_run and cli_run measured
+can_drop=0
+
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# The value of one metric of the nereusfs mounted at MNT, or empty.
+metric() { # MNT NAME
+	awk -v n="$2" '$1 == n { print $2; exit }' "$1/.nereus/metrics" 2>/dev/null
+}
+
+elapsed() { # T0 T1 ($EPOCHREALTIME values) -> seconds
+	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'
+}
+
+mbps() { # BYTES SECONDS -> 10^6 bytes/s
+	awk -v n="$1" -v s="$2" 'BEGIN { if (s + 0 > 0) printf "%.1f", n / s / 1e6 }'
+}
+
+# Median of the numbers given, or empty.
+median() {
+	printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR) printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+drop_caches() {
+	sync
+	[ $can_drop = 1 ] && echo 3 >/proc/sys/vm/drop_caches
+}
+
+# Mount nereusfs on store STORE (dir or s3) with data dir DATA and the extra
+# options OPTS at $work/omnt; each mount gets its own log.
+omount_n=0
+omount() { # STORE DATA OPTS
+	local store=$1 data=$2 opts=$3 log
+	local -a envs=()
+	omount_n=$((omount_n + 1))
+	log=$work/logs/nereusfs-$omount_n-$store.log
+	if [ "$store" = s3 ]; then
+		opts="s3=$NRS_S3_URL${opts:+,$opts}"
+		envs=(AWS_ACCESS_KEY_ID="$NRS_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$NRS_S3_SECRET_KEY")
+	fi
+	if ! mount_fs obj_pid "$work/omnt" "$log" env "${envs[@]}" \
+			"$NEREUSFS" -f ${NEREUSFS_OPTS:-} -o "data=$data${opts:+,$opts}" "$work/omnt"; then
+		note "nereusfs ($store) did not mount; its log:"
+		sed 's/^/  | /' "$log" >&2
+		oumount
+		return 1
+	fi
+}
+
+oumount() {
+	unmount "$work/omnt" "$obj_pid"
+	obj_pid=
+}
+
+# BYTES bytes of $work/src, over and over, on stdout.
+src_bytes() { # BYTES
+	local n=$1
+	while [ "$n" -ge "$OBJ_SIZE" ]; do
+		cat "$work/src" || return 1
+		n=$((n - OBJ_SIZE))
+	done
+	[ "$n" -eq 0 ] || head -c "$n" "$work/src"
+}
+
+# Append BYTES to FILE in 1 MiB writes (one append each).
+append_file() { # FILE BYTES
+	src_bytes "$2" | dd of="$1" bs=$MiB iflag=fullblock oflag=append conv=notrunc status=none &&
+		[ "$(stat -c %s "$1")" = "$2" ]
+}
+
+# Wait until the mounted nereusfs has nothing left to materialize.
+wait_materialized() { # TIMEOUT_SECONDS
+	local end=$((EPOCHSECONDS + $1)) lag
+	while :; do
+		lag=$(metric "$work/omnt" nereus_materialize_lag_bytes)
+		[ "$lag" = 0 ] && return 0
+		if [ -z "$lag" ] || [ "$EPOCHSECONDS" -ge "$end" ] || ! kill -0 "$obj_pid" 2>/dev/null; then
+			note "materialization did not finish (lag ${lag:-unknown} bytes)"
+			return 1
+		fi
+		sleep 0.02
+	done
+}
+
+# One materialization run of OBJ_COUNT objects with N threads on STORE, on
+# streams of its own: got = MB/s, got_load = the load before it; status 1
+# if it could not run.  Anything odd goes to NOTE[mat,STORE,N].
+mat_seq=0
+mat_run() { # STORE N
+	local store=$1 n=$2 each i t0 t1 up q r
+	local data=$work/odata-$store
+	got='' got_load=''
+	mat_seq=$((mat_seq + 1))
+	each=$((OBJ_COUNT / OBJ_STREAMS * OBJ_SIZE))
+	omount "$store" "$data" "materialize_bytes=$HOLD,materialize_age_ms=$HOLD_MS,object_size=$OBJ_SIZE" || return 1
+	for i in $(seq "$OBJ_STREAMS"); do
+		if ! append_file "$work/omnt/mat$mat_seq-$i" "$each"; then
+			note "cannot append to mat$mat_seq-$i on $store"
+			oumount
+			return 1
+		fi
+	done
+	up=$(metric "$work/omnt" nereus_object_uploads_total)
+	[ "$up" = 0 ] || NOTE[mat,$store,$n]+="${NOTE[mat,$store,$n]:+; }materialization was not held off ($up uploads)"
+	oumount
+	sync
+	got_load=$(load1)
+	omount "$store" "$data" "materialize_bytes=$OBJ_SIZE,object_size=$OBJ_SIZE,materializers=$n" || return 1
+	t0=$EPOCHREALTIME
+	wait_materialized 600 || { oumount; return 1; }
+	t1=$EPOCHREALTIME
+	up=$(metric "$work/omnt" nereus_object_uploads_total)
+	q=$(metric "$work/omnt" nereus_object_quarantined_total)
+	r=$(metric "$work/omnt" nereus_object_upload_retries_total)
+	oumount
+	got=$(mbps $((OBJ_COUNT * OBJ_SIZE)) "$(elapsed "$t0" "$t1")")
+	[ "$up" = "$OBJ_COUNT" ] && [ "$q" = 0 ] && [ "$r" = 0 ] ||
+		NOTE[mat,$store,$n]+="${NOTE[mat,$store,$n]:+; }$up uploads for $OBJ_COUNT objects, $q quarantined, $r retried"
+	[ -n "${BENCH_RAW:-}" ] && echo "obj=mat store=$store threads=$n mbps=$got uploads=$up quarantined=$q retries=$r seconds=$(elapsed "$t0" "$t1") load=$got_load" >>"$BENCH_RAW"
+	return 0
+}
+
+# The baseline: N s3 CLI processes putting OBJ_COUNT objects of OBJ_SIZE
+# between them, each its share one after another, with the digests
+# computed once beforehand, or (HASH=1) by each process for each object
+# with openssl, as nereusfs must: got = MB/s, got_load = the load before
+# it; status 1 if it failed.
+cli_run() { # N HASH
+	local n=$1 hash=$2 w i k t0 t1 host bucket md5 sha
+	local -a pids=()
+	got='' got_load=''
+	mat_seq=$((mat_seq + 1))
+	host=${NRS_S3_URL#http://}
+	bucket=${host#*/}
+	host=${host%%/*}
+	md5=$(openssl dgst -md5 -binary "$work/src" | base64) || return 1
+	sha=$(openssl dgst -sha256 -r "$work/src" | cut -c1-64) || return 1
+	rm -f "$work/cli-failed"
+	sync
+	got_load=$(load1)
+	t0=$EPOCHREALTIME
+	for w in $(seq "$n"); do
+		k=$((OBJ_COUNT / n + (w <= OBJ_COUNT % n)))
+		(
+			export S3_ACCESS_KEY_ID=$NRS_S3_ACCESS_KEY S3_SECRET_ACCESS_KEY=$NRS_S3_SECRET_KEY S3_HOSTNAME=$host
+			for i in $(seq "$k"); do
+				if [ "$hash" = 1 ]; then
+					md5=$(openssl dgst -md5 -binary "$work/src" | base64)
+					sha=$(openssl dgst -sha256 -r "$work/src" | cut -c1-64)
+				fi
+				"$S3_CLI" -u put "$bucket/cli$mat_seq/$w-$i" filename="$work/src" md5="$md5" \
+					x-amz-meta-sha256="$sha" >/dev/null 2>>"$work/logs/s3cli.log" ||
+					{ echo "$w-$i" >>"$work/cli-failed"; exit 1; }
+			done
+		) &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	t1=$EPOCHREALTIME
+	if [ -e "$work/cli-failed" ]; then
+		note "the s3 CLI failed ($(tail -n 3 "$work/logs/s3cli.log" | tr '\n' ' '))"
+		return 1
+	fi
+	got=$(mbps $((OBJ_COUNT * OBJ_SIZE)) "$(elapsed "$t0" "$t1")")
+	[ -n "${BENCH_RAW:-}" ] && echo "obj=cli processes=$n hash=$hash mbps=$got seconds=$(elapsed "$t0" "$t1") load=$got_load" >>"$BENCH_RAW"
+	return 0
+}
+
+# BENCH_MAT_RUNS materialization runs with N threads on STORE, each (on S3)
+# followed by the s3 CLI's two runs with N processes: MAT[store,N] and
+# CLI[N] and CLIH[N] (hashing) are the medians (or error), MATV/CLIV/CLIHV
+# all the figures, LOAD the highest load seen before one.
+mat_runs() { # STORE N
+	local store=$1 n=$2 k cli=0
+	local -a mv=() cv=() hv=() ld=()
+	[ "$store" = s3 ] && command -v "$S3_CLI" >/dev/null && cli=1
+	for k in $(seq "$MAT_RUNS"); do
+		mat_run "$store" "$n" && mv+=("$got")
+		ld+=("$got_load")
+		if [ $cli = 1 ]; then
+			cli_run "$n" 0 && cv+=("$got")
+			ld+=("$got_load")
+			cli_run "$n" 1 && hv+=("$got")
+			ld+=("$got_load")
+		fi
+	done
+	MAT[$store,$n]=$(median "${mv[@]}")
+	MAT[$store,$n]=${MAT[$store,$n]:-error}
+	MATV[$store,$n]=${mv[*]}
+	if [ $cli = 1 ]; then
+		CLI[$n]=$(median "${cv[@]}")
+		CLI[$n]=${CLI[$n]:-error}
+		CLIV[$n]=${cv[*]}
+		CLIH[$n]=$(median "${hv[@]}")
+		CLIH[$n]=${CLIH[$n]:-error}
+		CLIHV[$n]=${hv[*]}
+	fi
+	LOAD[mat,$store,$n]=$(printf '%s\n' "${ld[@]}" | grep . | sort -g | tail -n 1)
+}
+
+# MB/s of the s3 CLI getting, one after another, the objects that hold the
+# stream at PATH on the nereusfs mounted at $work/omnt (its index names
+# them), into /dev/null; empty on failure.
+cli_get() { # PATH
+	local host bucket key t0 t1
+	host=${NRS_S3_URL#http://}
+	bucket=${host#*/}
+	host=${host%%/*}
+	local -a keys
+	mapfile -t keys < <(getfattr --only-values -n user.nereus.index "$1" 2>/dev/null |
+		awk '$4 ~ /^obj:/ { sub(/^obj:/, "", $4); print $4 }')
+	[ ${#keys[@]} -gt 0 ] || return 0
+	t0=$EPOCHREALTIME
+	for key in "${keys[@]}"; do
+		S3_ACCESS_KEY_ID=$NRS_S3_ACCESS_KEY S3_SECRET_ACCESS_KEY=$NRS_S3_SECRET_KEY S3_HOSTNAME=$host \
+			"$S3_CLI" -u get "$bucket/$key" filename=/dev/null >/dev/null 2>>"$work/logs/s3cli.log" ||
+			return 0
+	done
+	t1=$EPOCHREALTIME
+	mbps "$READ_BYTES" "$(elapsed "$t0" "$t1")"
+}
+
+# MB/s of one dd bs=1M read of FILE, or empty.
+read_dd() { # FILE
+	dd if="$1" of=/dev/null bs=$MiB 2>&1 | awk '/ copied, / {
+		for (i = 1; i <= NF; i++) if ($i == "s,") { if ($(i - 1) > 0) printf "%.1f", $1 / $(i - 1) / 1e6; exit } }'
+}
+
+# Sequential reads on STORE: RD[store,sys,cold|warm] = median MB/s, sys
+# n (nereusfs) or p (passthrough_ll); RD[store,n,...] extras alongside.
+read_runs() { # STORE
+	local store=$1 r v g0 gb rd0 wb
+	local data=$work/odata-$store
+	[ "$READ_RUNS" -gt 0 ] || return 0
+	local -a nc=() nw=() pc=() pw=() cg=() gets=() gbytes=() wreads=() loads=()
+	omount "$store" "$data" "materialize_bytes=$OBJ_SIZE,object_size=$OBJ_SIZE,materialize_age_ms=100" || return
+	if ! append_file "$work/omnt/read" "$READ_BYTES" || ! wait_materialized 600; then
+		note "cannot set up the read stream on $store"
+		oumount
+		return
+	fi
+	oumount
+	for r in $(seq "$READ_RUNS"); do
+		omount "$store" "$data" "" || return
+		wb=$(getfattr --only-values -n user.nereus.wal_bytes "$work/omnt/read" 2>/dev/null)
+		[ "$wb" = 0 ] || NOTE[read,$store]="the read stream still had ${wb:-?} bytes in the WAL"
+		drop_caches
+		loads+=("$(load1)")
+		g0=$(metric "$work/omnt" nereus_object_get_requests_total)
+		gb=$(metric "$work/omnt" nereus_object_get_bytes_total)
+		[ $can_drop = 1 ] && nc+=("$(read_dd "$work/omnt/read")")
+		gets+=($(($(metric "$work/omnt" nereus_object_get_requests_total) - g0)))
+		gbytes+=($(($(metric "$work/omnt" nereus_object_get_bytes_total) - gb)))
+		rd0=$(metric "$work/omnt" nereus_reads_total)
+		nw+=("$(read_dd "$work/omnt/read")")
+		wreads+=($(($(metric "$work/omnt" nereus_reads_total) - rd0)))
+		if [ "$store" = s3 ] && [ $can_drop = 1 ] && command -v "$S3_CLI" >/dev/null; then
+			drop_caches
+			cg+=("$(cli_get "$work/omnt/read")")
+		fi
+		oumount
+		if [ -n "$pr_pid" ]; then
+			drop_caches
+			[ $can_drop = 1 ] && pc+=("$(read_dd "$work/pr-mnt/read")")
+			pw+=("$(read_dd "$work/pr-mnt/read")")
+		fi
+	done
+	RD[$store,n,cold]=$(median "${nc[@]}")
+	RD[$store,n,warm]=$(median "${nw[@]}")
+	RD[$store,p,cold]=$(median "${pc[@]}")
+	RD[$store,p,warm]=$(median "${pw[@]}")
+	RD[$store,gets]=$(median "${gets[@]}")
+	RD[$store,getbytes]=$(median "${gbytes[@]}")
+	RD[$store,cliget]=$(median "${cg[@]}")
+	RD[$store,warmreads]=$(median "${wreads[@]}")
+	LOAD[read,$store]=$(printf '%s\n' "${loads[@]}" | sort -g | tail -n 1)
+	[ -n "${BENCH_RAW:-}" ] && echo "obj=read store=$store bytes=$READ_BYTES nereus_cold=${nc[*]} nereus_warm=${nw[*]} pt_cold=${pc[*]} pt_warm=${pw[*]} s3cli_get=${cg[*]} gets=${gets[*]} get_bytes=${gbytes[*]} warm_daemon_reads=${wreads[*]} load=${loads[*]}" >>"$BENCH_RAW"
+}
+
+obj_bench() {
+	local store n s3ok=0 out
+	if [ ! -x "$NEREUSFS" ]; then
+		note "no daemon at $NEREUSFS: the objects part is skipped"
+		return
+	fi
+	[ $((OBJ_SIZE % MiB)) = 0 ] && [ "$OBJ_SIZE" -gt 0 ] || die "BENCH_OBJ_SIZE must be a multiple of 1 MiB"
+	[ $((READ_BYTES % MiB)) = 0 ] && [ "$READ_BYTES" -gt 0 ] || die "BENCH_READ_BYTES must be a multiple of 1 MiB"
+	[ "$OBJ_STREAMS" -gt 0 ] && [ $((OBJ_COUNT % OBJ_STREAMS)) = 0 ] && [ "$OBJ_COUNT" -gt 0 ] ||
+		die "BENCH_OBJ_COUNT must be a multiple of BENCH_OBJ_STREAMS"
+	mkdir -p "$work/omnt" "$work/pr-src" "$work/pr-mnt" "$work/logs"
+	head -c "$OBJ_SIZE" /dev/urandom >"$work/src" || die "cannot make the source data"
+	sync
+	if echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then
+		can_drop=1
+	else
+		note "cannot drop the kernel's caches (not root?): cold reads are n/a"
+	fi
+
+	case " $STORES " in *" s3 "*)
+		if ! command -v node >/dev/null; then
+			note "node not found: the s3 store is n/a"
+		elif out=$(NRS_S3RVER_OWNER=$$ sh "$S3RVER_SH" start "$work/s3" 2>"$work/logs/s3rver-start.log"); then
+			s3_dir=$work/s3
+			eval "$out"
+			s3ok=1
+		else
+			note "s3rver did not start: the s3 store is n/a"
+			sed 's/^/  | /' "$work/logs/s3rver-start.log" >&2
+		fi
+		command -v "$S3_CLI" >/dev/null ||
+			note "no s3 CLI ($S3_CLI; Debian's libs3-2 has it): its column is n/a"
+	;; esac
+
+	# passthrough_ll for the reads: a file of READ_BYTES, cache=always
+	find_passthrough
+	if [ -n "$pt" ]; then
+		src_bytes "$READ_BYTES" >"$work/pr-src/read"
+		if ! mount_fs pr_pid "$work/pr-mnt" "$work/logs/passthrough_ll-read.log" \
+				"$pt" -f -o "source=$work/pr-src,cache=always" "$work/pr-mnt"; then
+			note "passthrough_ll did not mount; its log:"
+			sed 's/^/  | /' "$work/logs/passthrough_ll-read.log" >&2
+			pr_pid=
+		fi
+	fi
+
+	echo
+	echo "nereusfs object benchmark (issue 4): objects of $((OBJ_SIZE / MiB)) MiB; $OBJ_COUNT per materialization run in $OBJ_STREAMS streams; reads of $((READ_BYTES / MiB)) MiB, median of $READ_RUNS; $(nproc) cores; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+	for store in $STORES; do
+		case $store in
+			dir) ;;
+			s3) [ $s3ok = 1 ] || continue ;;
+			*) note "unknown store '$store'"; continue ;;
+		esac
+		for n in $MATERIALIZERS; do
+			mat_runs "$store" "$n"
+		done
+		read_runs "$store"
+	done
+	[ -n "$pr_pid" ] && unmount "$work/pr-mnt" "$pr_pid"
+	pr_pid=
+	if [ -n "$s3_dir" ]; then
+		sh "$S3RVER_SH" stop "$s3_dir"
+		s3_dir=
+	fi
+	obj_report
+	echo "load: the highest 1-minute load average seen before a run of the measurement; $(nproc) cores."
+	echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+obj_report() {
+	local store n m b r t v c w
+	echo
+	echo "materialization, median of $MAT_RUNS runs: bytes appended with materialization held off, then timed from the"
+	echo "remount with materialize_bytes=object_size until materialized == head everywhere; baseline: N s3 CLI processes"
+	printf '%-6s %-7s %13s %10s %6s %15s %6s %5s  %s\n' store threads nereusfs_MB/s s3cli_MB/s ratio s3cli+hash_MB/s ratio load \
+		"target (issue 4: >= 0.8x s3 CLI): met?"
+	for store in $STORES; do
+		for n in $MATERIALIZERS; do
+			m=${MAT[$store,$n]:-}
+			[ -n "$m" ] || continue
+			b=-; r=-; w=-; c=-; t="none (no baseline for the directory store)"
+			if [ "$store" = s3 ]; then
+				b=${CLI[$n]:-n/a}
+				r=$(ratio "$m" "$b")
+				w=${CLIH[$n]:-n/a}
+				c=$(ratio "$m" "$w")
+				if ge "$r" 0.8; then t=yes; elif [ "$r" = - ]; then t=n/a; else t=no; fi
+				t="$t ($r)"
+			fi
+			printf '%-6s %-7s %13s %10s %6s %15s %6s %5s  %s\n' "$store" "$n" "$m" "$b" "$r" "$w" "$c" \
+				"${LOAD[mat,$store,$n]:--}" "$t"
+			v="runs: nereusfs ${MATV[$store,$n]:-}"
+			[ "$store" = s3 ] && v="$v; s3 CLI ${CLIV[$n]:-}; s3 CLI+hash ${CLIHV[$n]:-}"
+			echo "       $v"
+			[ -n "${NOTE[mat,$store,$n]:-}" ] && echo "       note: ${NOTE[mat,$store,$n]}"
 		done
 	done
-fi
+	echo "s3cli: digests computed once, before timing; s3cli+hash: each process hashes each object (openssl md5, sha256)."
+	[ "$READ_RUNS" -gt 0 ] || return 0
+	echo
+	echo "sequential read, dd bs=1M, of object-resident data vs passthrough_ll -o cache=always, same size"
+	printf '%-6s %-6s %12s %15s %7s %6s  %s\n' store cache nereusfs_MB/s passthrough_MB/s ratio load "target (issue 4): met?"
+	for store in $STORES; do
+		[ -n "${RD[$store,n,warm]:-}" ] || continue
+		for c in cold warm; do
+			v=${RD[$store,n,$c]:-}
+			b=${RD[$store,p,$c]:-}
+			r=$(ratio "$v" "$b")
+			if [ $c = cold ]; then
+				if ge "$r" 0.8; then t=yes; elif [ "$r" = - ]; then t=n/a; else t=no; fi
+				t="cold >= 0.8x: $t ($r); $(awk -v g="${RD[$store,gets]:-0}" -v b="${RD[$store,getbytes]:-0}" \
+					'BEGIN { printf "%d GETs, %.0f KiB each", g, g ? b / g / 1024 : 0 }')"
+			else
+				w=${RD[$store,warmreads]:-?}
+				le "$w" 0 && t=yes || t=no
+				t="from the page cache: $t (median $w reads reached the daemon)"
+			fi
+			printf '%-6s %-6s %12s %15s %7s %6s  %s\n' "$store" "$c" "${v:-n/a}" "${b:-n/a}" "$r" \
+				"${LOAD[read,$store]:--}" "$t"
+		done
+		[ -n "${RD[$store,cliget]:-}" ] &&
+			echo "       the s3 CLI getting the same objects one after another, cold: ${RD[$store,cliget]} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget]}")x)"
+		[ -n "${NOTE[read,$store]:-}" ] && echo "       note: ${NOTE[read,$store]}"
+	done
+	return 0
+}
+
+want objects && obj_bench
+
 exit 0

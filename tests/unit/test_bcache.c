@@ -1,10 +1,11 @@
 /*
  * test_bcache.c - verified reads through the block cache, against an
  * in-memory object store that counts GETs, records their sizes, fails on
- * request and lets a test rot stored bytes: reads at every alignment,
- * hits, read-ahead GET sizes, corrupt blocks and headers, the memory
- * budget, the disk tier (eviction, rot, reuse, budget, lock), forget, and
- * concurrent readers.
+ * request, holds GETs at a gate and lets a test rot stored bytes: reads at
+ * every alignment, hits, read-ahead GET sizes, a block two readers miss at
+ * once fetched once while the second reads ahead, corrupt blocks and
+ * headers, the memory budget, the disk tier (eviction, rot, reuse, budget,
+ * lock), forget, and concurrent readers.
  */
 #include "config.h"
 
@@ -49,6 +50,9 @@ struct mock {
 	unsigned gets;
 	size_t get_len[MAX_GETS];	/* bytes asked for, per GET */
 	int fail;			/* every GET returns this, if < 0 */
+	bool gated;			/* GETs wait while set */
+	unsigned at_gate;		/* GETs waiting */
+	pthread_cond_t gate;		/* gated or at_gate changed */
 };
 
 static struct mobj *mock_find(struct mock *m, const char *key)
@@ -108,6 +112,11 @@ static ssize_t mock_get(struct nrs_objstore *s, const char *key, uint64_t off,
 	if (m->gets < MAX_GETS)
 		m->get_len[m->gets] = len;
 	m->gets++;
+	m->at_gate++;
+	pthread_cond_broadcast(&m->gate);
+	while (m->gated)
+		pthread_cond_wait(&m->gate, &m->lock);
+	m->at_gate--;
 	o = mock_find(m, key);
 	if (m->fail < 0) {
 		n = m->fail;
@@ -154,6 +163,7 @@ static void mock_close(struct nrs_objstore *s)
 		free(o->buf);
 		free(o);
 	}
+	pthread_cond_destroy(&m->gate);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }
@@ -174,6 +184,7 @@ static struct mock *mock_new(void)
 	assert_non_null(m);
 	m->s.ops = &mock_ops;
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->gate, NULL);
 	return m;
 }
 
@@ -362,20 +373,52 @@ static void test_readahead(void **state)
 
 	put_obj(m, &h);
 
-	/* Sequential in 128 KiB reads: a header GET, then 1 MiB GETs. */
+	/* Sequential in 128 KiB reads: a header GET, then GETs of 1 MiB,
+	 * 2 MiB, then the rest (the window doubles each time). */
 	c = open_cache(m, 0, NULL, 0, 0);
 	for (uint64_t at = 0; at < plen; at += 128 * KIB)
 		check_read(c, &h, h.start + at,
 			   plen - at < 128 * KIB ? plen - at : 128 * KIB);
 	gets = mock_gets(m);
-	assert_int_equal(gets, 1 + 5);
+	assert_int_equal(gets, 1 + 3);
 	assert_int_equal(m->get_len[0], nrs_objfmt_hdr_len(plen));
-	for (unsigned i = 1; i < 5; i++)
-		assert_int_equal(m->get_len[i], MIB);
-	assert_int_equal(m->get_len[5], 3 * BLK + 5);
+	assert_int_equal(m->get_len[1], MIB);
+	assert_int_equal(m->get_len[2], 2 * MIB);
+	assert_int_equal(m->get_len[3], MIB + 3 * BLK + 5);
 	st = stats(c);
 	assert_int_equal(st.get_bytes, nrs_objfmt_hdr_len(plen) + plen);
 	nrs_bcache_close(c);
+
+	/* The same reads arriving in pairs out of order (as the kernel's
+	 * concurrent requests do) still read ahead: a handful of GETs, and
+	 * no byte fetched twice. */
+	c = open_cache(m, 0, NULL, 0, 0);
+	for (uint64_t at = 0; at < plen; at += 256 * KIB) {
+		for (int k = 1; k >= 0; k--) {
+			uint64_t o = at + (uint64_t)k * 128 * KIB;
+
+			if (o < plen)
+				check_read(c, &h, h.start + o, plen - o < 128 * KIB ?
+					   plen - o : 128 * KIB);
+		}
+	}
+	assert_true(mock_gets(m) - gets <= 1 + 6);
+	st = stats(c);
+	assert_int_equal(st.get_bytes, nrs_objfmt_hdr_len(plen) + plen);
+	nrs_bcache_close(c);
+	gets = mock_gets(m);
+
+	/* With a readahead of 1 MiB, the window stays at 1 MiB. */
+	c = open_cache(m, 0, NULL, 0, MIB);
+	for (uint64_t at = 0; at < plen; at += 128 * KIB)
+		check_read(c, &h, h.start + at,
+			   plen - at < 128 * KIB ? plen - at : 128 * KIB);
+	assert_int_equal(mock_gets(m), gets + 1 + 5);
+	for (unsigned i = 1; i < 5; i++)
+		assert_int_equal(m->get_len[gets + i], MIB);
+	assert_int_equal(m->get_len[gets + 5], 3 * BLK + 5);
+	nrs_bcache_close(c);
+	gets = mock_gets(m);
 
 	/* A read in the middle fetches only what it wants... */
 	c = open_cache(m, 0, NULL, 0, 0);
@@ -386,12 +429,107 @@ static void test_readahead(void **state)
 	check_read(c, &h, h.start + 2 * MIB + 100 + 4096, 2 * BLK);
 	assert_int_equal(mock_gets(m), gets + 3);
 	assert_int_equal(m->get_len[gets + 2], MIB);
-	/* A wide random read needs as few GETs as the readahead allows. */
+	/* A wide random read needs as few GETs as the readahead allows:
+	 * one, up to the blocks cached above. */
 	check_read(c, &h, h.start + 10, 2 * MIB);
-	assert_int_equal(mock_gets(m), gets + 5);
-	assert_int_equal(m->get_len[gets + 3], MIB);
-	assert_int_equal(m->get_len[gets + 4], MIB);
+	assert_int_equal(mock_gets(m), gets + 4);
+	assert_int_equal(m->get_len[gets + 3], 2 * MIB);
 	nrs_bcache_close(c);
+}
+
+struct gated_read {
+	struct nrs_bcache *c;
+	const struct nrs_objhdr *h;
+	uint64_t off;
+	size_t len;
+	int err;
+	pthread_t t;
+};
+
+static void *gated_reader(void *arg)
+{
+	struct gated_read *g = arg;
+	unsigned char *buf = malloc(g->len);
+
+	g->err = buf ? nrs_bcache_read(g->c, g->h, g->off, g->len, buf)
+		     : -ENOMEM;
+	for (size_t i = 0; buf && !g->err && i < g->len; i++)
+		if (buf[i] != byte_at(g->h->stream_id, g->off + i))
+			g->err = -EILSEQ;
+	free(buf);
+	return NULL;
+}
+
+/* Hold GETs at the gate until n of them wait there. */
+static void gate_wait(struct mock *m, unsigned n)
+{
+	pthread_mutex_lock(&m->lock);
+	while (m->at_gate < n)
+		pthread_cond_wait(&m->gate, &m->lock);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void gate_set(struct mock *m, bool gated, int fail)
+{
+	pthread_mutex_lock(&m->lock);
+	m->gated = gated;
+	m->fail = fail;
+	pthread_cond_broadcast(&m->gate);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Reader a's GET of a run is held; reader b, sequential, wants a block of
+ * that run: b sends no GET for a's blocks, but one for the run after them
+ * (read ahead while a's lands), then reads its block from what a fetched;
+ * a sequential read of the rest needs no GET.  If the GETs fail, b fetches
+ * its block for itself (and never hangs). */
+static void test_flights(void **state)
+{
+	struct mock *m = *state;
+	struct nrs_objhdr h = { .stream_id = 70, .start = 0, .end = 40 * BLK,
+				.gen = 1 };
+	struct gated_read a, b;
+	struct nrs_bcache *c;
+	uint64_t bytes;
+	unsigned gets;
+
+	put_obj(m, &h);
+	for (int fail = 0; fail >= -EIO; fail -= EIO) {
+		c = open_cache(m, 0, NULL, 0, 0);
+		check_read(c, &h, h.end - 1, 1);	/* the header, cached */
+		gets = mock_gets(m);
+		bytes = stats(c).get_bytes;
+		gate_set(m, true, 0);
+		a = (struct gated_read){ .c = c, .h = &h, .off = 0,
+					 .len = 2 * BLK };
+		assert_int_equal(pthread_create(&a.t, NULL, gated_reader, &a), 0);
+		gate_wait(m, 1);		/* a's GET of [0, 1 MiB) */
+		b = (struct gated_read){ .c = c, .h = &h, .off = 2 * BLK,
+					 .len = 2 * BLK };
+		assert_int_equal(pthread_create(&b.t, NULL, gated_reader, &b), 0);
+		gate_wait(m, 2);		/* b's, of [1 MiB, 39 blocks) */
+		gate_set(m, false, fail);
+		assert_int_equal(pthread_join(a.t, NULL), 0);
+		assert_int_equal(pthread_join(b.t, NULL), 0);
+		assert_int_equal(a.err, fail);
+		assert_int_equal(b.err, fail);
+		if (!fail) {
+			assert_int_equal(mock_gets(m), gets + 2);
+			assert_int_equal(m->get_len[gets], MIB);
+			/* up to block 39, cached above */
+			assert_int_equal(m->get_len[gets + 1], 23 * BLK);
+			/* no block twice */
+			assert_int_equal(stats(c).get_bytes - bytes, 39 * BLK);
+			check_read(c, &h, 4 * BLK, 36 * BLK);
+			assert_int_equal(mock_gets(m), gets + 2);
+		} else {
+			/* a's, b's read ahead, then b's own */
+			assert_int_equal(mock_gets(m), gets + 3);
+		}
+		assert_true(nrs_bcache_check(c));
+		nrs_bcache_close(c);
+		gate_set(m, false, 0);
+	}
 }
 
 static void test_corrupt_block(void **state)
@@ -899,6 +1037,7 @@ int main(void)
 		T(test_alignments),
 		T(test_hit_needs_no_get),
 		T(test_readahead),
+		T(test_flights),
 		T(test_corrupt_block),
 		T(test_bad_objects),
 		T(test_mem_budget),
