@@ -457,9 +457,11 @@ static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 			 uint64_t *a, uint64_t *b, struct olds *olds)
 {
 	uint64_t small = m->o.compact_size / 4;
-	bool idle = st->materialized >= st->head &&
-		    nrs_now_real_ns() - st->mtime_ns >
-			(int64_t)(m->o.max_age_ms * 10 * 1000000);
+	uint64_t idle_ms = m->o.max_age_ms < UINT64_MAX / 10000000 ?
+			   m->o.max_age_ms * 10 : UINT64_MAX / 1000000;
+	bool idle = st->materialized >= st->head && st->mtime_ns > 0 &&
+		    (uint64_t)(nrs_now_real_ns() - st->mtime_ns) / 1000000 >
+			idle_ms;
 
 	for (size_t i = 0; i < st->index.n; i++) {
 		const struct nrs_index_ent *e = &st->index.v[i];
