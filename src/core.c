@@ -279,6 +279,28 @@ void nrs_core_set_inval(struct nrs_core *c, nrs_inval_fn fn, void *ctx)
 
 /* ---- handles -------------------------------------------------------- */
 
+static void handle_link(struct nrs_core *c, struct nrs_handle *h)
+{
+	pthread_mutex_lock(&c->hlock);
+	h->hnext = c->handles;
+	if (c->handles)
+		c->handles->hprev = h;
+	c->handles = h;
+	pthread_mutex_unlock(&c->hlock);
+}
+
+static void handle_unlink(struct nrs_core *c, struct nrs_handle *h)
+{
+	pthread_mutex_lock(&c->hlock);
+	if (h->hprev)
+		h->hprev->hnext = h->hnext;
+	else
+		c->handles = h->hnext;
+	if (h->hnext)
+		h->hnext->hprev = h->hprev;
+	pthread_mutex_unlock(&c->hlock);
+}
+
 static int open_stream(struct nrs_core *c, struct nrs_stream *st, uint64_t ino,
 		       int flags, struct nrs_handle **out)
 {
@@ -310,7 +332,7 @@ static int open_stream(struct nrs_core *c, struct nrs_stream *st, uint64_t ino,
 	h->ino = ino;
 	h->flags = flags;
 	h->st = st;
-	(void)c;
+	handle_link(c, h);
 	*out = h;
 	return 0;
 }
@@ -350,6 +372,7 @@ int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
 			free(h);
 			return err;
 		}
+		handle_link(c, h);
 		*out = h;
 		return 0;
 	}
@@ -423,6 +446,7 @@ void nrs_core_release(struct nrs_core *c, struct nrs_handle *h)
 {
 	if (!h)
 		return;
+	handle_unlink(c, h);
 	if (h->kind == NRS_H_STREAM) {
 		struct nrs_stream *st = h->st;
 		bool forget;
@@ -602,6 +626,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	c->lock_fd = -1;
 	nrs_metrics_init(&c->metrics);
 	pthread_mutex_init(&c->admin, NULL);
+	pthread_mutex_init(&c->hlock, NULL);
 	pthread_rwlock_init(&c->tlock, NULL);
 	/* the reclaimer must get through a steady stream of readers */
 	pthread_rwlockattr_init(&ga);
@@ -674,6 +699,9 @@ void nrs_core_free(struct nrs_core *c)
 		return;
 	nrs_core_obj_close(c);
 	nrs_pipeline_stop(c->pipe);
+	/* handles the kernel did not release before the session ended */
+	while (c->handles)
+		nrs_core_release(c, c->handles);
 	for (size_t i = 0; i < c->nstreams; i++)
 		nrs_stream_put(c->streams[i]);
 	free(c->streams);
@@ -687,6 +715,7 @@ void nrs_core_free(struct nrs_core *c)
 	pthread_rwlock_destroy(&c->gate);
 	pthread_rwlock_destroy(&c->tlock);
 	pthread_mutex_destroy(&c->admin);
+	pthread_mutex_destroy(&c->hlock);
 	free(c->data_dir);
 	free(c);
 }

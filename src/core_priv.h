@@ -41,6 +41,8 @@ struct nrs_core {
 	struct nrs_metrics metrics;
 	int64_t started_ns;
 
+	pthread_mutex_t hlock;		/* the handle list */
+	struct nrs_handle *handles;
 	pthread_mutex_t admin;
 	pthread_rwlock_t tlock;
 	/* protected by tlock: streams by id (index = id) */
@@ -62,6 +64,9 @@ struct nrs_handle {
 	 * an append's reply can reach the kernel, and the file be closed,
 	 * before the append has let go of h->lock. */
 	atomic_int refs;
+	/* all handles, for the ones the kernel never released (a RELEASE
+	 * that comes after the session ended): protected by c->hlock */
+	struct nrs_handle *hprev, *hnext;
 	uint64_t ino;
 	int flags;
 	struct nrs_stream *st;		/* NRS_H_STREAM: a reference */
