@@ -28,21 +28,22 @@ unmount() { # MOUNTPOINT PID
 # its mount is in /proc/mounts with the daemon still alive.  Sets PIDVAR to
 # the daemon's pid as soon as it runs, so an EXIT trap can always reach it;
 # 1 if the daemon exited or the mount did not appear within 10 s (PIDVAR
-# is then set only if the daemon still runs: unmount it).
+# is then set only if the daemon still runs: unmount it).  It polls every
+# 20 ms: run.sh times mounts from its return.
 mount_fs() { # PIDVAR MOUNTPOINT LOG CMD...
 	local var=$1 mnt=$2 log=$3 i pid
 	shift 3
 	"$@" >"$log" 2>&1 </dev/null &
 	pid=$!
 	printf -v "$var" %s "$pid"
-	for i in $(seq 100); do
+	for i in $(seq 500); do
 		if ! kill -0 "$pid" 2>/dev/null; then
 			wait "$pid" 2>/dev/null
 			printf -v "$var" %s ""
 			return 1
 		fi
 		grep -q " $mnt fuse" /proc/mounts && return 0
-		sleep 0.1
+		sleep 0.02
 	done
 	return 1
 }

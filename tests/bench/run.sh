@@ -131,26 +131,7 @@ pr_pid=		# its passthrough_ll, at $work/pr-mnt
 s3_dir=		# the s3rver's directory while one runs
 S3RVER_SH=${NRS_S3RVER_SH:-$(cd "$(dirname "$0")/../s3" 2>/dev/null && pwd)/s3rver.sh}
 
-# Unmount one mount point and wait for its daemon; lazily if it is stuck.
-unmount() { # MOUNTPOINT PID
-	local mnt=$1 pid=$2 i
-	if grep -q " $mnt fuse" /proc/mounts; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
-	elif [ -n "$pid" ]; then
-		kill -TERM "$pid" 2>/dev/null	# never mounted, or already gone
-	fi
-	[ -n "$pid" ] || return 0
-	for i in $(seq 100); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		note "daemon $pid did not exit after unmount; killing it"
-		kill -KILL "$pid" 2>/dev/null
-	fi
-	wait "$pid" 2>/dev/null
-	return 0
-}
+. "$(dirname "$0")/lib.sh"	# unmount, mount_fs
 
 cleanup() {
 	unmount "$work/mnt" "$nrs_pid"
@@ -168,27 +149,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
-
-# Start a FUSE daemon in the foreground (backgrounded here) and wait until
-# its mount is in /proc/mounts with the daemon still alive.  Sets PIDVAR to
-# the daemon's pid as soon as it runs, so the EXIT trap can always reach it.
-mount_fs() { # PIDVAR MOUNTPOINT LOG CMD...
-	local var=$1 mnt=$2 log=$3 i pid
-	shift 3
-	"$@" >"$log" 2>&1 </dev/null &
-	pid=$!
-	printf -v "$var" %s "$pid"
-	for i in $(seq 500); do	# 10 s, in steps short enough to time from
-		if ! kill -0 "$pid" 2>/dev/null; then
-			wait "$pid" 2>/dev/null
-			printf -v "$var" %s ""
-			return 1
-		fi
-		grep -q " $mnt fuse" /proc/mounts && return 0
-		sleep 0.02
-	done
-	return 1	# the trap unmounts and reaps it
-}
 
 # ---- systems ---------------------------------------------------------------
 have_a=0 have_b=0 have_c=0
