@@ -501,6 +501,7 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 		    nrs_append_done done, void *cookie)
 {
 	struct append_req *ar;
+	bool lead;
 
 	if (h->kind != NRS_H_STREAM)
 		return -EACCES;
@@ -533,9 +534,11 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 	} else {
 		ar->req.expect = at_head ? NRS_EXPECT_ANY : off;
 	}
-	nrs_pipeline_submit(c->pipe, &ar->req);
+	lead = nrs_pipeline_submit_lead(c->pipe, &ar->req);
 	pthread_mutex_unlock(&h->lock);
 	handle_put(h);
+	if (lead)	/* the pipeline was idle: commit it in this thread */
+		nrs_pipeline_lead(c->pipe);
 	return 0;
 }
 
@@ -574,7 +577,8 @@ int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
 	fw.req.epoch = epoch;
 	fw.req.bind = bind;
 	fw.req.done = fence_done;
-	nrs_pipeline_submit(c->pipe, &fw.req);
+	if (nrs_pipeline_submit_lead(c->pipe, &fw.req))
+		nrs_pipeline_lead(c->pipe);
 	pthread_mutex_lock(&fw.lock);
 	while (!fw.done)
 		pthread_cond_wait(&fw.cond, &fw.lock);
@@ -677,6 +681,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	pc.metrics = &c->metrics;
 	pc.next_lsn = next_lsn;
 	pc.max_batch_bytes = o->max_batch_bytes;
+	pc.lead = !o->no_commit_lead;
 	pc.hook = commit_hook;
 	pc.hook_ctx = c;
 	pc.put = nrs_stream_put;

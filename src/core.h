@@ -35,6 +35,8 @@ struct nrs_core_opts {
 	uint64_t wal_reserve;		/* free bytes left to the metadata store */
 	uint64_t wal_budget;		/* most WAL bytes on disk; 0: none */
 	size_t max_batch_bytes;		/* 0: default */
+	bool no_commit_lead;		/* appends never commit in the FUSE
+					 * thread (pipeline.h) */
 	/* object store: S3 if s3_url, else the directory DATA/objects */
 	const char *s3_url;		/* http[s]://HOST[:PORT]/BUCKET */
 	const char *s3_credentials;	/* a 0600 file, or NULL: environment */

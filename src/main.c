@@ -43,7 +43,7 @@
 enum num_opt {
 	NO_SEGMENT_SIZE, NO_RESERVE, NO_BUDGET, NO_CACHE, NO_DISK_CACHE,
 	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_GC_GRACE,
-	NO_COMPACT, NO_COUNT
+	NO_COMPACT, NO_COMMIT_LEAD, NO_COUNT
 };
 
 static const struct {
@@ -61,6 +61,7 @@ static const struct {
 	[NO_MAT_THREADS] = { "materializers", 1, 64 },
 	[NO_GC_GRACE] = { "gc_grace_ms", 1, UINT64_MAX / 1000000 },
 	[NO_COMPACT] = { "compact_size", 0, UINT32_MAX },
+	[NO_COMMIT_LEAD] = { "commit_lead", 0, 1 },
 };
 
 struct options {
@@ -84,6 +85,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("materializers=%s", num[NO_MAT_THREADS]),
 	OPT("gc_grace_ms=%s", num[NO_GC_GRACE]),
 	OPT("compact_size=%s", num[NO_COMPACT]),
+	OPT("commit_lead=%s", num[NO_COMMIT_LEAD]),
 	OPT("s3=%s", s3),
 	OPT("s3_credentials=%s", s3_credentials),
 	OPT("s3_ca=%s", s3_ca),
@@ -119,6 +121,8 @@ static void usage(const char *prog)
 	       "    -o cache_size=N          memory block cache bytes (default 64 MiB)\n"
 	       "    -o disk_cache=DIR        a disk block cache in DIR (default none)\n"
 	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
+	       "    -o commit_lead=0|1       an append to an idle pipeline is committed\n"
+	       "                             by the thread that received it (default 1)\n"
 	       "    -o log=LEVEL             error, warning, info (default), debug\n\n",
 	       prog, "/var/lib/nereusfs, or ~/.local/share/nereusfs if not root");
 	fuse_cmdline_help();
@@ -223,7 +227,7 @@ static int parse_num(const struct options *o, enum num_opt i, uint64_t *out)
 /* Every numeric option into co. */
 static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 {
-	uint64_t threads = 0;
+	uint64_t threads = 0, lead = 1;
 	int err;
 
 	err = parse_num(o, NO_SEGMENT_SIZE, &co->wal_segment_size) ?:
@@ -236,8 +240,10 @@ static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 	      parse_num(o, NO_OBJECT_SIZE, &co->object_size) ?:
 	      parse_num(o, NO_MAT_THREADS, &threads) ?:
 	      parse_num(o, NO_GC_GRACE, &co->gc_grace_ms) ?:
-	      parse_num(o, NO_COMPACT, &co->compact_size);
+	      parse_num(o, NO_COMPACT, &co->compact_size) ?:
+	      parse_num(o, NO_COMMIT_LEAD, &lead);
 	co->mat_threads = (unsigned int)threads;
+	co->no_commit_lead = lead == 0;
 	if (err || !o->num[NO_COMPACT])
 		return err;
 	if (co->compact_size == 0) {

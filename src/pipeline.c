@@ -2,15 +2,25 @@
  * pipeline.c - ordering and group commit of appends (DESIGN.md section 1,
  * events 1 and 2; section 3's append semantics; section 5 local-wal).
  *
- * Two threads, each owning one stage, hand batches to each other through
- * two batch buffers, so that the sync of batch k+1 overlaps the publication
- * and replies of batch k.  The committer takes everything queued (up to
- * max_batch_bytes) as a batch and runs P1 and P2; the publisher runs P3 to
- * P5, in batch order.  (When there is nothing to overlap -- the publisher
- * idle, no request queued -- the committer runs P3 to P5 itself.)  Each
- * step's failure rule is given beside it.
+ * Two stages hand batches to each other through two batch buffers, so that
+ * the sync of batch k+1 overlaps the publication and replies of batch k.
+ * The commit role takes everything queued (up to max_batch_bytes) as a
+ * batch and runs P1 and P2; the publisher thread runs P3 to P5, in batch
+ * order.  (When there is nothing to overlap -- the publisher idle, no
+ * request queued -- the commit role runs P3 to P5 itself.)
  *
- *  P1 Order (committer).  Requests are taken in submission order.  A fence
+ * One thread at a time holds the commit role (busy), so batches are taken
+ * and written one after another, in queue order.  It is the committer
+ * thread's, except when a request arrives at an idle pipeline (role free)
+ * through nrs_pipeline_submit_lead: the submitting thread then takes the
+ * role and commits that batch itself (nrs_pipeline_lead), and hands the
+ * role back.  A lone writer's append so costs no thread switch inside the
+ * daemon, and at most one submitting thread ever waits on a commit; every
+ * request that finds the role taken is queued and completed asynchronously.
+ *
+ * Each step's failure rule is given beside it.
+ *
+ *  P1 Order (commit role).  Requests are taken in submission order.  A fence
  *     raises the stream's ordering epoch (a value below it is -EINVAL, or
  *     -ESTALE for a bind, NRS_IOC_BIND; equal is a no-op).  An append whose handle epoch is below the
  *     stream's ordering epoch fails -ESTALE; a conditional append whose
@@ -22,7 +32,7 @@
  *     previous commit (prev_lsn): the commit chain.  Each stream touched
  *     gets one head update, whose CAS goes from the ordering view before the
  *     batch (which batch k-1 will have published by the time batch k is).
- *  P2 Write (committer).  Every record of the batch goes to the WAL
+ *  P2 Write (commit role).  Every record of the batch goes to the WAL
  *     provider as one write and one sync.  On failure the provider has
  *     undone the write (or refuses all later writes), so the batch's
  *     requests fail with its error and each stream's ordering view goes
@@ -115,13 +125,16 @@ struct nrs_pipeline {
 	pthread_t committer, publisher;
 
 	pthread_mutex_t qlock;
-	pthread_cond_t qcond;
+	pthread_cond_t qcond;		/* the committer thread waits on it */
 	/* protected by qlock */
 	struct nrs_req *qhead, **qtail;
 	bool stopping;
+	bool busy;			/* a thread holds the commit role */
 
 	atomic_bool failed;
-	uint64_t next_lsn;		/* committer only */
+	/* owned by the commit role */
+	uint64_t next_lsn;
+	int cur;			/* the batch buffer it fills next */
 
 	pthread_mutex_t hlock;
 	pthread_cond_t hcond;
@@ -195,25 +208,46 @@ static void complete(struct nrs_pipeline *p, struct nrs_req *r, int err)
 	p->cfg.put(st);
 }
 
-void nrs_pipeline_submit(struct nrs_pipeline *p, struct nrs_req *r)
+/*
+ * Queue r.  Returns true when the caller was given the commit role (lead
+ * asked, the role free): it must then call nrs_pipeline_lead.
+ */
+static bool enqueue(struct nrs_pipeline *p, struct nrs_req *r, bool lead)
 {
 	r->next = NULL;
 	r->err = 0;
 	r->t_submit_ns = nrs_now_mono_ns();
 	if (atomic_load(&p->failed)) {
 		complete(p, r, -EIO);
-		return;
+		return false;
 	}
 	pthread_mutex_lock(&p->qlock);
 	if (p->stopping) {
 		pthread_mutex_unlock(&p->qlock);
 		complete(p, r, -EIO);
-		return;
+		return false;
 	}
 	*p->qtail = r;
 	p->qtail = &r->next;
-	pthread_cond_signal(&p->qcond);
+	if (lead && p->cfg.lead && !p->busy) {
+		p->busy = true;
+		pthread_mutex_unlock(&p->qlock);
+		return true;
+	}
+	if (!p->busy)
+		pthread_cond_signal(&p->qcond);
 	pthread_mutex_unlock(&p->qlock);
+	return false;
+}
+
+void nrs_pipeline_submit(struct nrs_pipeline *p, struct nrs_req *r)
+{
+	enqueue(p, r, false);
+}
+
+bool nrs_pipeline_submit_lead(struct nrs_pipeline *p, struct nrs_req *r)
+{
+	return enqueue(p, r, true);
 }
 
 bool nrs_pipeline_failed(struct nrs_pipeline *p)
@@ -222,34 +256,54 @@ bool nrs_pipeline_failed(struct nrs_pipeline *p)
 }
 
 /*
- * Take a batch off the queue: everything queued, cut after the request
- * that reaches max_batch_bytes.  Returns false when stopping and empty.
+ * Cut a batch off the non-empty queue, qlock held: everything queued, cut
+ * after the request that reaches max_batch_bytes.
  */
-static bool take_batch(struct nrs_pipeline *p, struct nrs_req **list)
+static struct nrs_req *cut_batch(struct nrs_pipeline *p)
 {
-	struct nrs_req *r, *last = NULL;
+	struct nrs_req *r, *list = p->qhead, *last = NULL;
 	size_t bytes = 0;
 
-	pthread_mutex_lock(&p->qlock);
-	while (!p->qhead && !p->stopping)
-		pthread_cond_wait(&p->qcond, &p->qlock);
-	if (!p->qhead) {
-		pthread_mutex_unlock(&p->qlock);
-		return false;
-	}
 	for (r = p->qhead; r; r = r->next) {
 		last = r;
 		bytes += r->len;
 		if (bytes >= p->cfg.max_batch_bytes)
 			break;
 	}
-	*list = p->qhead;
 	p->qhead = last->next;
 	if (!p->qhead)
 		p->qtail = &p->qhead;
 	last->next = NULL;
+	return list;
+}
+
+/*
+ * The committer thread: wait until requests are queued and the commit role
+ * is free, then take both.  Returns false when stopping and empty.
+ */
+static bool take_batch(struct nrs_pipeline *p, struct nrs_req **list)
+{
+	pthread_mutex_lock(&p->qlock);
+	while (p->busy || (!p->qhead && !p->stopping))
+		pthread_cond_wait(&p->qcond, &p->qlock);
+	if (!p->qhead) {
+		pthread_mutex_unlock(&p->qlock);
+		return false;
+	}
+	*list = cut_batch(p);
+	p->busy = true;
 	pthread_mutex_unlock(&p->qlock);
 	return true;
+}
+
+/* Give the commit role back; the committer thread takes what is queued. */
+static void release_role(struct nrs_pipeline *p)
+{
+	pthread_mutex_lock(&p->qlock);
+	p->busy = false;
+	if (p->qhead || p->stopping)
+		pthread_cond_signal(&p->qcond);
+	pthread_mutex_unlock(&p->qlock);
 }
 
 /* The stream's head update in this batch, created on first use. */
@@ -639,40 +693,57 @@ static bool queue_empty(struct nrs_pipeline *p)
 }
 
 /*
- * The committer hands a written batch to the publisher, unless nothing
- * would overlap with it: the publisher is idle and no request waits.  Then
- * it publishes the batch itself, which saves a thread switch on the path
- * of a lone writer.
+ * One batch, by the holder of the commit role: P1 and P2 into the next
+ * buffer, then hand it to the publisher, unless nothing would overlap with
+ * it (the publisher idle, no request waiting): then publish it here, which
+ * saves a thread switch on the path of a lone writer.
  */
+static void run_batch(struct nrs_pipeline *p, struct nrs_req *list)
+{
+	int i = p->cur;
+	bool inline_publish;
+
+	pthread_mutex_lock(&p->hlock);
+	while (p->full[i])
+		pthread_cond_wait(&p->hcond, &p->hlock);
+	pthread_mutex_unlock(&p->hlock);
+	stage_write(p, &p->b[i], list);
+	pthread_mutex_lock(&p->hlock);
+	/* both buffers free: the publisher is idle, next to do b[i] */
+	inline_publish = !p->full[i ^ 1] && queue_empty(p);
+	if (!inline_publish) {
+		p->full[i] = true;
+		pthread_cond_broadcast(&p->hcond);
+	}
+	pthread_mutex_unlock(&p->hlock);
+	if (inline_publish) {
+		stage_publish(p, &p->b[i]);
+		pthread_mutex_lock(&p->hlock);
+		p->pub_next = i ^ 1;
+		pthread_mutex_unlock(&p->hlock);
+	}
+	p->cur = i ^ 1;
+}
+
+void nrs_pipeline_lead(struct nrs_pipeline *p)
+{
+	struct nrs_req *list;
+
+	pthread_mutex_lock(&p->qlock);
+	list = cut_batch(p);	/* not empty: the leader's request is in it */
+	pthread_mutex_unlock(&p->qlock);
+	run_batch(p, list);
+	release_role(p);
+}
+
 static void *committer(void *arg)
 {
 	struct nrs_pipeline *p = arg;
 	struct nrs_req *list;
-	int i = 0;
 
 	while (take_batch(p, &list)) {
-		bool inline_publish;
-
-		pthread_mutex_lock(&p->hlock);
-		while (p->full[i])
-			pthread_cond_wait(&p->hcond, &p->hlock);
-		pthread_mutex_unlock(&p->hlock);
-		stage_write(p, &p->b[i], list);
-		pthread_mutex_lock(&p->hlock);
-		/* both buffers free: the publisher is idle, next to do b[i] */
-		inline_publish = !p->full[i ^ 1] && queue_empty(p);
-		if (!inline_publish) {
-			p->full[i] = true;
-			pthread_cond_broadcast(&p->hcond);
-		}
-		pthread_mutex_unlock(&p->hlock);
-		if (inline_publish) {
-			stage_publish(p, &p->b[i]);
-			pthread_mutex_lock(&p->hlock);
-			p->pub_next = i ^ 1;
-			pthread_mutex_unlock(&p->hlock);
-		}
-		i ^= 1;
+		run_batch(p, list);
+		release_role(p);
 	}
 	pthread_mutex_lock(&p->hlock);
 	p->committer_done = true;

@@ -3,10 +3,11 @@
  * the WAL with one write and one sync per batch, publishes every head the
  * batch moved with one metadata transaction, then completes each request.
  *
- * Requests are submitted from any thread and completed from the committer
- * thread, in submission order within a stream.  No caller blocks while its
- * append is in flight: completion is a callback (the FUSE layer replies from
- * it).  See pipeline.c for the ordering rules and failure handling.
+ * Requests are submitted from any thread and completed, in submission order
+ * within a stream, by a callback (the FUSE layer replies from it) from the
+ * pipeline's threads -- or from the submitting thread itself when it found
+ * the pipeline idle and leads the commit (nrs_pipeline_submit_lead).  See
+ * pipeline.c for the ordering rules and failure handling.
  */
 #ifndef NRS_PIPELINE_H
 #define NRS_PIPELINE_H
@@ -29,8 +30,9 @@ enum nrs_req_kind {
 
 struct nrs_req;
 /*
- * Called exactly once per request, from the committer thread (or from
- * nrs_pipeline_submit when the pipeline is stopped).  err is 0 or -errno;
+ * Called exactly once per request: from the pipeline's threads, from
+ * nrs_pipeline_lead, or from the submit call when the pipeline is stopped
+ * or failed.  err is 0 or -errno;
  * on success r->offset is where the append landed.  The callback owns r
  * from then on (it may free it) and must not use r->st: the pipeline drops
  * that stream reference (cfg->put) after the callback returns.
@@ -58,7 +60,8 @@ struct nrs_req {
 /*
  * Called after a batch is published for each stream whose head moved while
  * a reader may hold the page that held the old head (stream.h tail_cached),
- * with that old head; from the committer thread, no lock held.
+ * with that old head; from the thread that publishes the batch (a
+ * pipeline thread or a leader, nrs_pipeline_lead), no lock held.
  */
 typedef void (*nrs_commit_hook)(void *ctx, struct nrs_stream *st,
 				uint64_t old_head);
@@ -71,6 +74,7 @@ struct nrs_pipeline_cfg {
 	struct nrs_metrics *metrics;	/* may be NULL */
 	uint64_t next_lsn;		/* first LSN to assign, > 0 */
 	size_t max_batch_bytes;		/* 0: 16 MiB */
+	bool lead;			/* let nrs_pipeline_submit_lead lead */
 	nrs_commit_hook hook;		/* may be NULL */
 	void *hook_ctx;
 	nrs_stream_put_fn put;
@@ -83,6 +87,17 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 		       struct nrs_pipeline **out);
 /* Hand r to the pipeline; r->done is always called. */
 void nrs_pipeline_submit(struct nrs_pipeline *p, struct nrs_req *r);
+/*
+ * The same, but if the pipeline is idle (no thread holds the commit role)
+ * and cfg->lead is set, the caller is given the role: true, and it must
+ * then call nrs_pipeline_lead, holding no lock that a completion callback,
+ * the commit hook or another submitter may take.  That call commits the
+ * batch holding r (r->done has run, or will run from the publisher thread,
+ * when it returns) and gives the role back.  Saves the thread switches of
+ * a lone writer's append; false: r is queued as by nrs_pipeline_submit.
+ */
+bool nrs_pipeline_submit_lead(struct nrs_pipeline *p, struct nrs_req *r);
+void nrs_pipeline_lead(struct nrs_pipeline *p);
 /* Completes every submitted request, stops the thread, frees p (NULL ok). */
 void nrs_pipeline_stop(struct nrs_pipeline *p);
 /* True once a failure left the pipeline refusing appends (see pipeline.c). */

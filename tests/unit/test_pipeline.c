@@ -204,8 +204,8 @@ static void treq_done(struct nrs_req *r, int err)
 	pthread_mutex_unlock(&t->lock);
 }
 
-static struct treq *submit(struct fix *f, int s, enum nrs_req_kind kind,
-			   uint64_t epoch, uint64_t expect, const char *data)
+static struct treq *make_req(struct fix *f, int s, enum nrs_req_kind kind,
+			     uint64_t epoch, uint64_t expect, const char *data)
 {
 	struct treq *t = calloc(1, sizeof(*t));
 
@@ -223,6 +223,14 @@ static struct treq *submit(struct fix *f, int s, enum nrs_req_kind kind,
 		t->req.len = strlen(t->data);
 	}
 	t->req.done = treq_done;
+	return t;
+}
+
+static struct treq *submit(struct fix *f, int s, enum nrs_req_kind kind,
+			   uint64_t epoch, uint64_t expect, const char *data)
+{
+	struct treq *t = make_req(f, s, kind, epoch, expect, data);
+
 	nrs_pipeline_submit(f->p, &t->req);
 	return t;
 }
@@ -340,6 +348,86 @@ static void test_order_and_batch(void **state)
 	assert_int_equal(row.last_lsn, f->st[0]->last_lsn);
 	assert_int_equal(f->st[0]->index.n, 2);
 	assert_true(nrs_index_check(&f->st[0]->index));
+}
+
+/* Restart the fixture's pipeline with cfg.lead as given. */
+static void restart(struct fix *f, bool lead)
+{
+	struct nrs_pipeline_cfg cfg;
+
+	nrs_pipeline_stop(f->p);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.wal = &f->wal.base;
+	cfg.meta = f->meta;
+	cfg.metrics = &f->metrics;
+	cfg.next_lsn = 1 + f->st[0]->last_lsn + f->st[1]->last_lsn;
+	cfg.put = put;
+	cfg.lead = lead;
+	assert_int_equal(nrs_pipeline_start(&cfg, &f->p), 0);
+}
+
+static void *lead_one(void *arg)
+{
+	struct treq *t = arg;
+	struct nrs_pipeline *p = t->req.cookie;
+
+	assert_true(nrs_pipeline_submit_lead(p, &t->req));
+	nrs_pipeline_lead(p);
+	return NULL;
+}
+
+/*
+ * nrs_pipeline_submit_lead: an idle pipeline gives the caller the commit
+ * role, and the batch is completed before nrs_pipeline_lead returns; while
+ * the role is held, other requests queue (no second leader, the committer
+ * thread waits) and follow in order once it is given back; with cfg.lead
+ * off, nobody leads.
+ */
+static void test_lead(void **state)
+{
+	struct fix *f = *state;
+	struct treq *t, *u, *v;
+	pthread_t th;
+	uint64_t off;
+
+	restart(f, true);
+	t = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "lead");
+	assert_true(nrs_pipeline_submit_lead(f->p, &t->req));
+	assert_false(t->done);
+	nrs_pipeline_lead(f->p);
+	assert_true(t->done);		/* in this thread, before returning */
+	assert_int_equal(wait_req(t, &off), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(f->st[0]->head, 4);
+
+	/* a leader held in the WAL; two more requests queue behind it */
+	hold_wal(f, true);
+	t = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "held");
+	t->req.cookie = f->p;
+	assert_int_equal(pthread_create(&th, NULL, lead_one, t), 0);
+	wait_wal_waiting(f);
+	u = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "next");
+	assert_false(nrs_pipeline_submit_lead(f->p, &u->req));
+	v = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "other");
+	assert_false(nrs_pipeline_submit_lead(f->p, &v->req));
+	assert_int_equal(f->wal.batches, 1);	/* nobody else writes */
+	hold_wal(f, false);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(wait_req(t, &off), 0);
+	assert_int_equal(off, 4);
+	assert_int_equal(wait_req(u, &off), 0);
+	assert_int_equal(off, 8);
+	assert_int_equal(wait_req(v, &off), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(f->wal.batches, 3);	/* lead, held lead, the queue */
+	assert_int_equal(f->st[0]->head, 12);
+	assert_int_equal(f->st[0]->version, 3);
+
+	restart(f, false);
+	t = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "no");
+	assert_false(nrs_pipeline_submit_lead(f->p, &t->req));
+	assert_int_equal(wait_req(t, &off), 0);
+	assert_int_equal(off, 5);
 }
 
 static void test_conditional(void **state)
@@ -460,6 +548,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_order_and_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conditional, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conditional_in_one_batch,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
