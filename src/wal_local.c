@@ -30,8 +30,10 @@
  *         record starts at a multiple of 8), up to the end of the file.
  *
  * A segment has no trailer and no record count: its valid end is found by
- * scanning.  The file size is the end of the last durable batch, except
- * after a crash (a torn tail) or a failed append whose undo failed.
+ * scanning.  Bytes after the last record are zero (A7) up to the end of the
+ * file, except after a crash (a torn tail) or a failed append whose undo
+ * failed.  A segment that stops being current (rotation, close) is cut back
+ * to the end of its last record.
  *
  * APPEND PROTOCOL (one appending thread)
  *
@@ -66,6 +68,20 @@
  *   A6  An append that would bring the bytes held in segments past the
  *       configured budget fails -ENOSPC before writing (backpressure while
  *       the object store cannot take the committed bytes, wal.h).
+ *
+ *   A7  Zero ahead.  Appending past the end of a file makes every fdatasync
+ *       commit the file's new size too (a journal commit on ext4 and xfs),
+ *       which costs a lone small append about as much again as its data.
+ *       So a batch of at most ZERO_BATCH_MAX bytes that reaches past the
+ *       zeroed end first extends the segment with zeros to ZERO_AHEAD bytes
+ *       beyond itself (within segment_size), written before the batch and
+ *       made durable by the same fdatasync; the small batches that follow
+ *       overwrite allocated blocks inside the file, and their fdatasync
+ *       writes data alone.  Larger batches are bound by bandwidth, not by
+ *       that commit, and extend the file as they go (zeros would double
+ *       their writes).  A failed zero write is ignored: it leaves zeros or
+ *       nothing past the batch.  Undo (A3) and rotation (A1) cut the file
+ *       back to the end of its last batch; close does too, and syncs it.
  *
  * RECLAMATION
  *
@@ -111,6 +127,13 @@
  *       R1 and R5 report what they would remove and leave the file as it
  *       is, and the records of the torn tail are dropped as after a cut, so
  *       a checker sees exactly what recovery would.
+ *   R9  Where no header verifies and every byte from there to the end of
+ *       the file is zero, the segment's records end there: that is space
+ *       A7 wrote ahead (a crash kept it from being cut back), not damage,
+ *       and never reported.  In the last segment it is cut off (with the
+ *       torn bytes before it, if R5 cuts; else alone, logged as info);
+ *       elsewhere it stays.  Zeros followed by anything else are searched
+ *       and reported as R4 says.
  *
  * LOCKING
  *
@@ -151,6 +174,9 @@
 #define DEFAULT_SEG_SIZE (64ull << 20)
 #define SCAN_BUF_SIZE	(8u << 20)	/* grows to the largest record */
 #define WRITE_WINDOW	(1u << 20)	/* see pwritev_full */
+#define ZERO_AHEAD	(1u << 20)	/* A7 */
+#define ZERO_BATCH_MAX	(256u << 10)
+#define ZERO_BLOCK	(64u << 10)
 #define NO_CUT		UINT64_MAX
 #ifdef IOV_MAX
 #define WAL_IOV_MAX	IOV_MAX
@@ -188,6 +214,7 @@ struct wal_local {
 	uint64_t next_no;
 	int cur_fd;		/* also in segs[]: closed by close only */
 	uint64_t cur_end;
+	uint64_t zeroed;	/* A7: bytes [cur_end, zeroed) are zeros */
 	struct iovec *iovwin;	/* WAL_IOV_MAX entries for pwritev */
 };
 
@@ -453,6 +480,12 @@ static int rotate(struct wal_local *w)
 		return rc;
 	}
 	w->next_no = no + 1;	/* never reuse a number, even on failure */
+	/* A7: the old segment's zeros go; unsynced, as R9 allows */
+	if (w->cur_fd >= 0 && w->zeroed > w->cur_end &&
+	    ftruncate(w->cur_fd, (off_t)w->cur_end) < 0)
+		nrs_warn("local WAL %s: cutting segment %016" PRIx64 " back to "
+			 "%" PRIu64 ": %s", w->dir, w->cur_no, w->cur_end,
+			 strerror(errno));
 	seg_hdr_encode(hdr, no);
 	n = pwrite(fd, hdr, SEG_HDR, 0);
 	if (n != SEG_HDR) {
@@ -475,6 +508,7 @@ static int rotate(struct wal_local *w)
 		goto out_unlink;
 	w->cur_fd = fd;
 	w->cur_end = SEG_HDR;
+	w->zeroed = SEG_HDR;
 	w->must_rotate = false;
 	return 0;
 
@@ -498,6 +532,8 @@ static int undo_append(struct wal_local *w, uint64_t end, int err,
 		rc = -errno;
 	else if (fdatasync(w->cur_fd) < 0)
 		rc = -errno;
+	else
+		w->zeroed = end;
 	if (rc < 0) {
 		nrs_err("local WAL %s: append to segment %016" PRIx64 " failed "
 			"(%s) and truncating it back to %" PRIu64 " failed (%s): "
@@ -550,6 +586,46 @@ static int check_budget(struct wal_local *w, size_t total)
 	return held >= w->budget || w->budget - held < total ? -ENOSPC : 0;
 }
 
+/*
+ * A7: zeros after a small batch that will end at `end`, up to ZERO_AHEAD
+ * beyond it.  Failures are ignored: the file then holds zeros, or nothing,
+ * past the batch (R9), and the next small batch tries again.
+ */
+static void zero_ahead(struct wal_local *w, uint64_t end, size_t total)
+{
+	static const unsigned char zero_block[ZERO_BLOCK];
+	struct iovec iov[ZERO_AHEAD / ZERO_BLOCK];
+	uint64_t from = w->zeroed, to;
+
+	if (total > ZERO_BATCH_MAX || end <= w->zeroed)
+		return;
+	if (from < end)
+		from = end;
+	to = end + ZERO_AHEAD < w->seg_size ? end + ZERO_AHEAD : w->seg_size;
+	while (from < to) {
+		uint64_t left = to - from;
+		int n = 0;
+		ssize_t done;
+
+		for (; n < (int)(sizeof(iov) / sizeof(iov[0])) && left > 0; n++) {
+			iov[n].iov_base = (void *)zero_block;
+			iov[n].iov_len = left < ZERO_BLOCK ? (size_t)left : ZERO_BLOCK;
+			left -= iov[n].iov_len;
+		}
+		done = pwritev(w->cur_fd, iov, n, (off_t)from);
+		if (done < 0 && errno == EINTR)
+			continue;
+		if (done <= 0) {
+			nrs_debug("local WAL %s: writing zeros ahead at %" PRIu64
+				  ": %s", w->dir, from,
+				  done < 0 ? strerror(errno) : "short write");
+			return;
+		}
+		from += (uint64_t)done;
+		w->zeroed = from;
+	}
+}
+
 static int local_append(struct nrs_wal *base, const struct iovec *iov,
 			int iovcnt, struct nrs_wal_pos *pos)
 {
@@ -590,6 +666,7 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 			return rc;
 	}
 	start = w->cur_end;
+	zero_ahead(w, start + total, total);
 	rc = nrs_failpoint(NRS_FP_WAL_BEFORE_WRITE);
 	if (rc == 0) {
 		size_t len = total;	/* all, or what wal.write lets through */
@@ -615,6 +692,8 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 	if (rc < 0)
 		return undo_append(w, start, rc, true);
 	w->cur_end = start + total;
+	if (w->zeroed < w->cur_end)
+		w->zeroed = w->cur_end;
 	seg_set_size(w, w->cur_no, w->cur_end);
 	pos->seg = w->cur_no;
 	pos->off = start;
@@ -625,6 +704,8 @@ static ssize_t local_read(struct nrs_wal *base, struct nrs_wal_pos pos,
 			  void *buf, size_t len)
 {
 	struct wal_local *w = (struct wal_local *)base;
+	uint64_t end;
+	ssize_t i;
 	int fd, rc;
 
 	if (pos.off > (uint64_t)INT64_MAX)
@@ -636,6 +717,15 @@ static ssize_t local_read(struct nrs_wal *base, struct nrs_wal_pos pos,
 	rc = seg_fd(w, pos.seg, &fd);
 	if (rc < 0)
 		return rc;
+	/* never the zeros past the last record (A7): short at its end */
+	pthread_mutex_lock(&w->lock);
+	i = seg_find(w, pos.seg);
+	end = i >= 0 ? w->segs[i].size : 0;
+	pthread_mutex_unlock(&w->lock);
+	if (pos.off >= end)
+		return 0;
+	if (len > end - pos.off)
+		len = (size_t)(end - pos.off);
 	return nrs_pread_full(fd, buf, len, pos.off);
 }
 
@@ -808,6 +898,30 @@ static int cut_tail(struct scan *s, uint64_t no, uint64_t end)
 	return 0;
 }
 
+/* R9: cut the zeros from end off the last segment (nothing if read-only). */
+static int cut_zeros(struct scan *s, uint64_t end)
+{
+	struct wal_local *w = s->w;
+	int fd, rc = 0;
+
+	if (w->read_only)
+		return 0;
+	fd = openat(w->dirfd, s->name, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)end) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0) {
+		nrs_err("local WAL %s/%s: cutting the zeros after %" PRIu64
+			": %s", w->dir, s->name, end, strerror(-rc));
+		return rc;
+	}
+	nrs_info("local WAL %s/%s: cut %" PRIu64 " bytes of zeros written "
+		 "ahead, after the last record at %" PRIu64, w->dir, s->name,
+		 s->fsize - end, end);
+	return 0;
+}
+
 /* R1: the last segment is a torn creation (A1 interrupted): no record. */
 static int drop_torn_creation(struct scan *s, uint64_t no)
 {
@@ -868,7 +982,29 @@ static int next_record(struct scan *s, uint64_t off, uint64_t *q)
 	return 0;
 }
 
-/* R2..R6 for one segment. */
+/* R9: *zero is whether file bytes [off, end of file) are all zero. */
+static int zero_to_end(struct scan *s, uint64_t off, bool *zero)
+{
+	const unsigned char *p;
+	size_t avail;
+	int rc;
+
+	*zero = false;
+	while (off < s->fsize) {
+		rc = sb_get(s, off, s->cap, &p, &avail);
+		if (rc < 0)
+			return rc;
+		if (avail == 0)
+			break;		/* the file shrank under us */
+		if (p[0] != 0 || (avail > 1 && memcmp(p, p + 1, avail - 1) != 0))
+			return 0;
+		off += avail;
+	}
+	*zero = true;
+	return 0;
+}
+
+/* R2..R6 and R9 for one segment. */
 static int scan_segment(struct scan *s, uint64_t no, bool last)
 {
 	struct wal_local *w = s->w;
@@ -909,6 +1045,23 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 		rc = record_at(s, off, &ri.rec, &p);
 		if (rc < 0)
 			return rc;
+		if (rc == 0) {					/* R9 */
+			bool zero;
+
+			rc = zero_to_end(s, off, &zero);
+			if (rc < 0)
+				return rc;
+			if (zero) {
+				rc = last && cut == NO_CUT ?
+				     cut_zeros(s, off) : 0;
+				if (rc < 0)
+					return rc;
+				s->fsize = off;	/* the rest is not there */
+				seg_set_size(w, no, off);
+				break;
+			}
+			rc = 0;
+		}
 		if (rc != 1) {					/* R4 */
 			if (rc == 0 && (rc = next_record(s, off, &q)) < 0)
 				return rc;
@@ -1056,6 +1209,14 @@ static int local_reclaim(struct nrs_wal *base, uint64_t below, uint64_t *bytes)
 static void local_close(struct nrs_wal *base)
 {
 	struct wal_local *w = (struct wal_local *)base;
+
+	/* A7: what the next scan finds is the records alone */
+	if (w->cur_fd >= 0 && w->zeroed > w->cur_end && !w->broken &&
+	    (ftruncate(w->cur_fd, (off_t)w->cur_end) < 0 ||
+	     fdatasync(w->cur_fd) < 0))
+		nrs_warn("local WAL %s: cutting segment %016" PRIx64 " back to "
+			 "%" PRIu64 ": %s", w->dir, w->cur_no, w->cur_end,
+			 strerror(errno));
 
 	for (size_t i = 0; i < w->nsegs; i++)
 		if (w->segs[i].fd >= 0)

@@ -121,6 +121,13 @@ test_expect_success 'a flipped byte in a record header' '
 		"F9 stream 1 (/k/a): commit chain broken: LSN 1 is not in the WAL: committed bytes [0, "
 '
 
+test_expect_success 'zeros after the last record (written ahead, left by a crash): no damage' '
+	damaged zeros &&
+	head -c 70000 /dev/zero >>"$D/$SEG2" &&
+	head -c 5000 /dev/zero >>"$D/$SEG1" &&
+	fsck_expect 0 "$D" -- "0 inconsistencies"
+'
+
 test_expect_success 'garbage after the last record: a torn tail, cut by --repair' '
 	damaged garbage &&
 	size=$(stat -c %s "$D/$SEG2") &&

@@ -256,6 +256,24 @@ static off_t file_size(const char *path)
 	return st.st_size;
 }
 
+/* File bytes [off, end of file) are all zero (A7's space written ahead). */
+static bool zeros_after(const char *path, off_t off)
+{
+	unsigned char buf[4096];
+	int fd = open(path, O_RDONLY);
+	bool zero = true;
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	while (zero && (n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		for (ssize_t i = 0; i < n; i++)
+			zero = zero && buf[i] == 0;
+		off += n;
+	}
+	close(fd);
+	return zero;
+}
+
 static void flip_byte(const char *path, off_t off, unsigned char mask)
 {
 	unsigned char c;
@@ -346,8 +364,10 @@ static void test_append_read(void **state)
 	assert_int_equal(st.segments, 1);
 	assert_int_equal(st.cur_seg, 1);
 	assert_false(st.broken);
-	assert_int_equal(st.bytes, (uint64_t)file_size(path));
 	assert_int_equal(st.bytes, bp.off + a.len + b.len);
+	/* A7: small batches, so zeros were written a MiB ahead */
+	assert_true(file_size(path) > (off_t)st.bytes);
+	assert_true(zeros_after(path, (off_t)st.bytes));
 
 	/* Short at the end of the segment, 0 past it, -ENOENT elsewhere. */
 	assert_int_equal(nrs_wal_read(w, (struct nrs_wal_pos){ 1, st.bytes - 5 },
@@ -374,7 +394,7 @@ static void test_rotation(void **state)
 	struct nrs_wal_pos pos[21];
 	uint32_t plen[21];
 	struct nrs_wal_stats st;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, end = 0;
 	char path[256];
 	struct seen *s = scan_all(w);
 
@@ -401,10 +421,18 @@ static void test_rotation(void **state)
 	for (uint64_t no = 1; no <= pos[20].seg; no++) {
 		seg_path(path, sizeof(path), f->dir, no);
 		assert_true(no == pos[20].seg || file_size(path) <= 4096);
-		bytes += (uint64_t)file_size(path);
+		if (no < pos[20].seg) {	/* cut back to its records (A7) */
+			bytes += (uint64_t)file_size(path);
+			continue;
+		}
+		end = pos[20].off + nrs_walrec_total_len(plen[20]);
+		assert_true(zeros_after(path, (off_t)end));
+		assert_true((uint64_t)file_size(path) >= end);
+		bytes += end;
 	}
 	assert_int_equal(st.bytes, bytes);
 	nrs_wal_close(w);
+	assert_int_equal(file_size(path), end);	/* close cut it back */
 
 	/* Reopen: every record in order at its position; appends go to a new
 	 * segment; no scan after an append. */
@@ -734,7 +762,7 @@ static void test_many_iovecs(void **state)
 		off += len;
 	}
 	assert_int_equal(nrs_wal_append(w, iov, n, &pos), 0);	/* > IOV_MAX */
-	assert_int_equal(fault.pwritev_calls, 3);
+	assert_int_equal(fault.pwritev_calls, 1 + 3);	/* zeros (A7), batch */
 	check_read(w, pos, 1, 30000);
 	fault.short_writes = 1;		/* now every write comes up short */
 	assert_int_equal(nrs_wal_append(w, iov, n, &pos), 0);
@@ -778,7 +806,8 @@ static struct nrs_wal *wal_with_one(struct fx *f, char *path, size_t size,
 	free(scan_all(w));
 	append_recs(w, 1, five, 1, &pos);
 	seg_path(path, size, f->dir, 1);
-	*end = file_size(path);
+	*end = (off_t)(pos.off + nrs_walrec_total_len(five[0]));
+	assert_true(file_size(path) > *end);	/* zeros ahead (A7) */
 	return w;
 }
 
@@ -965,6 +994,20 @@ static void collect_damage(void *ctx, const struct nrs_wal_damage *d)
 		ds->d[ds->n++] = *d;
 }
 
+/* Open the WAL in f->dir with o and scan it: n records; close it. */
+static void scan_expect(struct fx *f, const struct nrs_wal_local_opts *o,
+			size_t n)
+{
+	struct nrs_wal *w = NULL;
+	struct seen *s;
+
+	assert_int_equal(nrs_wal_local_open(f->dir, o, &w), 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, n);
+	free(s);
+	nrs_wal_close(w);
+}
+
 /* R8: a read-only WAL reports a torn tail, a torn creation and a bad chunk
  * without changing a byte, and refuses appends. */
 static void test_read_only(void **state)
@@ -1026,11 +1069,7 @@ static void test_read_only(void **state)
 	/* Without segment 2, the junk is a torn tail: reported, not cut. */
 	assert_int_equal(unlink(path2), 0);
 	ds.n = 0;
-	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
-	s = scan_all(w);
-	assert_int_equal(s->n, 5);
-	free(s);
-	nrs_wal_close(w);
+	scan_expect(f, &o, 5);
 	assert_int_equal(ds.n, 2);
 	assert_int_equal(ds.d[1].kind, NRS_WAL_TORN_TAIL);
 	assert_int_equal(ds.d[1].seg, 1);
@@ -1155,6 +1194,117 @@ static void test_budget_reclaim(void **state)
 	nrs_wal_close(w);
 }
 
+/* Copy file from to file to (the test's stand-in for a crash: what the
+ * disk held before close cut the zeros off). */
+static void copy_file(const char *from, const char *to)
+{
+	static unsigned char buf[1 << 16];
+	int in = open(from, O_RDONLY);
+	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ssize_t n;
+
+	assert_true(in >= 0 && out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	assert_int_equal(n, 0);
+	close(in);
+	close(out);
+}
+
+/*
+ * A7 and R9: small batches write zeros ahead, large ones do not; reads stop
+ * at the last record; rotation and close cut the zeros off; a zero tail
+ * left by a crash is no damage, in the last segment (cut) or another (not
+ * cut), while zeros followed by junk are.
+ */
+static void test_zero_ahead(void **state)
+{
+	struct fx *f = *state;
+	struct damages ds = { 0 };
+	struct nrs_wal_local_opts o = {
+		.segment_size = 4u << 20, .damage = collect_damage,
+		.damage_ctx = &ds,
+	};
+	static const uint32_t big[] = { 300u << 10 };
+	struct nrs_wal_pos pos[5], bp, p;
+	char path[256], path2[256], saved[256], saved2[256];
+	unsigned char junk[40], tmp[16];
+	struct nrs_wal *w = NULL;
+	struct seen *s;
+	off_t end, end2;
+
+	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
+	free(scan_all(w));
+	append_recs(w, 1, five, 1, pos);
+	seg_path(path, sizeof(path), f->dir, 1);
+	end = (off_t)(pos[0].off + nrs_walrec_total_len(five[0]));
+	assert_int_equal(file_size(path), end + (1 << 20));
+	assert_true(zeros_after(path, end));
+	assert_int_equal(nrs_wal_read(w, pos[0], tmp, 0), 0);
+	assert_int_equal(nrs_wal_read(w, (struct nrs_wal_pos){ 1, (uint64_t)end - 4 },
+				      tmp, sizeof(tmp)), 4);
+	assert_int_equal(nrs_wal_read(w, (struct nrs_wal_pos){ 1, (uint64_t)end },
+				      tmp, sizeof(tmp)), 0);
+	/* 300 KiB: past the zeros it extends the file, and writes none */
+	for (uint64_t lsn = 2; lsn <= 5; lsn++)
+		append_recs(w, lsn, big, 1, &bp);
+	end = (off_t)(bp.off + nrs_walrec_total_len(big[0]));
+	assert_int_equal(file_size(path), end);
+	append_recs(w, 6, five + 4, 1, &p);	/* small again: zeros */
+	end = (off_t)(p.off + nrs_walrec_total_len(five[4]));
+	assert_int_equal(file_size(path), end + (1 << 20));
+	snprintf(saved, sizeof(saved), "%s/../seg1.crash", f->dir);
+	copy_file(path, saved);
+	/* a batch that does not fit rotates; segment 1 loses its zeros */
+	append_recs(w, 7, (const uint32_t[]){ 3u << 20 }, 1, &p);
+	assert_int_equal(p.seg, 2);
+	assert_int_equal(file_size(path), end);
+	append_recs(w, 8, five, 1, &p);
+	seg_path(path2, sizeof(path2), f->dir, 2);
+	end2 = (off_t)(p.off + nrs_walrec_total_len(five[0]));
+	assert_true(file_size(path2) > end2);
+	snprintf(saved2, sizeof(saved2), "%s/../seg2.crash", f->dir);
+	copy_file(path2, saved2);
+	nrs_wal_close(w);
+	assert_int_equal(file_size(path2), end2);	/* close cut it */
+
+	/* Both segments as a crash left them: 8 records, no damage; the zeros
+	 * of the last are cut, those of the other stay. */
+	copy_file(saved, path);
+	copy_file(saved2, path2);
+	ds.n = 0;
+	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 8);
+	for (size_t i = 0; i < 8; i++)
+		assert_true(s->ri[i].data_ok);
+	free(s);
+	assert_int_equal(ds.n, 0);
+	assert_int_equal(file_size(path), end + (1 << 20));
+	assert_int_equal(file_size(path2), end2);
+	{
+		struct nrs_wal_stats st;
+
+		nrs_wal_stats(w, &st);
+		assert_int_equal(st.bytes, (uint64_t)(end + end2));
+	}
+	nrs_wal_close(w);
+
+	/* Zeros, then junk: the zeros are no longer unused space but damage
+	 * (R4), in a segment that is not the last (R6, not cut). */
+	memset(junk, 0x5a, sizeof(junk));
+	append_bytes(path, junk, sizeof(junk));
+	ds.n = 0;
+	scan_expect(f, &o, 8);
+	assert_int_equal(ds.n, 1);
+	assert_int_equal(ds.d[0].kind, NRS_WAL_CORRUPT);
+	assert_int_equal(ds.d[0].seg, 1);
+	assert_int_equal(ds.d[0].start, (uint64_t)end);
+	assert_int_equal(ds.d[0].end, (uint64_t)end + (1 << 20) + sizeof(junk));
+	unlink(saved);
+	unlink(saved2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1181,6 +1331,7 @@ int main(void)
 		T(test_read_only),
 		T(test_reserve),
 		T(test_budget_reclaim),
+		T(test_zero_ahead),
 #undef T
 	};
 
