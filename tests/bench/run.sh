@@ -4,17 +4,24 @@
 # APPENDS (issue 2).  Runs the same append loads, case by case and side by
 # side, against
 #   a) nereusfs             write() alone: it returns once durable
+#   h) nereusfs, materialization held off: the append path alone.  With
+#                           the embedded object store (a's default) every
+#                           byte is also written a second time, as an
+#                           object, to the same disk; h shows what the
+#                           appends cost when the objects go elsewhere (S3)
 #   b) plain files          write() + fdatasync() per append, in the
 #                           filesystem that holds nereusfs's data directory
 #   c) passthrough_ll       libfuse's example, compiled from Debian's
 #                           libfuse3-dev, write() + fdatasync(): what FUSE
 #                           itself costs
-# and prints ops/s, MB/s, p50/p99 latency, the ratios a/b and c/b, and the
-# targets of issue 2 next to them.
+# and prints ops/s, MB/s, p50/p99 latency, the ratios to b and c, and the
+# targets of issue 2 next to them (judged on a).
 #
 # Cases: 1 KiB appends with 1, 8 and 64 writers each on its own stream, and 8
 # writers on one stream; then 1 MiB appends with 1 and 8 writers.  Systems
-# alternate within each case so drift on the machine hits all three alike.
+# alternate within each case so drift on the machine hits them alike; with
+# BENCH_ROUNDS > 1 every case runs that many rounds of all systems and the
+# run with the median ops/s of each system is shown.
 #
 # OBJECTS (issue 4), on each object store: the embedded directory (dir) and
 # S3 (s3rver on loopback, tests/s3/s3rver.sh):
@@ -67,12 +74,13 @@
 #   NEREUSFS        the daemon (default: ./nereusfs); missing -> column a n/a
 #   NRS_BENCH       the load generator (default: tests/bench/nrs-bench)
 #   BENCH_PARTS     subset of: append objects (default: both)
-#   BENCH_SECONDS   seconds per append measurement (default 5; ~16 runs)
+#   BENCH_SECONDS   seconds per append measurement (default 3)
 #   BENCH_TMPDIR    where the scratch dir goes (default /var/tmp); the data
 #                   dir, the plain baseline and passthrough's source all sit
 #                   in it, so one filesystem serves all three
 #   BENCH_CASES     space-separated subset of: 1k-1 1k-8 1k-64 1k-8s 1m-1 1m-8
-#   BENCH_SYSTEMS   subset of: a b c (default: a b c)
+#   BENCH_SYSTEMS   subset of: a h b c (default: all four)
+#   BENCH_ROUNDS    rounds per case (default 3; median shown)
 #   BENCH_RAW       if set, append every raw measurement line to this file
 #   BENCH_COND=0    skip the conditional-append comparison (issue 6)
 #   BENCH_KEEP=1    keep the scratch dir (and the daemons' logs) afterwards
@@ -102,10 +110,12 @@ set -uo pipefail
 
 NEREUSFS=${NEREUSFS:-./nereusfs}
 NRS_BENCH=${NRS_BENCH:-tests/bench/nrs-bench}
-BENCH_SECONDS=${BENCH_SECONDS:-5}
+BENCH_SECONDS=${BENCH_SECONDS:-3}
 BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
 BENCH_CASES=${BENCH_CASES:-1k-1 1k-8 1k-64 1k-8s 1m-1 1m-8}
-BENCH_SYSTEMS=${BENCH_SYSTEMS:-a b c}
+BENCH_SYSTEMS=${BENCH_SYSTEMS:-a h b c}
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+SYSTEMS='a h b c'	# the order of runs and of the report
 BENCH_PARTS=${BENCH_PARTS:-append objects}
 CC=${CC:-cc}
 PT_EXAMPLES=/usr/share/doc/libfuse3-dev/examples
@@ -123,7 +133,7 @@ fi
 command -v fusermount3 >/dev/null || die "fusermount3 not found (apt-get install fuse3)"
 
 work=$(mktemp -d "$BENCH_TMPDIR/nrs-bench.XXXXXX") || die "cannot make a scratch dir in $BENCH_TMPDIR"
-mkdir -p "$work/data" "$work/mnt" "$work/plain" "$work/pt-src" "$work/pt-mnt" "$work/pt-build"
+mkdir -p "$work/data" "$work/mnt" "$work/h-data" "$work/h-mnt" "$work/plain" "$work/pt-src" "$work/pt-mnt" "$work/pt-build"
 nrs_pid=
 pt_pid=
 obj_pid=	# the objects part's nereusfs, at $work/omnt
@@ -135,10 +145,11 @@ S3RVER_SH=${NRS_S3RVER_SH:-$(cd "$(dirname "$0")/../s3" 2>/dev/null && pwd)/s3rv
 
 cleanup() {
 	unmount "$work/mnt" "$nrs_pid"
+	unmount "$work/h-mnt" "$h_pid"
 	unmount "$work/pt-mnt" "$pt_pid"
 	unmount "$work/omnt" "$obj_pid"
 	unmount "$work/pr-mnt" "$pr_pid"
-	nrs_pid='' pt_pid='' obj_pid='' pr_pid=''
+	nrs_pid='' h_pid='' pt_pid='' obj_pid='' pr_pid=''
 	[ -n "$s3_dir" ] && sh "$S3RVER_SH" stop "$s3_dir"
 	s3_dir=
 	if [ "${BENCH_KEEP:-0}" = 1 ]; then
@@ -151,7 +162,11 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 # ---- systems ---------------------------------------------------------------
-have_a=0 have_b=0 have_c=0
+HOLD=1000000000000000	# materialize_bytes that is never reached
+HOLD_MS=1000000000	# materialize_age_ms: 11 days (the daemon counts it in
+			# ns: over ~1.8e13 ms it would wrap)
+have_a=0 have_h=0 have_b=0 have_c=0
+h_pid=
 case " $BENCH_SYSTEMS " in *" b "*) have_b=1 ;; esac
 
 fstype=$(findmnt -n -o FSTYPE -T "$work" 2>/dev/null || stat -f -c %T "$work")
@@ -167,6 +182,20 @@ case " $BENCH_SYSTEMS " in *" a "*)
 	else
 		note "nereusfs did not mount; its log:"
 		sed 's/^/  | /' "$work/nereusfs.log" >&2
+	fi
+;; esac
+
+case " $BENCH_SYSTEMS " in *" h "*)
+	if [ ! -x "$NEREUSFS" ]; then
+		note "no daemon at $NEREUSFS: column h is n/a"
+	elif mount_fs h_pid "$work/h-mnt" "$work/nereusfs-h.log" \
+			"$NEREUSFS" -f ${NEREUSFS_OPTS:-} \
+			-o "data=$work/h-data,materialize_bytes=$HOLD,materialize_age_ms=$HOLD_MS" \
+			"$work/h-mnt"; then
+		have_h=1
+	else
+		note "nereusfs (h) did not mount; its log:"
+		sed 's/^/  | /' "$work/nereusfs-h.log" >&2
 	fi
 ;; esac
 
@@ -210,7 +239,7 @@ case " $BENCH_SYSTEMS " in *" c "*)
 ;; esac
 
 # ---- measuring -------------------------------------------------------------
-declare -A R	# R[case,sys] = nrs-bench output line, or "error"
+declare -A R	# R[case,sys] = nrs-bench output lines, one per round ("error": failed)
 
 field() { # LINE KEY -> value or empty
 	printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
@@ -220,6 +249,7 @@ run_one() { # CASE SYS WRITERS SIZE SAME
 	local c=$1 s=$2 n=$3 size=$4 same=$5 dir args out
 	case $s in
 		a) dir=$work/mnt/$c; args= ;;
+		h) dir=$work/h-mnt/$c; args= ;;
 		b) dir=$work/plain/$c; args=--sync ;;
 		c) dir=$work/pt-mnt/$c; args=--sync ;;
 	esac
@@ -229,13 +259,24 @@ run_one() { # CASE SYS WRITERS SIZE SAME
 	if out=$(timeout -k 10 "$(awk -v s="$BENCH_SECONDS" 'BEGIN { printf "%d", s * 3 + 60 }')" \
 			"$NRS_BENCH" --dir "$dir" --writers "$n" --size "$size" \
 			--seconds "$BENCH_SECONDS" $args 2>"$work/err"); then
-		R[$c,$s]=$out
+		R[$c,$s]+="$out"$'\n'
 	else
-		R[$c,$s]=error
+		R[$c,$s]+=error$'\n'
 		note "$c on $s failed: $(head -c 300 "$work/err")"
 	fi
 	[ -n "${BENCH_RAW:-}" ] && echo "case=$c sys=$s $out" >>"$BENCH_RAW"
 	rm -rf "$dir"	# keep the disk footprint to one case
+}
+
+# The round with the median ops/s of R[CASE,SYS] (the lower middle one of
+# an even count); "error" if every round failed, empty if none ran.
+median_run() { # CASE SYS
+	local runs=${R[$1,$2]:-}
+	[ -n "$runs" ] || return 0
+	printf '%s' "$runs" | grep -v '^error$' | awk '
+		{ for (i = 1; i <= NF; i++) if ($i ~ /^ops_s=/) v = substr($i, 7); print v, $0 }' |
+		sort -g -k1,1 | cut -d' ' -f2- |
+		awk '{ l[NR] = $0 } END { if (NR) print l[int((NR + 1) / 2)]; else print "error" }'
 }
 
 case_params() { # CASE -> "WRITERS SIZE SAME LABEL"
@@ -256,16 +297,23 @@ done
 
 if want append; then
 	echo "nereusfs append benchmark: ${BENCH_SECONDS}s per run; $work on $fstype ($fsdev); $(nproc) cores; kernel $(uname -r)"
-	echo "  a = nereusfs (write() is durable)   b = plain files + fdatasync per write   c = passthrough_ll + fdatasync per write"
+	echo "  a = nereusfs (write() is durable)   h = the same, materialization held off (the append path alone)"
+	echo "  b = plain files + fdatasync per write   c = passthrough_ll + fdatasync per write"
+	[ "$BENCH_ROUNDS" -gt 1 ] && echo "  $BENCH_ROUNDS rounds per case: the run with the median ops/s of each system is shown"
 	[ $have_a = 1 ] || echo "  a: n/a (daemon missing or did not mount)"
 	[ $have_c = 1 ] || echo "  c: n/a (passthrough_ll missing or did not mount)"
 fi
 
 for c in $BENCH_CASES; do
 	read -r n size same label <<<"$(case_params "$c")"
-	for s in a b c; do
-		v=have_$s
-		[ "${!v}" = 1 ] && run_one "$c" "$s" "$n" "$size" "$same"
+	for round in $(seq "$BENCH_ROUNDS"); do
+		for s in $SYSTEMS; do
+			v=have_$s
+			[ "${!v}" = 1 ] && run_one "$c" "$s" "$n" "$size" "$same"
+		done
+	done
+	for s in $SYSTEMS; do
+		[ -n "${R[$c,$s]:-}" ] && R[$c,$s]=$(median_run "$c" "$s")
 	done
 done
 
@@ -306,7 +354,7 @@ if want append; then
 	for c in $BENCH_CASES; do
 		read -r n size same label <<<"$(case_params "$c")"
 		declare -A ops=() mbps=() p99=()
-		for s in a b c; do
+		for s in $SYSTEMS; do
 			line=${R[$c,$s]:-}
 			if [ -z "$line" ] || [ "$line" = error ]; then
 				ops[$s]= mbps[$s]= p99[$s]=
@@ -338,7 +386,7 @@ if want append; then
 				target="a MB/s >= c MB/s ($ac): $m" ;;
 		esac
 		first=1
-		for s in a b c; do
+		for s in $SYSTEMS; do
 			line=${R[$c,$s]:-}
 			[ -n "$line" ] || continue
 			lab=; [ $first = 1 ] && lab=$label
@@ -347,7 +395,7 @@ if want append; then
 			else
 				xb=-; xc=-
 				[ "$s" != b ] && xb=$(ratio "${ops[$s]}" "${ops[b]}")
-				[ "$s" = a ] && xc=$(ratio "${ops[a]}" "${ops[c]}")
+				[ "$s" = a ] || [ "$s" = h ] && xc=$(ratio "${ops[$s]}" "${ops[c]}")
 				t=; [ $first = 1 ] && t=$target
 				printf '%-14s %-3s %10s %9s %10s %10s %7s %7s  %s\n' "$lab" "$s" \
 					"${ops[$s]}" "${mbps[$s]}" "$(field "$line" p50_us)" "${p99[$s]}" "$xb" "$xc" "$t"
@@ -388,9 +436,6 @@ MAT_RUNS=${BENCH_MAT_RUNS:-3}
 STORES=${BENCH_STORES:-dir s3}
 S3_CLI=${BENCH_S3_CLI:-s3}
 MiB=1048576
-HOLD=1000000000000000	# materialize_bytes that is never reached
-HOLD_MS=1000000000	# materialize_age_ms: 11 days (the daemon counts it in
-			# ns: over ~1.8e13 ms it would wrap)
 
 declare -A MAT=() MATV=() CLI=() CLIV=() CLIH=() CLIHV=() RD=() LOAD=() NOTE=()
 got='' got_load=''	# what mat_run and cli_run measured
