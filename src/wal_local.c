@@ -72,16 +72,20 @@
  *   A7  Zero ahead.  Appending past the end of a file makes every fdatasync
  *       commit the file's new size too (a journal commit on ext4 and xfs),
  *       which costs a lone small append about as much again as its data.
- *       So a batch of at most ZERO_BATCH_MAX bytes that reaches past the
- *       zeroed end first extends the segment with zeros to ZERO_AHEAD bytes
- *       beyond itself (within segment_size), written before the batch and
- *       made durable by the same fdatasync; the small batches that follow
- *       overwrite allocated blocks inside the file, and their fdatasync
- *       writes data alone.  Larger batches are bound by bandwidth, not by
- *       that commit, and extend the file as they go (zeros would double
- *       their writes).  A failed zero write is ignored: it leaves zeros or
- *       nothing past the batch.  Undo (A3) and rotation (A1) cut the file
- *       back to the end of its last batch; close does too, and syncs it.
+ *       So while batches are small -- this one, and the running average of
+ *       the recent ones (1/8 weight each), at most ZERO_BATCH_MAX bytes -- a
+ *       batch that reaches past the zeroed end first extends the segment
+ *       with zeros to ZERO_AHEAD bytes beyond itself (within segment_size),
+ *       written before the batch and made durable by the same fdatasync;
+ *       the small batches that follow overwrite allocated blocks inside the
+ *       file, and their fdatasync writes data alone.  Large batches are
+ *       bound by bandwidth, not by that commit: they extend the file as
+ *       they go, and zeros ahead of them would double their writes (the
+ *       average keeps the small tail of a large write() that the kernel
+ *       split in two from writing them).  A failed zero write is ignored:
+ *       it leaves zeros or nothing past the batch.  Undo (A3) and rotation
+ *       (A1) cut the file back to the end of its last batch; close does
+ *       too, and syncs it.
  *
  * RECLAMATION
  *
@@ -215,6 +219,7 @@ struct wal_local {
 	int cur_fd;		/* also in segs[]: closed by close only */
 	uint64_t cur_end;
 	uint64_t zeroed;	/* A7: bytes [cur_end, zeroed) are zeros */
+	uint64_t avg_batch;	/* A7: running average of batch bytes */
 	struct iovec *iovwin;	/* WAL_IOV_MAX entries for pwritev */
 };
 
@@ -597,7 +602,9 @@ static void zero_ahead(struct wal_local *w, uint64_t end, size_t total)
 	struct iovec iov[ZERO_AHEAD / ZERO_BLOCK];
 	uint64_t from = w->zeroed, to;
 
-	if (total > ZERO_BATCH_MAX || end <= w->zeroed)
+	w->avg_batch = w->avg_batch - w->avg_batch / 8 + total / 8;
+	if (total > ZERO_BATCH_MAX || w->avg_batch > ZERO_BATCH_MAX ||
+	    end <= w->zeroed)
 		return;
 	if (from < end)
 		from = end;
@@ -1343,6 +1350,7 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 	w->dirfd = -1;
 	w->cur_fd = -1;
 	w->next_no = 1;
+	w->avg_batch = ZERO_BATCH_MAX;	/* A7: small batches must show first */
 	w->seg_size = o && o->segment_size ? o->segment_size : DEFAULT_SEG_SIZE;
 	w->reserve = o ? o->reserve : 0;
 	w->budget = o ? o->budget : 0;

@@ -1259,24 +1259,31 @@ static void test_zero_ahead(void **state)
 	append_recs(w, 7, (const uint32_t[]){ 3u << 20 }, 1, &p);
 	assert_int_equal(p.seg, 2);
 	assert_int_equal(file_size(path), end);
+	/* the big batch still weighs in the average: no zeros yet ... */
 	append_recs(w, 8, five, 1, &p);
 	seg_path(path2, sizeof(path2), f->dir, 2);
 	end2 = (off_t)(p.off + nrs_walrec_total_len(five[0]));
-	assert_true(file_size(path2) > end2);
+	assert_int_equal(file_size(path2), end2);
+	/* ... until it has faded (7/8 per batch: 6 more) */
+	for (uint64_t lsn = 9; lsn <= 14; lsn++)
+		append_recs(w, lsn, five, 1, &p);
+	end2 = (off_t)(p.off + nrs_walrec_total_len(five[0]));
+	assert_int_equal(file_size(path2), 4 << 20);	/* segment_size */
+	assert_true(zeros_after(path2, end2));
 	snprintf(saved2, sizeof(saved2), "%s/../seg2.crash", f->dir);
 	copy_file(path2, saved2);
 	nrs_wal_close(w);
 	assert_int_equal(file_size(path2), end2);	/* close cut it */
 
-	/* Both segments as a crash left them: 8 records, no damage; the zeros
+	/* Both segments as a crash left them: 14 records, no damage; the zeros
 	 * of the last are cut, those of the other stay. */
 	copy_file(saved, path);
 	copy_file(saved2, path2);
 	ds.n = 0;
 	assert_int_equal(nrs_wal_local_open(f->dir, &o, &w), 0);
 	s = scan_all(w);
-	assert_int_equal(s->n, 8);
-	for (size_t i = 0; i < 8; i++)
+	assert_int_equal(s->n, 14);
+	for (size_t i = 0; i < 14; i++)
 		assert_true(s->ri[i].data_ok);
 	free(s);
 	assert_int_equal(ds.n, 0);
@@ -1295,7 +1302,7 @@ static void test_zero_ahead(void **state)
 	memset(junk, 0x5a, sizeof(junk));
 	append_bytes(path, junk, sizeof(junk));
 	ds.n = 0;
-	scan_expect(f, &o, 8);
+	scan_expect(f, &o, 14);
 	assert_int_equal(ds.n, 1);
 	assert_int_equal(ds.d[0].kind, NRS_WAL_CORRUPT);
 	assert_int_equal(ds.d[0].seg, 1);
@@ -1303,6 +1310,36 @@ static void test_zero_ahead(void **state)
 	assert_int_equal(ds.d[0].end, (uint64_t)end + (1 << 20) + sizeof(junk));
 	unlink(saved);
 	unlink(saved2);
+}
+
+/*
+ * A7's average: a large write() the kernel split into a large and a small
+ * request makes alternating batches; their small ones must not write a
+ * megabyte of zeros each.  A run of small batches then does.
+ */
+static void test_zero_ahead_split(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	const uint32_t split[] = { (1u << 20) - 4096, 4096 };
+	struct nrs_wal_pos p;
+	char path[256];
+	uint64_t lsn = 1, end = 0;
+
+	free(scan_all(w));
+	seg_path(path, sizeof(path), f->dir, 1);
+	for (int i = 0; i < 16; i++, lsn++) {
+		append_recs(w, lsn, &split[i % 2], 1, &p);
+		end = p.off + nrs_walrec_total_len(split[i % 2]);
+		assert_int_equal(file_size(path), (off_t)end);
+	}
+	for (int i = 0; i < 32; i++, lsn++) {
+		append_recs(w, lsn, five, 1, &p);
+		end = p.off + nrs_walrec_total_len(five[0]);
+	}
+	assert_true(file_size(path) > (off_t)end);
+	assert_true(zeros_after(path, (off_t)end));
+	nrs_wal_close(w);
 }
 
 int main(void)
@@ -1332,6 +1369,7 @@ int main(void)
 		T(test_reserve),
 		T(test_budget_reclaim),
 		T(test_zero_ahead),
+		T(test_zero_ahead_split),
 #undef T
 	};
 
