@@ -509,17 +509,23 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 		return -EBADF;
 	if (len > NRS_MAX_WRITE)
 		return -EFBIG;
-	ar = malloc(sizeof(*ar) + len);
-	if (!ar)
+	/* Leading, this thread writes the bytes before it returns: no copy */
+	lead = nrs_pipeline_try_lead(c->pipe);
+	ar = malloc(sizeof(*ar) + (lead ? 0 : len));
+	if (!ar) {
+		if (lead)
+			nrs_pipeline_lead(c->pipe, NULL);	/* gives it back */
 		return -ENOMEM;
-	memcpy(ar->data, buf, len);
+	}
+	if (!lead)
+		memcpy(ar->data, buf, len);
 	ar->done = done;
 	ar->cookie = cookie;
 	memset(&ar->req, 0, sizeof(ar->req));
 	ar->req.kind = NRS_REQ_APPEND;
 	ar->req.st = h->st;
 	atomic_fetch_add(&h->st->refs, 1);
-	ar->req.data = ar->data;
+	ar->req.data = lead ? buf : ar->data;
 	ar->req.len = len;
 	ar->req.done = append_done;
 	/* The epoch and an armed expectation (NRS_IOC_EXPECT) are taken, and
@@ -534,11 +540,11 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 	} else {
 		ar->req.expect = at_head ? NRS_EXPECT_ANY : off;
 	}
-	lead = nrs_pipeline_submit_lead(c->pipe, &ar->req);
+	nrs_pipeline_submit(c->pipe, &ar->req);
 	pthread_mutex_unlock(&h->lock);
 	handle_put(h);
 	if (lead)	/* the pipeline was idle: commit it in this thread */
-		nrs_pipeline_lead(c->pipe);
+		nrs_pipeline_lead(c->pipe, &ar->req);
 	return 0;
 }
 
@@ -566,6 +572,7 @@ int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
 		   bool bind)
 {
 	struct fence_wait fw;
+	bool lead;
 	int err;
 
 	memset(&fw, 0, sizeof(fw));
@@ -577,8 +584,10 @@ int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
 	fw.req.epoch = epoch;
 	fw.req.bind = bind;
 	fw.req.done = fence_done;
-	if (nrs_pipeline_submit_lead(c->pipe, &fw.req))
-		nrs_pipeline_lead(c->pipe);
+	lead = nrs_pipeline_try_lead(c->pipe);
+	nrs_pipeline_submit(c->pipe, &fw.req);
+	if (lead)
+		nrs_pipeline_lead(c->pipe, &fw.req);
 	pthread_mutex_lock(&fw.lock);
 	while (!fw.done)
 		pthread_cond_wait(&fw.cond, &fw.lock);

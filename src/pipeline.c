@@ -11,12 +11,13 @@
  *
  * One thread at a time holds the commit role (busy), so batches are taken
  * and written one after another, in queue order.  It is the committer
- * thread's, except when a request arrives at an idle pipeline (role free)
- * through nrs_pipeline_submit_lead: the submitting thread then takes the
- * role and commits that batch itself (nrs_pipeline_lead), and hands the
- * role back.  A lone writer's append so costs no thread switch inside the
- * daemon, and at most one submitting thread ever waits on a commit; every
- * request that finds the role taken is queued and completed asynchronously.
+ * thread's, except when a submitter finds it free (nrs_pipeline_try_lead):
+ * that thread then queues its request and commits batches itself until
+ * its request is written (nrs_pipeline_lead), and hands the role back.  A
+ * lone writer's append so costs no thread switch inside the daemon (nor a
+ * copy of its bytes: they are written before its thread returns), and at
+ * most one submitting thread ever waits on a commit; every request that
+ * finds the role taken is queued and completed asynchronously.
  *
  * Each step's failure rule is given beside it.
  *
@@ -208,46 +209,41 @@ static void complete(struct nrs_pipeline *p, struct nrs_req *r, int err)
 	p->cfg.put(st);
 }
 
-/*
- * Queue r.  Returns true when the caller was given the commit role (lead
- * asked, the role free): it must then call nrs_pipeline_lead.
- */
-static bool enqueue(struct nrs_pipeline *p, struct nrs_req *r, bool lead)
+void nrs_pipeline_submit(struct nrs_pipeline *p, struct nrs_req *r)
 {
 	r->next = NULL;
 	r->err = 0;
 	r->t_submit_ns = nrs_now_mono_ns();
 	if (atomic_load(&p->failed)) {
 		complete(p, r, -EIO);
-		return false;
+		return;
 	}
 	pthread_mutex_lock(&p->qlock);
 	if (p->stopping) {
 		pthread_mutex_unlock(&p->qlock);
 		complete(p, r, -EIO);
-		return false;
+		return;
 	}
 	*p->qtail = r;
 	p->qtail = &r->next;
-	if (lead && p->cfg.lead && !p->busy) {
-		p->busy = true;
-		pthread_mutex_unlock(&p->qlock);
-		return true;
-	}
-	if (!p->busy)
+	if (!p->busy)	/* else the holder of the role takes it */
 		pthread_cond_signal(&p->qcond);
 	pthread_mutex_unlock(&p->qlock);
-	return false;
 }
 
-void nrs_pipeline_submit(struct nrs_pipeline *p, struct nrs_req *r)
+bool nrs_pipeline_try_lead(struct nrs_pipeline *p)
 {
-	enqueue(p, r, false);
-}
+	bool got = false;
 
-bool nrs_pipeline_submit_lead(struct nrs_pipeline *p, struct nrs_req *r)
-{
-	return enqueue(p, r, true);
+	if (!p->cfg.lead || atomic_load(&p->failed))
+		return false;
+	pthread_mutex_lock(&p->qlock);
+	if (!p->busy && !p->stopping) {
+		p->busy = true;
+		got = true;
+	}
+	pthread_mutex_unlock(&p->qlock);
+	return got;
 }
 
 bool nrs_pipeline_failed(struct nrs_pipeline *p)
@@ -257,15 +253,19 @@ bool nrs_pipeline_failed(struct nrs_pipeline *p)
 
 /*
  * Cut a batch off the non-empty queue, qlock held: everything queued, cut
- * after the request that reaches max_batch_bytes.
+ * after the request that reaches max_batch_bytes.  *has: whether `mine` is
+ * in it (may be NULL).
  */
-static struct nrs_req *cut_batch(struct nrs_pipeline *p)
+static struct nrs_req *cut_batch(struct nrs_pipeline *p,
+				 const struct nrs_req *mine, bool *has)
 {
 	struct nrs_req *r, *list = p->qhead, *last = NULL;
 	size_t bytes = 0;
 
 	for (r = p->qhead; r; r = r->next) {
 		last = r;
+		if (r == mine)
+			*has = true;
 		bytes += r->len;
 		if (bytes >= p->cfg.max_batch_bytes)
 			break;
@@ -290,7 +290,7 @@ static bool take_batch(struct nrs_pipeline *p, struct nrs_req **list)
 		pthread_mutex_unlock(&p->qlock);
 		return false;
 	}
-	*list = cut_batch(p);
+	*list = cut_batch(p, NULL, NULL);
 	p->busy = true;
 	pthread_mutex_unlock(&p->qlock);
 	return true;
@@ -725,14 +725,23 @@ static void run_batch(struct nrs_pipeline *p, struct nrs_req *list)
 	p->cur = i ^ 1;
 }
 
-void nrs_pipeline_lead(struct nrs_pipeline *p)
+void nrs_pipeline_lead(struct nrs_pipeline *p, const struct nrs_req *mine)
 {
-	struct nrs_req *list;
+	bool written = mine == NULL;	/* NULL: just give the role back */
 
-	pthread_mutex_lock(&p->qlock);
-	list = cut_batch(p);	/* not empty: the leader's request is in it */
-	pthread_mutex_unlock(&p->qlock);
-	run_batch(p, list);
+	/* mine may follow others' requests: batches until its own is done
+	 * (none if submit completed it at once: a failed pipeline) */
+	while (!written) {
+		struct nrs_req *list = NULL;
+
+		pthread_mutex_lock(&p->qlock);
+		if (p->qhead)
+			list = cut_batch(p, mine, &written);
+		pthread_mutex_unlock(&p->qlock);
+		if (!list)
+			break;
+		run_batch(p, list);
+	}
 	release_role(p);
 }
 

@@ -6,7 +6,7 @@
  * Requests are submitted from any thread and completed, in submission order
  * within a stream, by a callback (the FUSE layer replies from it) from the
  * pipeline's threads -- or from the submitting thread itself when it found
- * the pipeline idle and leads the commit (nrs_pipeline_submit_lead).  See
+ * the pipeline idle and leads the commit (nrs_pipeline_try_lead).  See
  * pipeline.c for the ordering rules and failure handling.
  */
 #ifndef NRS_PIPELINE_H
@@ -74,7 +74,7 @@ struct nrs_pipeline_cfg {
 	struct nrs_metrics *metrics;	/* may be NULL */
 	uint64_t next_lsn;		/* first LSN to assign, > 0 */
 	size_t max_batch_bytes;		/* 0: 16 MiB */
-	bool lead;			/* let nrs_pipeline_submit_lead lead */
+	bool lead;			/* let nrs_pipeline_try_lead lead */
 	nrs_commit_hook hook;		/* may be NULL */
 	void *hook_ctx;
 	nrs_stream_put_fn put;
@@ -88,16 +88,18 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 /* Hand r to the pipeline; r->done is always called. */
 void nrs_pipeline_submit(struct nrs_pipeline *p, struct nrs_req *r);
 /*
- * The same, but if the pipeline is idle (no thread holds the commit role)
- * and cfg->lead is set, the caller is given the role: true, and it must
- * then call nrs_pipeline_lead, holding no lock that a completion callback,
- * the commit hook or another submitter may take.  That call commits the
- * batch holding r (r->done has run, or will run from the publisher thread,
- * when it returns) and gives the role back.  Saves the thread switches of
- * a lone writer's append; false: r is queued as by nrs_pipeline_submit.
+ * Leading.  If cfg->lead is set and no thread holds the commit role (the
+ * pipeline is idle), nrs_pipeline_try_lead gives it to the caller: true.
+ * The caller then submits its request r (nrs_pipeline_submit) and calls
+ * nrs_pipeline_lead(p, r), holding no lock that a completion callback, the
+ * commit hook or another submitter may take: it commits batches in this
+ * thread until the one holding r is written (so r->data need only live
+ * until it returns; r->done has run, or runs later from the publisher
+ * thread), then gives the role back.  Saves the thread switches of a lone
+ * writer's append, and the copy of its bytes.
  */
-bool nrs_pipeline_submit_lead(struct nrs_pipeline *p, struct nrs_req *r);
-void nrs_pipeline_lead(struct nrs_pipeline *p);
+bool nrs_pipeline_try_lead(struct nrs_pipeline *p);
+void nrs_pipeline_lead(struct nrs_pipeline *p, const struct nrs_req *r);
 /* Completes every submitted request, stops the thread, frees p (NULL ok). */
 void nrs_pipeline_stop(struct nrs_pipeline *p);
 /* True once a failure left the pipeline refusing appends (see pipeline.c). */

@@ -351,7 +351,7 @@ static void test_order_and_batch(void **state)
 }
 
 /* Restart the fixture's pipeline with cfg.lead as given. */
-static void restart(struct fix *f, bool lead)
+static void restart(struct fix *f, bool lead, size_t max_batch)
 {
 	struct nrs_pipeline_cfg cfg;
 
@@ -363,6 +363,7 @@ static void restart(struct fix *f, bool lead)
 	cfg.next_lsn = 1 + f->st[0]->last_lsn + f->st[1]->last_lsn;
 	cfg.put = put;
 	cfg.lead = lead;
+	cfg.max_batch_bytes = max_batch;
 	assert_int_equal(nrs_pipeline_start(&cfg, &f->p), 0);
 }
 
@@ -371,13 +372,14 @@ static void *lead_one(void *arg)
 	struct treq *t = arg;
 	struct nrs_pipeline *p = t->req.cookie;
 
-	assert_true(nrs_pipeline_submit_lead(p, &t->req));
-	nrs_pipeline_lead(p);
+	assert_true(nrs_pipeline_try_lead(p));
+	nrs_pipeline_submit(p, &t->req);
+	nrs_pipeline_lead(p, &t->req);
 	return NULL;
 }
 
 /*
- * nrs_pipeline_submit_lead: an idle pipeline gives the caller the commit
+ * nrs_pipeline_try_lead: an idle pipeline gives the caller the commit
  * role, and the batch is completed before nrs_pipeline_lead returns; while
  * the role is held, other requests queue (no second leader, the committer
  * thread waits) and follow in order once it is given back; with cfg.lead
@@ -390,11 +392,12 @@ static void test_lead(void **state)
 	pthread_t th;
 	uint64_t off;
 
-	restart(f, true);
+	restart(f, true, 0);
 	t = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "lead");
-	assert_true(nrs_pipeline_submit_lead(f->p, &t->req));
+	assert_true(nrs_pipeline_try_lead(f->p));
+	nrs_pipeline_submit(f->p, &t->req);
 	assert_false(t->done);
-	nrs_pipeline_lead(f->p);
+	nrs_pipeline_lead(f->p, &t->req);
 	assert_true(t->done);		/* in this thread, before returning */
 	assert_int_equal(wait_req(t, &off), 0);
 	assert_int_equal(off, 0);
@@ -407,9 +410,10 @@ static void test_lead(void **state)
 	assert_int_equal(pthread_create(&th, NULL, lead_one, t), 0);
 	wait_wal_waiting(f);
 	u = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "next");
-	assert_false(nrs_pipeline_submit_lead(f->p, &u->req));
+	assert_false(nrs_pipeline_try_lead(f->p));
+	nrs_pipeline_submit(f->p, &u->req);
 	v = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "other");
-	assert_false(nrs_pipeline_submit_lead(f->p, &v->req));
+	nrs_pipeline_submit(f->p, &v->req);
 	assert_int_equal(f->wal.batches, 1);	/* nobody else writes */
 	hold_wal(f, false);
 	assert_int_equal(pthread_join(th, NULL), 0);
@@ -423,11 +427,31 @@ static void test_lead(void **state)
 	assert_int_equal(f->st[0]->head, 12);
 	assert_int_equal(f->st[0]->version, 3);
 
-	restart(f, false);
-	t = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "no");
-	assert_false(nrs_pipeline_submit_lead(f->p, &t->req));
-	assert_int_equal(wait_req(t, &off), 0);
+	/* the leader's request behind two batches' worth (4-byte batches):
+	 * written, in order, by the time nrs_pipeline_lead returns */
+	restart(f, true, 4);
+	assert_true(nrs_pipeline_try_lead(f->p));
+	assert_false(nrs_pipeline_try_lead(f->p));	/* one leader */
+	u = submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "aaaa");
+	v = submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "bbbb");
+	t = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "cccc");
+	nrs_pipeline_submit(f->p, &t->req);
+	assert_int_equal(f->wal.batches, 3);	/* the committer waits */
+	nrs_pipeline_lead(f->p, &t->req);
+	assert_int_equal(f->wal.batches, 6);
+	assert_int_equal(wait_req(u, &off), 0);
 	assert_int_equal(off, 5);
+	assert_int_equal(wait_req(v, &off), 0);
+	assert_int_equal(off, 9);
+	assert_int_equal(wait_req(t, &off), 0);
+	assert_int_equal(off, 13);
+
+	restart(f, false, 0);
+	t = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "no");
+	assert_false(nrs_pipeline_try_lead(f->p));
+	nrs_pipeline_submit(f->p, &t->req);
+	assert_int_equal(wait_req(t, &off), 0);
+	assert_int_equal(off, 17);
 }
 
 static void test_conditional(void **state)
