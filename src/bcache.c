@@ -107,7 +107,10 @@
  *   - from where the stream's prefetches got to (or the read's first
  *     block), each block not held is planned in runs of the stream's
  *     window, which starts at SEQ_FIRST and doubles with each prefetch up
- *     to `readahead`;
+ *     to `readahead`, or less if the bytes ahead (B7) could not hold a GET
+ *     for every worker and one window landed besides (with the default
+ *     64 MiB tier: 6.4 MiB; else, every worker busy, the reader would
+ *     wait for a full window to be read before the next GET could start);
  *   - past the object's end it goes on into the object the reader named as
  *     the next one (nrs_bcache_follow, from the stream's index), whose
  *     header the worker fetches first if need be;
@@ -255,6 +258,7 @@ struct nrs_bcache {
 	uint32_t readahead;		/* bytes, a multiple of NRS_OBJ_BLOCK */
 	uint32_t seq_first;		/* blocks, <= readahead's */
 	uint64_t ahead_max;		/* bytes prefetched, not yet read */
+	uint32_t pf_max;		/* blocks one prefetch may fetch */
 	uint64_t lookahead;		/* bytes past a sequential read */
 	int dir_fd;			/* disk_dir, or -1: no disk tier */
 	int lock_fd;			/* disk_dir/.lock, flock()ed */
@@ -1029,7 +1033,7 @@ static void prefetch_plan(struct nrs_bcache *c, const struct req *r,
 	uint64_t off = r->h->start + r->rel, run = end - s->run;
 	uint64_t horizon = end + (run < c->lookahead ? run : c->lookahead);
 	uint64_t at = s->pf >= off && s->pf <= horizon ? s->pf : off;
-	uint32_t cap = c->readahead / NRS_OBJ_BLOCK;
+	uint32_t cap = c->pf_max;
 	bool queued = false;
 
 	while (at < horizon && c->jobs < c->nworkers) {
@@ -1053,8 +1057,8 @@ static void prefetch_plan(struct nrs_bcache *c, const struct req *r,
 			continue;
 		}
 		reserve = blk_cost(blk_len(h, idx));
-		for (n = 1; n < s->ra && idx + n < nb && !is_held(c, h, idx + n);
-		     n++)
+		for (n = 1; n < (s->ra < cap ? s->ra : cap) && idx + n < nb &&
+			    !is_held(c, h, idx + n); n++)
 			reserve += blk_cost(blk_len(h, idx + n));
 		/* A window wider than ahead_max could ever hold is cut to
 		 * fit; one that does not fit now waits for the reader to
@@ -1428,6 +1432,12 @@ int nrs_bcache_open(const struct nrs_bcache_opts *o, struct nrs_objstore *store,
 		return err;
 	}
 	c->ahead_max = c->mem.budget / 2;
+	/* Room ahead for every worker's GET and one window landed. */
+	c->pf_max = (uint32_t)(c->ahead_max / (NWORKERS + 1) / NRS_OBJ_BLOCK);
+	if (c->pf_max > c->readahead / NRS_OBJ_BLOCK)
+		c->pf_max = c->readahead / NRS_OBJ_BLOCK;
+	if (c->pf_max == 0)
+		c->pf_max = 1;
 	c->lookahead = (uint64_t)NWORKERS * c->readahead;
 	if (c->lookahead > c->ahead_max)
 		c->lookahead = c->ahead_max;

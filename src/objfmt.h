@@ -110,7 +110,8 @@ struct nrs_bcache_opts {
 	uint64_t disk_bytes;	/* disk tier budget; 0 with a dir: 1 GiB */
 	uint32_t readahead;	/* bytes fetched per GET at most; 0: 8 MiB
 				 * (sequential reads ramp up to it from
-				 * 1 MiB, bcache.c) */
+				 * 1 MiB, their prefetches to less if
+				 * mem_bytes is small: bcache.c) */
 };
 
 struct nrs_bcache_stats {
