@@ -327,14 +327,16 @@ static bool ent_is(const struct ent *e, const struct nrs_objhdr *h,
 	return e->idx == idx && obj_is(&e->h, h);
 }
 
-/* A new unlinked entry with room for len bytes; no lock needed. */
+/* A new unlinked entry with room for len bytes, which the caller fills
+ * (they are not zeroed: blocks are written whole); no lock needed. */
 static struct ent *ent_new(const struct nrs_objhdr *h, uint32_t idx,
 			   size_t len)
 {
-	struct ent *e = calloc(1, sizeof(*e) + len);
+	struct ent *e = malloc(sizeof(*e) + len);
 
 	if (!e)
 		return NULL;
+	memset(e, 0, sizeof(*e));
 	e->h = *h;
 	e->idx = idx;
 	e->len = (uint32_t)len;
