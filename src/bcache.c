@@ -5,7 +5,8 @@
  * (nrs_bcache_read); this module turns that into as few range GETs as it
  * can, verifies every block against the object's CRC table (DESIGN.md I6),
  * and keeps verified blocks in memory and, optionally, in a directory on a
- * local disk.  The object format is objfmt.c's.
+ * local disk.  For sequential readers, threads of its own fetch ahead with
+ * several GETs in flight (PREFETCH).  The object format is objfmt.c's.
  *
  * WHY A CACHE OF OBJECTS IS SIMPLE HERE
  *
@@ -64,36 +65,64 @@
  *
  * A read takes a reference on the object's header entry, then walks the
  * blocks it wants.  A block in memory is copied out under a reference; a
- * block on disk is read and verified; a missing run is fetched with one
- * range GET.  A run stops at a block that memory or disk already holds or
- * another reader is fetching, and at `readahead` bytes.  A read that is
- * not sequential fetches only the blocks it wants.  A sequential read (it
- * starts at the object's start, or within SEQ_SLACK of where the previous
- * reads of the object got to, since the last one that was not sequential
- * or started at the start: the kernel sends a sequential reader's
- * requests concurrently, and they arrive in any order) reads ahead up to
- * the object's end, within a window that starts at SEQ_FIRST bytes and
- * doubles with every sequential GET of the object, up to `readahead`: a
- * long sequential reader pays the per-request cost of the store once per
- * `readahead` bytes, a short one never fetches much that it will not
- * read.  Each block of the GET is verified before it is
- * cached or copied; a bad block is logged (key, stream, logical offset),
- * counted, never cached, and fails the read (-EBADMSG) if the read wanted
- * it.  A bad block read ahead fails nothing.
+ * block on disk is read and verified; a block a flight carries (below) is
+ * waited for; a missing run is fetched with one range GET by the reader
+ * itself.  A run stops at a block that memory or disk already holds or a
+ * flight carries, and at `readahead` bytes.  A read that is not sequential
+ * fetches only the blocks it wants.
  *
- * A run being fetched is a flight, listed until its blocks are cached.  A
+ * A read is sequential if it starts at the object's start, or within
+ * SEQ_SLACK of where the previous reads of its stream got to (the kernel
+ * sends a sequential reader's requests concurrently, and they arrive in
+ * any order).  That is kept per stream, not per object, in a small table
+ * (NSEQ streams, least recently used replaced), so that a run goes on
+ * across the objects of a stream.  A read that is not sequential starts a
+ * new run.  A sequential reader that misses a block itself (the prefetches
+ * could not cover it) fetches up to the stream's window.
+ *
+ * Each block of a GET is verified before it is cached or copied; a bad
+ * block is logged (key, stream, logical offset), counted, never cached,
+ * and fails the read (-EBADMSG) if the read wanted it.  A bad block
+ * fetched for anyone else fails nothing.
+ *
+ * A run being fetched is a flight, listed until its blocks are cached: a
  * reader that misses a block of a flight waits for it to land instead of
- * fetching it again (the kernel sends a sequential reader's requests for
- * neighbouring ranges concurrently: each would otherwise fetch the other's
- * run), then looks again: normally the block is in memory by then; if not
- * (the fetch failed, or memory had no room), the reader fetches it itself.
- * A sequential reader that finds its block in flight first reads ahead:
- * it fetches the run that follows the flight (a window's worth), so that
- * while a sequential reader's requests come two at a time, two GETs are in
- * flight, and the next window is cached by the time the reader gets there
- * (one GET at a time, a reader leaves the store idle while it consumes,
- * and a store like s3rver serves one connection at 160 MB/s but two at
- * 220).  A block read ahead that fails fails nothing.
+ * fetching it again, then looks again: normally the block is in memory by
+ * then; if not (the fetch failed, or memory had no room), the reader
+ * fetches it itself, so that only its own GET can fail it.
+ *
+ * PREFETCH
+ *
+ * One GET at a time leaves the store idle while the reader consumes, and a
+ * store like s3rver serves one connection at 165 MB/s but four at 340.  So
+ * a sequential read also plans prefetches, which NWORKERS threads owned by
+ * the cache run, each one range GET of a run, listed as a flight from the
+ * moment it is planned (so a reader never fetches what a prefetch will).
+ * The plan, under the lock, in the read's thread:
+ *   - the horizon is the end of the read plus as many bytes as the run has
+ *     read so far, at most `lookahead` (NWORKERS * readahead, at most half
+ *     the memory tier and NRS_BCACHE_FOLLOW): a read that merely starts at
+ *     an object's start sets off one window, a long run keeps `lookahead`
+ *     bytes coming;
+ *   - from where the stream's prefetches got to (or the read's first
+ *     block), each block not held is planned in runs of the stream's
+ *     window, which starts at SEQ_FIRST and doubles with each prefetch up
+ *     to `readahead`, or less if the bytes ahead (B7) could not hold a GET
+ *     for every worker and one window landed besides (with the default
+ *     64 MiB tier: 6.4 MiB; else, every worker busy, the reader would
+ *     wait for a full window to be read before the next GET could start);
+ *   - past the object's end it goes on into the object the reader named as
+ *     the next one (nrs_bcache_follow, from the stream's index), whose
+ *     header the worker fetches first if need be;
+ *   - it stops when every worker has a job (W1), no flight slot is free,
+ *     or the bytes read ahead (B7) or the memory tier would go over.
+ * A worker verifies each block as a reader's GET does and caches it marked
+ * `ahead` (prefetched, not yet read), writing it to the disk tier too.  A
+ * prefetch that fails (a store error, a bad block, no memory) is logged
+ * (store errors at debug level only) and fails nothing: whoever wanted the
+ * bytes finds no flight and no block, and fetches them itself.  The
+ * objects a prefetch reads are not covered by the reader's gate
+ * (reader.h): one deleted meanwhile is a failed prefetch, nothing worse.
  *
  * INVARIANTS
  *
@@ -102,24 +131,43 @@
  *       object.  Bytes copied to a reader satisfy the same.
  *   B2  Nothing read from disk_dir is used before it matched its CRC.
  *   B3  An entry is freed only when no reader holds it: refs counts the
- *       readers plus one while the entry is in the memory tier.  Eviction
- *       takes only entries with refs == 1 (forget() takes any): evicting one
- *       in use would be safe, but would free nothing while mem.bytes says
- *       it did.
+ *       readers (and prefetches holding a header) plus one while the entry
+ *       is in the memory tier.  Eviction takes only entries with
+ *       refs == 1 (forget() takes any): evicting one in use would be safe,
+ *       but would free nothing while mem.bytes says it did.
  *   B4  No store request and no file I/O happens under c->lock.
- *   B5  mem.bytes <= mem.budget always; disk.bytes <= disk.budget after
- *       every insertion.
- *   B6  A reader waits for a flight only while it owns none: a flight is
- *       ended before its reader waits or moves to its next block, so every
- *       flight ends and no wait is forever.
+ *   B5  mem.bytes + mem.reserved <= mem.budget always, where reserved is
+ *       what the blocks of planned prefetches will cost: a prefetch makes
+ *       room when it is planned, so its blocks land without evicting;
+ *       disk.bytes <= disk.budget after every insertion.
+ *   B6  A reader waits for a flight only while it owns none, and workers
+ *       never wait for flights: a flight is ended before its reader waits
+ *       or moves to its next block, and a prefetch's when its job ends,
+ *       so every flight ends and no wait is forever.
+ *   B7  ahead = the cost of the memory entries marked ahead + mem.reserved
+ *       <= ahead_max (half the memory tier).  Making room for a prefetch
+ *       never evicts an entry marked ahead; a reader's making room evicts
+ *       them only after every other unused entry.  So prefetches never
+ *       throw out what a reader is about to read, and always leave half
+ *       the tier to what readers read.  A read of the block clears the
+ *       mark; entries abandoned with it are evicted like any other once
+ *       readers need the room.
+ *   W1  jobs (queued or running) <= nworkers: a planned prefetch starts at
+ *       once, so a reader waiting for its flight waits for one GET only.
+ *   W2  nrs_bcache_close() stops the workers and joins them: a running
+ *       job finishes its GET, a queued one ends without one; every job
+ *       gives back its reservation, flight and header reference.
  *
  * LOCKING: one mutex, c->lock, protects both tiers, every entry's refs,
- * links, seq_next and ra, the flights, and the statistics; c->landed is
- * signalled with it when a flight ends.  Entry data is immutable once the
- * entry is published, so readers copy it without the lock (B3).
+ * links and ahead mark, the flights, the job queue, the stream table, and
+ * the statistics; c->landed is signalled with it when a flight ends,
+ * c->work when a job is queued or the cache stops.  Entry data is
+ * immutable once the entry is published, so readers copy it without the
+ * lock (B3).  A job is owned by the worker that took it off the queue.
  */
 #include "config.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -145,6 +193,9 @@
 #define SEQ_SLACK	(1u << 20)	/* how far from the end of the last read
 					 * a sequential one may start */
 #define MAX_FLIGHTS	32		/* more at once are not deduplicated */
+#define NWORKERS	4		/* prefetch threads: GETs in flight
+					 * ahead of sequential readers */
+#define NSEQ		64		/* streams whose reads are followed */
 #define DISK_NAME_MAX	96
 #define BLK_SUFFIX	".blk"
 #define TMP_PREFIX	".tmp-"
@@ -158,10 +209,9 @@ struct ent {
 	struct ent *prev, *next;	/* LRU: prev is more recently used */
 	unsigned refs;		/* memory entries: B3 */
 	bool linked;		/* in its tier's hash and LRU */
+	bool ahead;		/* memory: prefetched, not yet read (B7) */
 	/* header entries only: */
 	struct nrs_objinfo info;
-	uint64_t seq_next;	/* where the reads of the object got to */
-	uint32_t ra;		/* blocks the next sequential GET may fetch */
 	unsigned char data[];	/* block bytes, or fixed header + table */
 };
 
@@ -170,6 +220,7 @@ struct tier {
 	size_t mask;
 	struct ent *mru, *lru;
 	uint64_t bytes, budget;
+	uint64_t reserved;	/* memory: held for prefetches (B5) */
 };
 
 /* A run of blocks [first, first + n) of object h that a reader is fetching;
@@ -179,29 +230,67 @@ struct flight {
 	uint32_t first, n;
 };
 
+/* Where the reads of one stream got to (READS); a slot of seqs[]. */
+struct seq {
+	uint64_t stream_id;
+	uint64_t tick;		/* last use; 0: a free slot */
+	bool seen;		/* a read was recorded: next means something */
+	uint64_t next;		/* where the reads got to (logical) */
+	uint64_t run;		/* where the current sequential run began */
+	uint64_t pf;		/* prefetches are planned up to here */
+	uint32_t ra;		/* blocks the next prefetch GET may fetch */
+	unsigned nfollow;	/* follow[0..nfollow) come after cur */
+	struct nrs_objhdr cur, follow[NRS_BCACHE_FOLLOW_MAX];
+};
+
+/* A prefetch: blocks [first, first + n) of h, listed as flight slot. */
+struct job {
+	struct job *next;	/* queue */
+	struct nrs_objhdr h;
+	struct ent *hdr;	/* a reference; NULL: the worker gets one */
+	uint32_t first, n;
+	int slot;
+	uint64_t reserve;	/* memory reserved for its blocks (B5) */
+};
+
 struct nrs_bcache {
 	struct nrs_objstore *store;	/* borrowed */
 	uint32_t readahead;		/* bytes, a multiple of NRS_OBJ_BLOCK */
 	uint32_t seq_first;		/* blocks, <= readahead's */
+	uint64_t ahead_max;		/* bytes prefetched, not yet read */
+	uint32_t pf_max;		/* blocks one prefetch may fetch */
+	uint64_t lookahead;		/* bytes past a sequential read */
 	int dir_fd;			/* disk_dir, or -1: no disk tier */
 	int lock_fd;			/* disk_dir/.lock, flock()ed */
+	unsigned nworkers;		/* running; set before any read */
+	pthread_t workers[NWORKERS];
 	pthread_mutex_t lock;
 	pthread_cond_t landed;		/* a flight ended */
+	pthread_cond_t work;		/* a job was queued, or stopping */
 	/* protected by lock: */
 	struct tier mem, disk;
 	struct flight flights[MAX_FLIGHTS];
+	struct job *queue, *queue_tail;	/* jobs no worker took yet */
+	unsigned jobs;			/* queued or running, <= nworkers */
+	uint64_t ahead;			/* B7 */
+	bool stopping;
+	struct seq seqs[NSEQ];
+	uint64_t tick;
 	struct nrs_bcache_stats st;
 	uint64_t tmp_seq;
 	bool disk_warned;
 };
 
-/* What one nrs_bcache_read() wants, with its header entry held. */
+/* What one nrs_bcache_read(), or one prefetch, wants, with its header
+ * entry held. */
 struct req {
 	struct ent *hdr;
 	const struct nrs_objhdr *h;
 	uint64_t rel, end;	/* payload-relative bytes wanted */
 	uint32_t last;		/* last block wanted */
 	bool seq;		/* read ahead past last */
+	uint32_t win;		/* blocks a sequential miss may fetch */
+	struct job *job;	/* a prefetch: wants nothing, fails nothing */
 	unsigned char *dst;
 };
 
@@ -238,14 +327,16 @@ static bool ent_is(const struct ent *e, const struct nrs_objhdr *h,
 	return e->idx == idx && obj_is(&e->h, h);
 }
 
-/* A new unlinked entry with room for len bytes; no lock needed. */
+/* A new unlinked entry with room for len bytes, which the caller fills
+ * (they are not zeroed: blocks are written whole); no lock needed. */
 static struct ent *ent_new(const struct nrs_objhdr *h, uint32_t idx,
 			   size_t len)
 {
-	struct ent *e = calloc(1, sizeof(*e) + len);
+	struct ent *e = malloc(sizeof(*e) + len);
 
 	if (!e)
 		return NULL;
+	memset(e, 0, sizeof(*e));
 	e->h = *h;
 	e->idx = idx;
 	e->len = (uint32_t)len;
@@ -346,46 +437,74 @@ static void ent_put(struct ent *e)
 
 static void mem_drop(struct nrs_bcache *c, struct ent *e)
 {
+	if (e->ahead) {
+		e->ahead = false;
+		c->ahead -= e->cost;
+	}
 	tier_del(&c->mem, e);
 	ent_put(e);
 }
 
-/* Evict unused memory entries until cost more bytes fit (B5).  false: they
- * do not, even with every unused entry gone. */
-static bool mem_make_room(struct nrs_bcache *c, uint64_t cost)
+/* What a block of len bytes costs the memory tier. */
+static uint64_t blk_cost(size_t len)
 {
-	struct ent *e = c->mem.lru;
+	return sizeof(struct ent) + len;
+}
 
-	if (cost > c->mem.budget)
+/*
+ * Evict unused memory entries until cost more bytes fit beside what is
+ * reserved (B5): least recently used first, entries read ahead and not yet
+ * read only after every other, and never for a prefetch (B7).  false:
+ * they do not fit.
+ */
+static bool mem_make_room(struct nrs_bcache *c, uint64_t cost, bool prefetch)
+{
+	struct tier *t = &c->mem;
+
+	if (cost > t->budget || t->reserved > t->budget - cost)
 		return false;
-	while (c->mem.bytes + cost > c->mem.budget && e) {
-		struct ent *prev = e->prev;
+	for (int pass = 0; pass < (prefetch ? 1 : 2); pass++) {
+		struct ent *e = t->lru;
 
-		if (e->refs == 1)
-			mem_drop(c, e);
-		e = prev;
+		while (t->bytes + t->reserved + cost > t->budget && e) {
+			struct ent *prev = e->prev;
+
+			if (e->refs == 1 && (pass == 1 || !e->ahead))
+				mem_drop(c, e);
+			e = prev;
+		}
 	}
-	return c->mem.bytes + cost <= c->mem.budget;
+	return t->bytes + t->reserved + cost <= t->budget;
 }
 
 /*
  * Offer e (unlinked, refs 0, data verified: B1) to the memory tier.  It is
  * linked, or freed if the tier has the block already or no room for it.
- * Takes the lock.
+ * With j, e is a block of prefetch j: its reservation is given back and it
+ * is linked as read ahead (B7).  Takes the lock.
  */
-static void mem_insert(struct nrs_bcache *c, struct ent *e)
+static void mem_insert(struct nrs_bcache *c, struct ent *e, struct job *j)
 {
+	uint64_t cost = blk_cost(e->len);
 	struct ent *old;
 
 	pthread_mutex_lock(&c->lock);
+	if (j) {
+		assert(j->reserve >= cost && c->mem.reserved >= cost);
+		j->reserve -= cost;
+		c->mem.reserved -= cost;
+	}
 	old = tier_find(&c->mem, &e->h, e->idx);
 	if (old) {
 		tier_touch(&c->mem, old);
-	} else if (mem_make_room(c, sizeof(*e) + e->len)) {
+	} else if (mem_make_room(c, cost, j != NULL)) {
 		e->refs = 1;
-		tier_add(&c->mem, e, sizeof(*e) + e->len);
+		e->ahead = j != NULL;
+		tier_add(&c->mem, e, cost);
 		e = NULL;
 	}
+	if (e && j)
+		c->ahead -= cost;	/* not kept: no longer ahead */
 	pthread_mutex_unlock(&c->lock);
 	free(e);
 }
@@ -703,9 +822,11 @@ static void report_bad(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		"): %s", key, h->stream_id, offset, what);
 }
 
-/* One range GET, counted.  Returns bytes read or a store error (logged). */
+/* One range GET, counted.  Returns bytes read or a store error, logged;
+ * a prefetch's (quiet) only at debug level: no read asked for it, and the
+ * one that does will say what fails. */
 static ssize_t store_get(struct nrs_bcache *c, const struct nrs_objhdr *h,
-			 uint64_t at, void *buf, size_t len)
+			 uint64_t at, void *buf, size_t len, bool quiet)
 {
 	char key[NRS_OBJKEY_MAX];
 	ssize_t got;
@@ -718,15 +839,17 @@ static ssize_t store_get(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		c->st.get_bytes += (uint64_t)got;
 	pthread_mutex_unlock(&c->lock);
 	if (got < 0)
-		nrs_log(got == -ENOENT ? NRS_LOG_ERR : NRS_LOG_WARN,
-			"bcache: GET %s bytes %" PRIu64 "+%zu: %s", key, at,
-			len, strerror((int)-got));
+		nrs_log(quiet ? NRS_LOG_DEBUG : got == -ENOENT ? NRS_LOG_ERR
+							       : NRS_LOG_WARN,
+			"bcache: %sGET %s bytes %" PRIu64 "+%zu: %s",
+			quiet ? "prefetch " : "", key, at, len,
+			strerror((int)-got));
 	return got;
 }
 
 /* Fetch, verify and parse the header and table of h into a new entry. */
 static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
-		     struct ent **out)
+		     bool quiet, struct ent **out)
 {
 	size_t hl = nrs_objfmt_hdr_len(h->end - h->start);
 	struct ent *e = ent_new(h, HDR_IDX, hl);
@@ -736,7 +859,7 @@ static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
 
 	if (!e)
 		return -ENOMEM;
-	got = store_get(c, h, 0, e->data, hl);
+	got = store_get(c, h, 0, e->data, hl, quiet);
 	if (got < 0) {
 		free(e);
 		return (int)got;
@@ -771,17 +894,12 @@ static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
 	return 0;
 }
 
-/*
- * A reference to the header entry of h, fetched if need be, and whether a
- * read of [off, off + len) continues a sequential read of the object (see
- * READS).
- */
-static int hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
-		   size_t len)
+/* A reference to the header entry of h, fetched if need be (by a prefetch:
+ * quiet, and evicting nothing read ahead, B7). */
+static int hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		   bool prefetch, struct ent **out)
 {
-	const struct nrs_objhdr *h = r->h;
 	struct ent *e, *mine = NULL;
-	uint64_t next;
 
 	pthread_mutex_lock(&c->lock);
 	e = tier_find(&c->mem, h, HDR_IDX);
@@ -791,7 +909,7 @@ static int hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (!e) {
-		int err = hdr_fetch(c, h, &mine);
+		int err = hdr_fetch(c, h, prefetch, &mine);
 
 		if (err)
 			return err;
@@ -804,7 +922,7 @@ static int hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 			e = mine;
 			mine = NULL;
 			e->refs = 1;
-			if (mem_make_room(c, sizeof(*e) + e->len)) {
+			if (mem_make_room(c, sizeof(*e) + e->len, prefetch)) {
 				e->refs++;
 				tier_add(&c->mem, e, sizeof(*e) + e->len);
 			}
@@ -812,30 +930,29 @@ static int hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 		pthread_mutex_unlock(&c->lock);
 		free(mine);
 	}
-	pthread_mutex_lock(&c->lock);
-	next = e->seq_next;
-	r->seq = off == h->start ||
-		 (off + SEQ_SLACK >= next && off <= next + SEQ_SLACK);
-	if (!r->seq || off == h->start || off + len > next)
-		e->seq_next = off + len;
-	if (!r->seq || e->ra == 0)
-		e->ra = c->seq_first;
-	pthread_mutex_unlock(&c->lock);
-	r->hdr = e;
+	*out = e;
 	return 0;
 }
 
-/* Copy the wanted part of block idx (len bytes at data) to r->dst. */
-static void copy_out(const struct req *r, uint32_t idx,
-		     const unsigned char *data, size_t len)
+/* The reads of stream id so far: its slot, or the least recently used
+ * one, emptied.  Lock held; the pointer is good while it is. */
+static struct seq *seq_of(struct nrs_bcache *c, uint64_t id)
 {
-	uint64_t bs = (uint64_t)idx * NRS_OBJ_BLOCK;
-	uint64_t from = bs > r->rel ? bs : r->rel;
-	uint64_t to = bs + len < r->end ? bs + len : r->end;
+	struct seq *s = &c->seqs[0];
 
-	if (from < to)
-		memcpy(r->dst + (from - r->rel), data + (from - bs),
-		       (size_t)(to - from));
+	for (unsigned i = 0; i < NSEQ; i++) {
+		if (c->seqs[i].tick && c->seqs[i].stream_id == id) {
+			s = &c->seqs[i];
+			goto found;
+		}
+		if (c->seqs[i].tick < s->tick)
+			s = &c->seqs[i];
+	}
+	memset(s, 0, sizeof(*s));
+	s->stream_id = id;
+found:
+	s->tick = ++c->tick;
+	return s;
 }
 
 /* The flight carrying block idx of h, or NULL.  Lock held; the pointer is
@@ -858,63 +975,234 @@ static bool in_flight(const struct nrs_bcache *c, const struct nrs_objhdr *h,
 	return flight_of(c, h, idx) != NULL;
 }
 
-/* End flight slot (-1: none) and wake the readers waiting for it. */
-static void flight_end(struct nrs_bcache *c, int slot)
+/* Is block idx of h in memory, on disk or being fetched?  Lock held. */
+static bool is_held(const struct nrs_bcache *c, const struct nrs_objhdr *h,
+		    uint32_t idx)
+{
+	return tier_find(&c->mem, h, idx) || tier_find(&c->disk, h, idx) ||
+	       in_flight(c, h, idx);
+}
+
+/* List [first, first + n) of h as a flight: its slot, or -1 if none is
+ * free.  Lock held. */
+static int flight_add(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		      uint32_t first, uint32_t n)
+{
+	for (unsigned i = 0; i < MAX_FLIGHTS; i++) {
+		if (c->flights[i].n == 0) {
+			c->flights[i] = (struct flight){ .h = *h,
+							 .first = first, .n = n };
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* Bytes of payload block idx of h (the last one may be short). */
+static size_t blk_len(const struct nrs_objhdr *h, uint32_t idx)
+{
+	uint64_t plen = h->end - h->start, at = (uint64_t)idx * NRS_OBJ_BLOCK;
+
+	if (at >= plen)
+		return 0;
+	return (size_t)(plen - at < NRS_OBJ_BLOCK ? plen - at : NRS_OBJ_BLOCK);
+}
+
+/* The object the reader named as holding logical offset at after h
+ * (nrs_bcache_follow), or NULL.  Lock held. */
+static const struct nrs_objhdr *follow_of(const struct seq *s,
+					  const struct nrs_objhdr *h,
+					  uint64_t at)
+{
+	if (!obj_is(&s->cur, h))
+		return NULL;
+	for (unsigned i = 0; i < s->nfollow; i++)
+		if (at >= s->follow[i].start && at < s->follow[i].end)
+			return &s->follow[i];
+	return NULL;
+}
+
+/*
+ * Queue prefetches for sequential read r, which ends at logical offset
+ * end, of the stream whose reads are s: from where the last ones stopped
+ * (or from r's first block) to the horizon (see PREFETCH), skipping blocks
+ * held, as long as a worker is free, a flight slot too, and the bytes
+ * ahead and the memory tier allow (B5, B7).  Lock held.
+ */
+static void prefetch_plan(struct nrs_bcache *c, const struct req *r,
+			  struct seq *s, uint64_t end)
+{
+	uint64_t off = r->h->start + r->rel, run = end - s->run;
+	uint64_t horizon = end + (run < c->lookahead ? run : c->lookahead);
+	uint64_t at = s->pf >= off && s->pf <= horizon ? s->pf : off;
+	uint32_t cap = c->pf_max;
+	bool queued = false;
+
+	while (at < horizon && c->jobs < c->nworkers) {
+		const struct nrs_objhdr *h;
+		struct ent *hdr;
+		uint64_t reserve;
+		uint32_t idx, nb, n;
+		struct job *j;
+		int slot;
+
+		h = at >= r->h->start && at < r->h->end ? r->h
+							 : follow_of(s, r->h, at);
+		if (!h)
+			break;		/* the next object is unknown */
+		hdr = h == r->h ? r->hdr : tier_find(&c->mem, h, HDR_IDX);
+		nb = nrs_objfmt_nblocks(h->end - h->start);
+		idx = (uint32_t)((at - h->start) / NRS_OBJ_BLOCK);
+		if (is_held(c, h, idx)) {
+			at = h->start + (uint64_t)(idx + 1) * NRS_OBJ_BLOCK;
+			at = at < h->end ? at : h->end;
+			continue;
+		}
+		reserve = blk_cost(blk_len(h, idx));
+		for (n = 1; n < (s->ra < cap ? s->ra : cap) && idx + n < nb &&
+			    !is_held(c, h, idx + n); n++)
+			reserve += blk_cost(blk_len(h, idx + n));
+		/* A window wider than ahead_max could ever hold is cut to
+		 * fit; one that does not fit now waits for the reader to
+		 * catch up (cutting it would make many small GETs). */
+		while (n > 1 && reserve > c->ahead_max)
+			reserve -= blk_cost(blk_len(h, idx + --n));
+		if (c->ahead + reserve > c->ahead_max ||
+		    !mem_make_room(c, reserve, true))
+			break;
+		j = malloc(sizeof(*j));
+		if (!j)
+			break;
+		slot = flight_add(c, h, idx, n);
+		if (slot < 0) {
+			free(j);
+			break;
+		}
+		*j = (struct job){ .h = *h, .hdr = hdr, .first = idx, .n = n,
+				   .slot = slot, .reserve = reserve };
+		if (hdr)
+			hdr->refs++;
+		c->mem.reserved += reserve;
+		c->ahead += reserve;
+		if (c->queue_tail)
+			c->queue_tail->next = j;
+		else
+			c->queue = j;
+		c->queue_tail = j;
+		c->jobs++;
+		queued = true;
+		s->ra = s->ra < cap / 2 ? 2 * s->ra : cap;
+		at = h->start + (uint64_t)(idx + n) * NRS_OBJ_BLOCK;
+		at = at < h->end ? at : h->end;
+	}
+	s->pf = at;
+	if (queued)
+		pthread_cond_broadcast(&c->work);
+}
+
+/*
+ * A reference to the header entry of r->h for a read of [off, off + len),
+ * whether the read continues a sequential read of the stream (see READS),
+ * and, if it does, its prefetches queued.
+ */
+static int hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
+		   size_t len)
+{
+	const struct nrs_objhdr *h = r->h;
+	uint64_t end = off + len;
+	struct seq *s;
+	bool near;
+	int err;
+
+	err = hdr_ref(c, h, false, &r->hdr);
+	if (err)
+		return err;
+	pthread_mutex_lock(&c->lock);
+	s = seq_of(c, h->stream_id);
+	near = s->seen && off + SEQ_SLACK >= s->next &&
+	       off <= s->next + SEQ_SLACK;
+	r->seq = near || off == h->start;
+	if (!near) {			/* a new run */
+		s->run = off;
+		s->pf = 0;
+		s->ra = c->seq_first;
+	}
+	if (!near || end > s->next)
+		s->next = end;
+	s->seen = true;
+	r->win = s->ra;
+	if (r->seq)
+		prefetch_plan(c, r, s, end);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* Copy the wanted part of block idx (len bytes at data) to r->dst. */
+static void copy_out(const struct req *r, uint32_t idx,
+		     const unsigned char *data, size_t len)
+{
+	uint64_t bs = (uint64_t)idx * NRS_OBJ_BLOCK;
+	uint64_t from = bs > r->rel ? bs : r->rel;
+	uint64_t to = bs + len < r->end ? bs + len : r->end;
+
+	if (from < to)
+		memcpy(r->dst + (from - r->rel), data + (from - bs),
+		       (size_t)(to - from));
+}
+
+/* End flight slot (-1: none) and wake the readers waiting for it.  Lock
+ * held. */
+static void flight_end_locked(struct nrs_bcache *c, int slot)
 {
 	if (slot < 0)
 		return;
-	pthread_mutex_lock(&c->lock);
 	c->flights[slot].n = 0;
 	pthread_cond_broadcast(&c->landed);
+}
+
+static void flight_end(struct nrs_bcache *c, int slot)
+{
+	pthread_mutex_lock(&c->lock);
+	flight_end_locked(c, slot);
 	pthread_mutex_unlock(&c->lock);
 }
 
 /*
- * Plan the GET from first, a miss: up to the readahead window (see READS)
- * but at least the wanted blocks, within readahead bytes; past r->last only
- * when sequential; stopping at a block memory or disk holds or a flight
- * carries.  Counts the wanted ones after first as misses, widens the
- * object's sequential window, and lists the run as the caller's flight in
- * *slot (-1: no free slot), which the caller ends.  Lock held.
+ * Plan a reader's own GET from first, a miss: the wanted blocks and, when
+ * sequential, on to the stream's window (r->win), within readahead bytes;
+ * stopping at a block memory or disk holds or a flight carries.  Counts
+ * the wanted ones after first as misses, and lists the run as the caller's
+ * flight in *slot (-1: no free slot), which the caller ends.  Lock held.
  */
 static uint32_t plan_fetch(struct nrs_bcache *c, const struct req *r,
 			   uint32_t first, int *slot)
 {
 	uint32_t limit = r->seq ? r->hdr->info.nblocks - 1 : r->last;
-	uint32_t cap = c->readahead / NRS_OBJ_BLOCK, max = cap, n = 1;
+	uint32_t max = c->readahead / NRS_OBJ_BLOCK, n = 1;
 
 	if (r->seq) {
-		uint32_t win = r->hdr->ra;
+		uint32_t win = r->win;
 
 		if (win < r->last - first + 1)
 			win = r->last - first + 1;
 		if (win < max)
 			max = win;
-		r->hdr->ra = r->hdr->ra < cap / 2 ? 2 * r->hdr->ra : cap;
 	}
 	while (n < max && first + n <= limit &&
-	       !tier_find(&c->mem, r->h, first + n) &&
-	       !tier_find(&c->disk, r->h, first + n) &&
-	       !in_flight(c, r->h, first + n)) {
+	       !is_held(c, r->h, first + n)) {
 		if (first + n <= r->last)
 			c->st.misses++;
 		n++;
 	}
-	*slot = -1;
-	for (unsigned i = 0; i < MAX_FLIGHTS; i++) {
-		if (c->flights[i].n == 0) {
-			c->flights[i] = (struct flight){ .h = *r->h,
-							 .first = first, .n = n };
-			*slot = (int)i;
-			break;
-		}
-	}
+	*slot = flight_add(c, r->h, first, n);
 	return n;
 }
 
 /*
  * Fetch blocks [first, first + n) with one GET, verify each, cache the good
  * ones and copy out the wanted ones.  -EBADMSG if a wanted block is bad.
+ * For a prefetch (r->job) nothing is wanted and its blocks are cached as
+ * read ahead (B7).
  */
 static int fetch_run(struct nrs_bcache *c, const struct req *r,
 		     uint32_t first, uint32_t n)
@@ -931,13 +1219,15 @@ static int fetch_run(struct nrs_bcache *c, const struct req *r,
 
 	if (!buf)
 		return -ENOMEM;
-	got = store_get(c, r->h, nrs_objfmt_hdr_len(plen) + at, buf, bytes);
+	got = store_get(c, r->h, nrs_objfmt_hdr_len(plen) + at, buf, bytes,
+			r->job != NULL);
 	if (got < 0) {
 		free(buf);
 		return (int)got;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t idx = first + i;
+		bool wanted = !r->job && idx <= r->last;
 		size_t bl = nrs_objfmt_block_len(oi, idx);
 		const unsigned char *p = buf + (size_t)i * NRS_OBJ_BLOCK;
 		const char *bad = NULL;
@@ -951,15 +1241,15 @@ static int fetch_run(struct nrs_bcache *c, const struct req *r,
 			/* Never cached; fails the read only if wanted. */
 			report_bad(c, r->h, r->h->start + at +
 				   (uint64_t)i * NRS_OBJ_BLOCK, bad, true);
-			err = idx <= r->last ? -EBADMSG : 0;
+			err = wanted ? -EBADMSG : 0;
 			break;
 		}
-		if (idx <= r->last)
+		if (wanted)
 			copy_out(r, idx, p, bl);
 		e = ent_new(r->h, idx, bl);	/* B1: p verified */
 		if (e) {
 			memcpy(e->data, p, bl);
-			mem_insert(c, e);
+			mem_insert(c, e, r->job);
 		}
 		if (c->dir_fd >= 0)
 			disk_store(c, r->h, idx, p, bl);
@@ -968,52 +1258,30 @@ static int fetch_run(struct nrs_bcache *c, const struct req *r,
 	return err;
 }
 
-/*
- * While a block sequential read r wants is in flight f, fetch the run that
- * follows f, if no one holds or fetches its first block (READS).  Its
- * blocks are cached, none copied out; a bad one fails nothing.  Called
- * with the lock held, which it drops for the GET.
- */
-static void read_past(struct nrs_bcache *c, const struct req *r,
-		      const struct flight *f)
-{
-	uint32_t first = f->first + f->n, n;
-	struct req ahead = *r;
-	int slot;
-
-	if (first >= r->hdr->info.nblocks || tier_find(&c->mem, r->h, first) ||
-	    tier_find(&c->disk, r->h, first) || in_flight(c, r->h, first))
-		return;
-	ahead.last = first - 1;		/* wants nothing */
-	n = plan_fetch(c, &ahead, first, &slot);
-	pthread_mutex_unlock(&c->lock);
-	fetch_run(c, &ahead, first, n);
-	flight_end(c, slot);
-	pthread_mutex_lock(&c->lock);
-}
-
 /* Serve block *cur of r and step *cur past what was served. */
 static int read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
 {
 	uint32_t idx = *cur, n = 0;
-	const struct flight *f;
 	struct ent *e;
-	bool on_disk = false, helped = !r->seq;
+	bool on_disk = false, waited = false;
 	int slot = -1, err;
 
 	pthread_mutex_lock(&c->lock);
 	/* B6: this reader owns no flight here, nor when it waits below */
 	while (!(e = tier_find(&c->mem, r->h, idx)) &&
-	       (f = flight_of(c, r->h, idx))) {
-		if (!helped) {
-			helped = true;
-			read_past(c, r, f);
-			continue;
-		}
+	       in_flight(c, r->h, idx)) {
+		waited = true;
 		pthread_cond_wait(&c->landed, &c->lock);
 	}
 	if (e) {
-		c->st.hits++;
+		if (waited)
+			c->st.misses++;
+		else
+			c->st.hits++;
+		if (e->ahead) {		/* B7: read, no longer ahead */
+			e->ahead = false;
+			c->ahead -= e->cost;
+		}
 		e->refs++;
 		tier_touch(&c->mem, e);
 	} else {
@@ -1036,7 +1304,7 @@ static int read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
 		err = disk_load(c, r, idx, &e);
 		if (!err) {
 			copy_out(r, idx, e->data, e->len);
-			mem_insert(c, e);
+			mem_insert(c, e, NULL);
 			*cur = idx + 1;
 			return 0;
 		}
@@ -1050,6 +1318,65 @@ static int read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
 	flight_end(c, slot);
 	*cur = idx + n;
 	return err;
+}
+
+/* ---- prefetch workers -------------------------------------------------- */
+
+/* Fetch job j's blocks (and its object's header first if need be).  What
+ * fails is logged at most; nothing is reported to anyone. */
+static void job_run(struct nrs_bcache *c, struct job *j)
+{
+	struct req r = { .h = &j->h, .job = j };
+
+	if (!j->hdr && hdr_ref(c, &j->h, true, &j->hdr))
+		return;
+	r.hdr = j->hdr;
+	fetch_run(c, &r, j->first, j->n);
+}
+
+/* Give back what job j holds: the memory of blocks that did not land, its
+ * flight (waking the readers waiting for it), its header; and free it. */
+static void job_end(struct nrs_bcache *c, struct job *j)
+{
+	pthread_mutex_lock(&c->lock);
+	c->mem.reserved -= j->reserve;
+	c->ahead -= j->reserve;
+	flight_end_locked(c, j->slot);
+	if (j->hdr)
+		ent_put(j->hdr);
+	c->jobs--;
+	pthread_mutex_unlock(&c->lock);
+	free(j);
+}
+
+/* A prefetch thread: runs jobs until the cache closes; jobs still queued
+ * then are ended without a GET (W2). */
+static void *worker_main(void *arg)
+{
+	struct nrs_bcache *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct job *j;
+		bool stopping;
+
+		while (!c->queue && !c->stopping)
+			pthread_cond_wait(&c->work, &c->lock);
+		j = c->queue;
+		if (!j)
+			break;
+		c->queue = j->next;
+		if (!c->queue)
+			c->queue_tail = NULL;
+		stopping = c->stopping;
+		pthread_mutex_unlock(&c->lock);
+		if (!stopping)
+			job_run(c, j);
+		job_end(c, j);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
 }
 
 /* ---- the API ----------------------------------------------------------- */
@@ -1088,6 +1415,13 @@ int nrs_bcache_open(const struct nrs_bcache_opts *o, struct nrs_objstore *store,
 		free(c);
 		return -err;
 	}
+	err = pthread_cond_init(&c->work, NULL);
+	if (err) {
+		pthread_cond_destroy(&c->landed);
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		return -err;
+	}
 	err = tier_init(&c->mem, o && o->mem_bytes ? o->mem_bytes : DEF_MEM);
 	if (!err && o && o->disk_dir) {
 		err = disk_open(c, o->disk_dir);
@@ -1099,6 +1433,28 @@ int nrs_bcache_open(const struct nrs_bcache_opts *o, struct nrs_objstore *store,
 		nrs_bcache_close(c);
 		return err;
 	}
+	c->ahead_max = c->mem.budget / 2;
+	/* Room ahead for every worker's GET and one window landed. */
+	c->pf_max = (uint32_t)(c->ahead_max / (NWORKERS + 1) / NRS_OBJ_BLOCK);
+	if (c->pf_max > c->readahead / NRS_OBJ_BLOCK)
+		c->pf_max = c->readahead / NRS_OBJ_BLOCK;
+	if (c->pf_max == 0)
+		c->pf_max = 1;
+	c->lookahead = (uint64_t)NWORKERS * c->readahead;
+	if (c->lookahead > c->ahead_max)
+		c->lookahead = c->ahead_max;
+	if (c->lookahead > NRS_BCACHE_FOLLOW)
+		c->lookahead = NRS_BCACHE_FOLLOW;
+	while (c->nworkers < NWORKERS) {
+		err = pthread_create(&c->workers[c->nworkers], NULL,
+				     worker_main, c);
+		if (err) {
+			/* Fewer prefetches, or none: reads still work. */
+			nrs_warn("bcache: prefetch thread: %s", strerror(err));
+			break;
+		}
+		c->nworkers++;
+	}
 	*out = c;
 	return 0;
 }
@@ -1107,6 +1463,13 @@ void nrs_bcache_close(struct nrs_bcache *c)
 {
 	if (!c)
 		return;
+	pthread_mutex_lock(&c->lock);
+	c->stopping = true;
+	pthread_cond_broadcast(&c->work);
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < c->nworkers; i++)
+		pthread_join(c->workers[i], NULL);	/* W2 */
+	assert(c->jobs == 0 && c->mem.reserved == 0);
 	while (c->mem.lru) {
 		struct ent *e = c->mem.lru;
 
@@ -1127,6 +1490,7 @@ void nrs_bcache_close(struct nrs_bcache *c)
 		close(c->lock_fd);	/* releases the flock */
 	if (c->dir_fd >= 0)
 		close(c->dir_fd);
+	pthread_cond_destroy(&c->work);
 	pthread_cond_destroy(&c->landed);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -1158,6 +1522,34 @@ int nrs_bcache_read(struct nrs_bcache *c, const struct nrs_objhdr *h,
 	return err;
 }
 
+void nrs_bcache_follow(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		       const struct nrs_objhdr *next, size_t n)
+{
+	const struct nrs_objhdr *prev = h;
+	struct seq *s;
+	size_t k;
+
+	if (!c || !h || !next || !nrs_objfmt_hdr_is_valid(h))
+		return;
+	if (n > NRS_BCACHE_FOLLOW_MAX)
+		n = NRS_BCACHE_FOLLOW_MAX;
+	for (k = 0; k < n; k++) {
+		if (!nrs_objfmt_hdr_is_valid(&next[k]) ||
+		    next[k].stream_id != h->stream_id ||
+		    next[k].start > prev->end || next[k].end <= prev->end)
+			break;
+		prev = &next[k];
+	}
+	if (k == 0)
+		return;
+	pthread_mutex_lock(&c->lock);
+	s = seq_of(c, h->stream_id);
+	s->cur = *h;
+	memcpy(s->follow, next, k * sizeof(*next));
+	s->nfollow = (unsigned)k;
+	pthread_mutex_unlock(&c->lock);
+}
+
 void nrs_bcache_forget(struct nrs_bcache *c, const struct nrs_objhdr *h)
 {
 	struct ent *e, *victims = NULL;
@@ -1182,37 +1574,62 @@ void nrs_bcache_forget(struct nrs_bcache *c, const struct nrs_objhdr *h)
 	disk_reap(c, victims);
 }
 
-/* One tier's hash and LRU hold the same entries, and its bytes add up. */
-static bool tier_check(const struct tier *t, bool mem)
+/* One tier's hash and LRU hold the same entries, and its bytes add up;
+ * *ahead gets the bytes of its entries read ahead. */
+static bool tier_check(const struct tier *t, bool mem, uint64_t *ahead)
 {
 	uint64_t bytes = 0;
 	size_t in_lru = 0, in_hash = 0;
 
+	*ahead = 0;
 	for (const struct ent *e = t->mru; e; e = e->next) {
 		if (!e->linked || (e->next && e->next->prev != e) ||
 		    (!e->next && t->lru != e) ||
 		    tier_find(t, &e->h, e->idx) != e ||
-		    (mem && e->refs < 1) ||
+		    (mem && e->refs < 1) || (!mem && e->ahead) ||
 		    e->cost != (mem ? sizeof(*e) + e->len : e->len))
 			return false;
 		bytes += e->cost;
+		if (e->ahead)
+			*ahead += e->cost;
 		in_lru++;
 	}
 	for (size_t b = 0; t->buckets && b <= t->mask; b++)
 		for (const struct ent *e = t->buckets[b]; e; e = e->hnext)
 			in_hash++;
 	return bytes == t->bytes && in_lru == in_hash &&
-	       t->bytes <= t->budget && (t->mru != NULL) == (t->lru != NULL);
+	       t->reserved <= t->budget &&
+	       t->bytes <= t->budget - t->reserved &&
+	       (t->mru != NULL) == (t->lru != NULL);
 }
 
 bool nrs_bcache_check(struct nrs_bcache *c)
 {
+	uint64_t ahead, none;
+	unsigned jobs = 0, flying = 0;
 	bool ok;
 
 	pthread_mutex_lock(&c->lock);
-	ok = tier_check(&c->mem, true) && tier_check(&c->disk, false);
+	for (const struct job *j = c->queue; j; j = j->next)
+		jobs++;
+	for (unsigned i = 0; i < MAX_FLIGHTS; i++)
+		flying += c->flights[i].n ? 1 : 0;
+	ok = tier_check(&c->mem, true, &ahead) &&
+	     tier_check(&c->disk, false, &none) &&
+	     c->ahead == ahead + c->mem.reserved &&	/* B7 */
+	     c->ahead <= c->ahead_max && c->jobs <= c->nworkers &&
+	     jobs <= c->jobs && flying >= c->jobs &&
+	     (c->jobs > 0 || c->mem.reserved == 0);
 	pthread_mutex_unlock(&c->lock);
 	return ok;
+}
+
+void nrs_bcache_drain(struct nrs_bcache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	while (c->jobs > 0)
+		pthread_cond_wait(&c->landed, &c->lock);	/* job_end() */
+	pthread_mutex_unlock(&c->lock);
 }
 
 void nrs_bcache_stats(struct nrs_bcache *c, struct nrs_bcache_stats *out)

@@ -110,7 +110,8 @@ struct nrs_bcache_opts {
 	uint64_t disk_bytes;	/* disk tier budget; 0 with a dir: 1 GiB */
 	uint32_t readahead;	/* bytes fetched per GET at most; 0: 8 MiB
 				 * (sequential reads ramp up to it from
-				 * 1 MiB, bcache.c) */
+				 * 1 MiB, their prefetches to less if
+				 * mem_bytes is small: bcache.c) */
 };
 
 struct nrs_bcache_stats {
@@ -134,8 +135,10 @@ struct nrs_bcache_stats {
  */
 int nrs_bcache_open(const struct nrs_bcache_opts *o, struct nrs_objstore *store,
 		    struct nrs_bcache **out);
-/* Close of NULL is a no-op.  No read may be in flight.  The disk tier's
- * files stay for the next open. */
+/* Close of NULL is a no-op.  No read may be in flight; prefetches still
+ * running are waited for (a GET in flight ends within the store's
+ * timeout), queued ones dropped.  The disk tier's files stay for the next
+ * open. */
 void nrs_bcache_close(struct nrs_bcache *c);
 /*
  * Copy logical bytes [off, off + len) of the object h (which must lie within
@@ -151,13 +154,32 @@ void nrs_bcache_close(struct nrs_bcache *c);
  */
 int nrs_bcache_read(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		    uint64_t off, size_t len, void *dst);
+/*
+ * A hint: the n objects at next hold, in order, the bytes of h's stream
+ * that follow h's (each next[i] starts at or before where the one before
+ * it ends, and ends after), so that a sequential reader's prefetches run on
+ * from h into them (bcache.c, PREFETCH).  Worth giving when a read ends
+ * within NRS_BCACHE_FOLLOW bytes of h->end, naming up to
+ * NRS_BCACHE_FOLLOW_MAX objects within NRS_BCACHE_FOLLOW bytes past it;
+ * nothing is fetched for it unless a sequential read gets that near.  The
+ * hint is cut at the first object that does not follow; the cache copies
+ * what it keeps.
+ */
+#define NRS_BCACHE_FOLLOW	(64u << 20)
+#define NRS_BCACHE_FOLLOW_MAX	8
+void nrs_bcache_follow(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		       const struct nrs_objhdr *next, size_t n);
 /* Forget every cached block of the object, in memory and on disk (before
  * it is deleted).  A read running at the same time may cache a block again;
  * that is harmless, keys are never reused for other bytes. */
 void nrs_bcache_forget(struct nrs_bcache *c, const struct nrs_objhdr *h);
 void nrs_bcache_stats(struct nrs_bcache *c, struct nrs_bcache_stats *out);
 /* Audit (tests): each tier's hash table, LRU list and byte count agree,
- * and each tier is within its budget.  Takes the cache's lock. */
+ * each tier is within its budget, and the bytes read ahead add up.  Takes
+ * the cache's lock. */
 bool nrs_bcache_check(struct nrs_bcache *c);
+/* Wait until no prefetch is queued or running (tests: what a read set off
+ * has landed or failed). */
+void nrs_bcache_drain(struct nrs_bcache *c);
 
 #endif

@@ -8,7 +8,9 @@
  *
  * An object entry is read through the block cache (objfmt.h), which
  * verifies every block against the object's CRC table and the header
- * against the stream, range and generation the index names.
+ * against the stream, range and generation the index names.  Near the end
+ * of an object the cache is told which object comes next, so that a
+ * sequential reader's prefetches need not stop at the boundary.
  *
  * For each WAL record it reads the header (verified: magic, CRC, and that
  * its stream, base and length are the ones the index names) and the payload
@@ -128,6 +130,46 @@ static void log_failure(const struct nrs_stream *st, const struct nrs_index_ent 
 	}
 }
 
+/*
+ * Name the objects after e's to the block cache when a read of e ends at b,
+ * within NRS_BCACHE_FOLLOW of the end of e's object, so that a sequential
+ * reader's prefetches run on into them (bcache.c, PREFETCH): those whose
+ * entries follow e's without a gap, within NRS_BCACHE_FOLLOW bytes.  Takes
+ * st->lock.
+ */
+static void hint_next(const struct nrs_reader *r, struct nrs_stream *st,
+		      const struct nrs_index_ent *e, uint64_t b)
+{
+	struct nrs_index_ent nx[NRS_BCACHE_FOLLOW_MAX];
+	struct nrs_objhdr h = { .stream_id = st->id, .start = e->ostart,
+				.end = e->oend, .gen = e->gen };
+	struct nrs_objhdr next[NRS_BCACHE_FOLLOW_MAX];
+	uint64_t at = e->end;
+	size_t n, k;
+
+	if (e->end != e->oend || e->oend - b > NRS_BCACHE_FOLLOW)
+		return;
+	pthread_mutex_lock(&st->lock);
+	n = nrs_index_collect(&st->index, at, at + NRS_BCACHE_FOLLOW, nx,
+			      NRS_BCACHE_FOLLOW_MAX);
+	pthread_mutex_unlock(&st->lock);
+	for (k = 0; k < n; k++) {
+		if (nx[k].kind != NRS_TARGET_OBJ || nx[k].start != at)
+			break;
+		next[k] = (struct nrs_objhdr){ .stream_id = st->id,
+					       .start = nx[k].ostart,
+					       .end = nx[k].oend,
+					       .gen = nx[k].gen };
+		at = nx[k].end;
+		if (nx[k].end != nx[k].oend) {
+			k++;
+			break;		/* the stream goes on elsewhere */
+		}
+	}
+	if (k > 0)
+		nrs_bcache_follow(r->bcache, &h, next, k);
+}
+
 static int read_ent(const struct nrs_reader *r, const struct nrs_stream *st,
 		    const struct nrs_index_ent *e, uint64_t a, uint64_t b,
 		    char *dst)
@@ -192,6 +234,8 @@ static ssize_t read_locked(const struct nrs_reader *r, struct nrs_stream *st,
 				err = -EUCLEAN;
 				break;
 			}
+			if (e->kind == NRS_TARGET_OBJ && r->bcache)
+				hint_next(r, st, e, b);
 			err = read_ent(r, st, e, cur, b,
 				       (char *)buf + (cur - off));
 			if (err) {
