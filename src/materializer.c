@@ -12,8 +12,9 @@
  *     that point, at most object_size bytes (at least one record).
  *  M2 Build.  The payload is read through the reader (every WAL chunk
  *     CRC-verified, I6), sealed (objfmt.c: header and block CRCs) and
- *     digested (SHA-256, MD5).  If the range was trimmed meanwhile the
- *     stream is simply looked at again.
+ *     digested (SHA-256; MD5 only for a store that sends it, objstore.h).
+ *     If the range was trimmed meanwhile the stream is simply looked at
+ *     again.
  *  M3 Intent, upload, proof.  A prepared row is recorded durably first
  *     (it names the key: an upload a crash interrupts is an orphan found
  *     from this row, never from a listing).  The PUT carries Content-MD5
@@ -360,7 +361,8 @@ static int make_object(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 	struct nrs_objhdr h = { .stream_id = st->id, .start = a, .end = b };
 	size_t len = (size_t)(b - a), hl = nrs_objfmt_hdr_len(len);
 	struct nrs_reader rd = c->reader;
-	unsigned char md5[NRS_MD5_LEN];
+	unsigned char md5buf[NRS_MD5_LEN];
+	unsigned char *md5 = nrs_obj_wants_md5(c->store) ? md5buf : NULL;
 	char key[NRS_OBJKEY_MAX];
 	unsigned char *buf;
 	ssize_t n;
