@@ -165,8 +165,9 @@ static bool stopping(struct nrs_mat *m)
 	return s;
 }
 
-/* Sleep up to ms, or less if stopping.  Returns true if stopping. */
-static bool nap(struct nrs_mat *m, uint64_t ms)
+/* Wait on cv (m->cond or m->idle) for up to ms, or less if stopping.
+ * Returns true if stopping. */
+static bool wait_on(struct nrs_mat *m, pthread_cond_t *cv, uint64_t ms)
 {
 	struct timespec ts;
 	bool s;
@@ -180,28 +181,23 @@ static bool nap(struct nrs_mat *m, uint64_t ms)
 	}
 	pthread_mutex_lock(&m->lock);
 	if (!m->stopping)
-		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+		pthread_cond_timedwait(cv, &m->lock, &ts);
 	s = m->stopping;
 	pthread_mutex_unlock(&m->lock);
 	return s;
+}
+
+/* Sleep up to ms, or less if stopping.  Returns true if stopping. */
+static bool nap(struct nrs_mat *m, uint64_t ms)
+{
+	return wait_on(m, &m->cond, ms);
 }
 
 /* A builder with nothing to do: wait up to ms for a stream to be released
  * (by any uploader) or for the stop. */
 static void idle_wait(struct nrs_mat *m, uint64_t ms)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += (long)ms * 1000000L;
-	while (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&m->lock);
-	if (!m->stopping)
-		pthread_cond_timedwait(&m->idle, &m->lock, &ts);
-	pthread_mutex_unlock(&m->lock);
+	wait_on(m, &m->idle, ms);
 }
 
 static uint64_t backoff_ms(const struct nrs_mat *m, unsigned int attempt)
