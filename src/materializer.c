@@ -133,9 +133,10 @@ struct nrs_mat {
 	pthread_cond_t idle;		/* stopping, or a stream released */
 	bool stopping;			/* protected by lock */
 	bool orphans_done;		/* protected by lock */
-	/* M6: the prepared rows found at start, a row of gen 0 after the
-	 * last; owned by the thread that cleans them (orphans_done) */
+	/* M6: the prepared rows found at start; owned by the thread that
+	 * cleans them (orphans_done) */
 	struct nrs_obj_row *orphans;
+	size_t norphans;
 	size_t orphans_next;		/* the first not removed yet */
 	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
 	uint64_t reclaimed_below;	/* protected by reclaim_lock */
@@ -925,25 +926,6 @@ static void reclaim(struct nrs_mat *m)
 	pthread_mutex_unlock(&m->reclaim_lock);
 }
 
-static int collect_prepared(void *ctx, const struct nrs_obj_row *o)
-{
-	struct nrs_obj_row **v = ctx;
-	size_t n = 0;
-	struct nrs_obj_row *nv;
-
-	if (o->state != NRS_OBJ_PREPARED)
-		return 0;
-	while (*v && (*v)[n].gen)
-		n++;
-	nv = realloc(*v, (n + 2) * sizeof(*nv));
-	if (!nv)
-		return -ENOMEM;
-	nv[n] = *o;
-	nv[n + 1].gen = 0;
-	*v = nv;
-	return 0;
-}
-
 /* M6: delete the objects of the orphans found at start, then their rows;
  * the ones removed are not tried again.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
@@ -952,7 +934,7 @@ static int clean_orphans(struct nrs_mat *m)
 	struct nrs_obj_row *v = m->orphans;
 	int err;
 
-	for (; v && v[m->orphans_next].gen; m->orphans_next++) {
+	for (; m->orphans_next < m->norphans; m->orphans_next++) {
 		const struct nrs_obj_row *o = &v[m->orphans_next];
 		struct nrs_objhdr h = { .stream_id = o->stream_id,
 					.start = o->start, .end = o->end,
@@ -1071,7 +1053,8 @@ int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
 	pthread_cond_init(&m->idle, NULL);
 	pthread_mutex_init(&m->reclaim_lock, NULL);
 	/* M6: the orphans are the intents there are before any thread runs */
-	err = nrs_meta_obj_foreach(c->meta, 0, collect_prepared, &m->orphans);
+	err = nrs_meta_obj_rows(c->meta, 0, NRS_OBJ_PREPARED, &m->orphans,
+				&m->norphans);
 	if (err) {
 		nrs_err("cannot read the object intents a stop or crash left: %s",
 			strerror(-err));
