@@ -88,25 +88,8 @@ struct nrs_lc {
 
 struct rows {
 	struct nrs_obj_row *v;
-	size_t n, cap;
+	size_t n;
 };
-
-static int collect(void *ctx, const struct nrs_obj_row *o)
-{
-	struct rows *r = ctx;
-
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 64;
-		struct nrs_obj_row *v = realloc(r->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		r->v = v;
-		r->cap = cap;
-	}
-	r->v[r->n++] = *o;
-	return 0;
-}
 
 /* L2 for one stream's rows: the cut, or 0.  (nrs_retention_cut) */
 uint64_t nrs_retention_cut(const struct nrs_obj_row *v, size_t n, uint64_t head,
@@ -140,7 +123,7 @@ static void retain(struct nrs_lc *l, struct nrs_stream *st, uint64_t ino)
 	    nrs_meta_get_retention(c->meta, ino, NRS_RET_MS, &rms) ||
 	    (rb == 0 && rms == 0))
 		return;
-	if (nrs_meta_obj_foreach(c->meta, st->id, collect, &r) != 0)
+	if (nrs_meta_obj_rows(c->meta, st->id, 0, &r.v, &r.n) != 0)
 		goto out;
 	pthread_mutex_lock(&st->lock);
 	head = st->head;
@@ -311,18 +294,19 @@ static void g1_pass(struct nrs_lc *l)
 	l->ndirty = l->cap = 0;
 	pthread_mutex_unlock(&l->lock);
 	if (all) {
-		if (nrs_meta_obj_foreach_state(l->c->meta, NRS_OBJ_COMMITTED,
-					       collect, &r) == 0)
+		if (nrs_meta_obj_rows(l->c->meta, 0, NRS_OBJ_COMMITTED, &r.v,
+				      &r.n) == 0)
 			drain_unneeded(l, &r);
+		free(r.v);
 	} else {
 		for (size_t i = 0; i < n; i++) {
-			r.n = 0;
-			if (nrs_meta_obj_foreach(l->c->meta, dirty[i], collect,
-						 &r) == 0)
+			if (nrs_meta_obj_rows(l->c->meta, dirty[i], 0, &r.v,
+					      &r.n) == 0)
 				drain_unneeded(l, &r);
+			free(r.v);
+			r.v = NULL;
 		}
 	}
-	free(r.v);
 	free(dirty);
 }
 
@@ -335,8 +319,7 @@ static void g2_pass(struct nrs_lc *l)
 	uint64_t draining = 0;
 	bool barrier = false;
 
-	if (nrs_meta_obj_foreach_state(c->meta, NRS_OBJ_DRAINING, collect,
-				       &r) != 0)
+	if (nrs_meta_obj_rows(c->meta, 0, NRS_OBJ_DRAINING, &r.v, &r.n) != 0)
 		goto out;
 	for (size_t i = 0; i < r.n; i++) {
 		const struct nrs_obj_row *o = &r.v[i];
@@ -364,8 +347,7 @@ static void prune_retired(struct nrs_lc *l)
 	struct rows r = { 0 };
 	int64_t now = nrs_now_real_ns();
 
-	if (nrs_meta_obj_foreach_state(l->c->meta, NRS_OBJ_RETIRED, collect,
-				       &r) == 0)
+	if (nrs_meta_obj_rows(l->c->meta, 0, NRS_OBJ_RETIRED, &r.v, &r.n) == 0)
 		for (size_t i = 0; i < r.n; i++)
 			if (now - r.v[i].mtime_ns > RETIRED_KEEP_NS)
 				nrs_meta_obj_delete(l->c->meta, r.v[i].gen);

@@ -3,7 +3,7 @@
  * published as new generations; then the WAL segments no range needs are
  * deleted (DESIGN.md section 1 events 4 and 5, section 6, I2, I5, I6).
  *
- * Appends never wait for any of this.  Threads take streams one at a time
+ * Appends never wait for any of this.  Workers take streams one at a time
  * (st->mat_busy), so a stream's objects are built in offset order.
  *
  *  M1 Choose.  A stream is due when the committed bytes above
@@ -12,8 +12,9 @@
  *     that point, at most object_size bytes (at least one record).
  *  M2 Build.  The payload is read through the reader (every WAL chunk
  *     CRC-verified, I6), sealed (objfmt.c: header and block CRCs) and
- *     digested (SHA-256, MD5).  If the range was trimmed meanwhile the
- *     stream is simply looked at again.
+ *     digested (SHA-256; MD5 only for a store that sends it, objstore.h).
+ *     If the range was trimmed meanwhile the stream is simply looked at
+ *     again.
  *  M3 Intent, upload, proof.  A prepared row is recorded durably first
  *     (it names the key: an upload a crash interrupts is an orphan found
  *     from this row, never from a listing).  The PUT carries Content-MD5
@@ -50,10 +51,43 @@
  *     the old ones finish on them, and GC deletes them after its grace
  *     period (lifecycle.c G2).  Same M2-M4 path, same proof.
  *
+ *  W1-W4 Workers.  Each materializer thread (-o materializers) is a worker
+ *     of two threads, so that building one object (M2: reading, CRCs,
+ *     SHA-256, MD5 -- CPU) overlaps uploading the one before (M3-M4:
+ *     network, the server, a synced publication):
+ *  W1 The builder picks a stream (M1), marks it busy, and builds its
+ *     objects one after another from max(materialized, start): the next
+ *     one starts where the last one built ends, not at `materialized`,
+ *     which moves only at M4.  It keeps the stream while it is due and has
+ *     objects to make -- up to RUN_MAX in a row when another stream is due
+ *     too, so that one busy stream does not starve the others.
+ *  W2 Each object built goes to the worker's uploader through a slot of
+ *     one: the builder waits until the uploader is done with the object
+ *     before (M3, M4, served), so a worker holds at most two objects, one
+ *     uploading and one built.  The uploader does a worker's objects in the
+ *     order handed, hence a stream's in offset order, and the intent of
+ *     each (M3) was recorded before it was handed, so before its PUT.
+ *  W3 If an object of a stream is not published (store away at stop,
+ *     quarantine cut short, publication failed), the objects of the
+ *     stream built after it are not published either -- that would move
+ *     `materialized` past a range no object holds, which the next mount
+ *     (walking the WAL only above `materialized`) would lose: the uploader
+ *     deletes their intents (their PUT never started) and the stream is
+ *     retried after a pause from `materialized`.  The object that carries
+ *     `last` (or an object-less job, when a build fails after one was
+ *     handed) releases the stream, after everything handed before it, so
+ *     no other worker takes it up while an object of it is on its way.
+ *  W4 At the stop the builder hands nothing more; the uploader finishes
+ *     the object it has (an upload is not cut short, only its retries), and
+ *     drops a built one whose PUT has not started (its intent deleted).
+ *     Compaction (C2) goes through the same two threads, one object at a
+ *     time: the builder waits for it.
+ *
  * A crash anywhere converges: before M4 the range is still served from the
  * WAL and the intent is cleaned up (M6); after M4 recovery serves it from
  * the object and stops the commit chain walk at `materialized`; a segment
- * deleted by M5 held nothing a published head needs.
+ * deleted by M5 held nothing a published head needs.  A crash with two
+ * objects of a stream on their way (W2) leaves two intents, both orphans.
  */
 #include "config.h"
 
@@ -83,20 +117,26 @@
 #define DEFAULT_RETRY_MAX_MS	10000
 #define DEFAULT_COMPACT_SIZE	(64ull << 20)
 #define MAX_COMPACT		64	/* objects merged at most at once */
+#define RUN_MAX			4	/* objects of one stream in a row while
+					 * another stream is due (W1) */
+
+struct worker;
 
 struct nrs_mat {
 	struct nrs_core *c;
 	struct nrs_mat_opts o;
-	pthread_t *threads;
-	unsigned int nthreads;
+	struct worker *workers;
+	unsigned int nworkers;		/* started */
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	pthread_cond_t cond;		/* stopping */
+	pthread_cond_t idle;		/* stopping, or a stream released */
 	bool stopping;			/* protected by lock */
 	bool orphans_done;		/* protected by lock */
-	/* M6: the prepared rows found at start, a row of gen 0 after the
-	 * last; owned by the thread that cleans them (orphans_done) */
+	/* M6: the prepared rows found at start; owned by the thread that
+	 * cleans them (orphans_done) */
 	struct nrs_obj_row *orphans;
+	size_t norphans;
 	size_t orphans_next;		/* the first not removed yet */
 	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
 	uint64_t reclaimed_below;	/* protected by reclaim_lock */
@@ -126,8 +166,9 @@ static bool stopping(struct nrs_mat *m)
 	return s;
 }
 
-/* Sleep up to ms, or less if stopping.  Returns true if stopping. */
-static bool nap(struct nrs_mat *m, uint64_t ms)
+/* Wait on cv (m->cond or m->idle) for up to ms, or less if stopping.
+ * Returns true if stopping. */
+static bool wait_on(struct nrs_mat *m, pthread_cond_t *cv, uint64_t ms)
 {
 	struct timespec ts;
 	bool s;
@@ -141,10 +182,23 @@ static bool nap(struct nrs_mat *m, uint64_t ms)
 	}
 	pthread_mutex_lock(&m->lock);
 	if (!m->stopping)
-		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+		pthread_cond_timedwait(cv, &m->lock, &ts);
 	s = m->stopping;
 	pthread_mutex_unlock(&m->lock);
 	return s;
+}
+
+/* Sleep up to ms, or less if stopping.  Returns true if stopping. */
+static bool nap(struct nrs_mat *m, uint64_t ms)
+{
+	return wait_on(m, &m->cond, ms);
+}
+
+/* A builder with nothing to do: wait up to ms for a stream to be released
+ * (by any uploader) or for the stop. */
+static void idle_wait(struct nrs_mat *m, uint64_t ms)
+{
+	wait_on(m, &m->idle, ms);
 }
 
 static uint64_t backoff_ms(const struct nrs_mat *m, unsigned int attempt)
@@ -204,11 +258,21 @@ static int upload(struct nrs_mat *m, const char *key, const void *buf,
 	}
 }
 
-/* M1: the range to materialize, or false.  Called under st->lock. */
-static bool plan(const struct nrs_mat *m, const struct nrs_stream *st,
-		 uint64_t *a_out, uint64_t *b_out)
+/* Where the next object of st starts: past `materialized`, the start,
+ * and from (the end of an object of it still on its way, or 0). */
+static uint64_t next_from(const struct nrs_stream *st, uint64_t from)
 {
 	uint64_t a = st->materialized > st->start ? st->materialized : st->start;
+
+	return from > a ? from : a;
+}
+
+/* M1: the range to materialize, starting at next_from(st, from), or
+ * false.  Called under st->lock. */
+static bool plan(const struct nrs_mat *m, const struct nrs_stream *st,
+		 uint64_t from, uint64_t *a_out, uint64_t *b_out)
+{
+	uint64_t a = next_from(st, from);
 	size_t i = nrs_index_find(&st->index, a);
 	uint64_t b = a;
 
@@ -231,19 +295,28 @@ static bool plan(const struct nrs_mat *m, const struct nrs_stream *st,
 	return true;
 }
 
-static bool due(const struct nrs_mat *m, const struct nrs_stream *st,
-		uint64_t now)
+/* M1's rule for the bytes above next_from(st, from): enough of them, or
+ * the oldest waited long enough.  Called under st->lock. */
+static bool worth(const struct nrs_mat *m, const struct nrs_stream *st,
+		  uint64_t from, uint64_t now)
 {
-	uint64_t from = st->materialized > st->start ? st->materialized
-						     : st->start;
-	uint64_t pending = st->head > from ? st->head - from : 0;
+	uint64_t a = next_from(st, from);
+	uint64_t pending = st->head > a ? st->head - a : 0;
 
-	if (pending == 0 || st->mat_busy || now < st->mat_retry_ns)
+	if (pending == 0)
 		return false;
 	if (pending >= m->o.min_bytes)
 		return true;
 	return st->unmat_since_ns &&
 	       now - (uint64_t)st->unmat_since_ns >= m->o.max_age_ms * 1000000;
+}
+
+static bool due(const struct nrs_mat *m, const struct nrs_stream *st,
+		uint64_t now)
+{
+	if (st->mat_busy || now < st->mat_retry_ns)
+		return false;
+	return worth(m, st, 0, now);
 }
 
 struct pick {
@@ -287,15 +360,19 @@ static struct nrs_stream *pick(struct nrs_mat *m)
 	return st;
 }
 
-/* Done with st (marked busy by the caller): after a failure, not again
- * before a pause. */
-static void release(const struct nrs_mat *m, struct nrs_stream *st, int err)
+/* Done with st (marked busy, with a reference the caller gives up): after
+ * a failure, not again before a pause.  Idle builders look again. */
+static void release(struct nrs_mat *m, struct nrs_stream *st, int err)
 {
 	pthread_mutex_lock(&st->lock);
 	st->mat_busy = false;
 	if (err && err != -ECANCELED)
 		st->mat_retry_ns = nrs_now_mono_ns() + backoff_ms(m, 3) * 1000000;
 	pthread_mutex_unlock(&st->lock);
+	nrs_stream_put(st);
+	pthread_mutex_lock(&m->lock);
+	pthread_cond_broadcast(&m->idle);
+	pthread_mutex_unlock(&m->lock);
 }
 
 /* What a new generation replaces: WAL records (materialize) or whole
@@ -346,103 +423,351 @@ static void apply(struct nrs_core *c, struct nrs_stream *st,
 	nrs_count(&c->metrics.obj_upload_bytes, o->length);
 }
 
+static void reclaim(struct nrs_mat *m);
+
 /*
- * M2-M4 for [a, b) of st: read it through the reader (every byte verified,
- * from the WAL or from the objects it replaces), upload it as a new
- * generation, publish it (replacing olds, if any, in the same
- * transaction), serve it.  0, or -errno (the stream is retried later).
+ * An object between M2 and M4: built (read, recorded as an intent, sealed,
+ * digested) by a worker's builder, then uploaded, proven and published by
+ * its uploader (W1-W4 at the top).
  */
-static int make_object(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
-		       uint64_t b, const struct olds *olds)
+struct job {
+	struct nrs_stream *st;	/* busy; its reference goes with `last` */
+	struct nrs_obj_row o;	/* prepared: gen, length, sha256 */
+	struct olds olds;	/* what it replaces (compaction) */
+	unsigned char *buf;	/* the object, o.length bytes, owned; NULL:
+				 * no object, only the release (err) */
+	unsigned char md5[NRS_MD5_LEN];
+	bool has_md5;		/* the store wants one (objstore.h) */
+	bool last;		/* the stream is released after it (W3) */
+	int err;		/* buf NULL: why the builder gave up */
+};
+
+/* One materializer thread: a builder and the uploader it hands to. */
+struct worker {
+	struct nrs_mat *m;
+	pthread_t builder, uploader;
+	bool has_uploader;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct job slot;	/* protected by lock, while full */
+	bool full;		/* protected by lock: a job in the uploader's
+				 * hands, until it is done with it (W2) */
+	bool quit;		/* protected by lock: no more jobs (W4) */
+	uint64_t broken;	/* protected by lock: a stream whose chain
+				 * failed (W3), 0: none */
+	int broken_err;		/* protected by lock: why */
+	int last_err;		/* protected by lock: of the last job done */
+};
+
+/* Header, block CRCs and digests of j's object, for generation j->o.gen. */
+static int seal_digest(struct job *j)
+{
+	struct nrs_objhdr h = { .stream_id = j->o.stream_id,
+				.start = j->o.start, .end = j->o.end,
+				.gen = j->o.gen };
+
+	return nrs_objfmt_seal(j->buf, &h) ?:
+	       nrs_objfmt_digest(j->buf, j->o.length, j->o.sha256,
+				 j->has_md5 ? j->md5 : NULL);
+}
+
+static void job_key(char key[NRS_OBJKEY_MAX], const struct job *j)
+{
+	struct nrs_objhdr h = { .stream_id = j->o.stream_id,
+				.start = j->o.start, .end = j->o.end,
+				.gen = j->o.gen };
+
+	nrs_objfmt_key(key, &h);
+}
+
+/*
+ * M2 for [a, b) of st (busy): read it through the reader (every byte
+ * verified, from the WAL or from the objects olds names), record the
+ * intent, seal and digest it into *j (written only on success; the
+ * caller then owns j->buf).  0, or -errno (-ENODATA: trimmed meanwhile).
+ */
+static int build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
+		 uint64_t b, const struct olds *olds, struct job *out)
 {
 	struct nrs_core *c = m->c;
-	struct nrs_obj_row o = { .stream_id = st->id, .start = a, .end = b };
-	struct nrs_objhdr h = { .stream_id = st->id, .start = a, .end = b };
 	size_t len = (size_t)(b - a), hl = nrs_objfmt_hdr_len(len);
 	struct nrs_reader rd = c->reader;
-	unsigned char md5[NRS_MD5_LEN];
-	char key[NRS_OBJKEY_MAX];
-	unsigned char *buf;
+	struct job j = {
+		.st = st,
+		.o = { .stream_id = st->id, .start = a, .end = b,
+		       .length = hl + len },
+		.olds = *olds,
+		.has_md5 = nrs_obj_wants_md5(c->store),
+	};
 	ssize_t n;
 	int err;
 
-	buf = malloc(hl + len);
-	if (!buf)
+	j.buf = malloc(hl + len);
+	if (!j.buf)
 		return -ENOMEM;
 	rd.metrics = NULL;	/* not a read anyone asked for */
-	n = nrs_reader_read(&rd, st, buf + hl, len, a, false);
+	n = nrs_reader_read(&rd, st, j.buf + hl, len, a, false);
 	if (n != (ssize_t)len) {
 		err = n < 0 ? (int)n : -EAGAIN;
 		if (err != -ENODATA)	/* trimmed meanwhile: look again */
 			nrs_err("stream %" PRIu64 ": cannot read [%" PRIu64 ", %"
 				PRIu64 ") to make an object of it: %s", st->id,
 				a, b, strerror(-err));
-		goto out;
+		goto out_free;
 	}
-	o.length = hl + len;
 	/* a merged object is as young as its youngest part, not younger:
 	 * retention by time counts from there (lifecycle.c L2) */
-	o.ctime_ns = olds->n ? olds->ctime_ns : nrs_now_real_ns();
-	do {
-		err = nrs_meta_obj_prepare(c->meta, &o);
-		if (err)
-			goto out;
-		h.gen = o.gen;
-		err = nrs_objfmt_seal(buf, &h) ?:
-		      nrs_objfmt_digest(buf, hl + len, o.sha256, md5);
-		if (err)
-			goto out;
-		nrs_objfmt_key(key, &h);
-		err = upload(m, key, buf, hl + len, md5, o.sha256);
-		if (err == -EBADMSG &&
-		    nrs_meta_obj_set_state(c->meta, o.gen, NRS_OBJ_PREPARED,
-					   NRS_OBJ_QUARANTINED,
-					   nrs_now_real_ns()) != 0)
-			goto out;
-	} while (err == -EBADMSG && !stopping(m));
+	j.o.ctime_ns = olds->n ? olds->ctime_ns : nrs_now_real_ns();
+	err = nrs_meta_obj_prepare(c->meta, &j.o);
 	if (err)
-		goto out;	/* stopping: the intent is an orphan (M6) */
-	err = nrs_failpoint(NRS_FP_OBJ_BEFORE_PUBLISH);
-	if (!err)
-		err = olds->n ? nrs_meta_obj_replace(c->meta, o.gen, o.sha256,
-						     olds->gen, olds->n,
-						     nrs_now_real_ns())
-			      : nrs_meta_obj_publish(c->meta, o.gen, o.sha256);
-	if (!err)
-		err = nrs_failpoint(NRS_FP_OBJ_AFTER_PUBLISH);
-	if (err == -ESTALE && olds->n) {
-		/* a generation it replaces went to draining meanwhile (a
-		 * trim): this one is not published and nothing needs it */
-		nrs_info("stream %" PRIu64 ": compaction into %s gave way to a"
-			 " trim; the upload is removed", st->id, key);
-		if (nrs_obj_del(c->store, key) == 0)
-			nrs_meta_obj_delete(c->meta, o.gen);
-		goto out;
-	}
+		goto out_free;
+	err = seal_digest(&j);
 	if (err) {
-		nrs_err("stream %" PRIu64 ": publishing object %s failed: %s",
-			st->id, key, strerror(-err));
-		goto out;
+		nrs_meta_obj_delete(c->meta, j.o.gen);	/* nothing was put */
+		goto out_free;
 	}
-	o.state = NRS_OBJ_COMMITTED;
-	apply(c, st, &o, olds);
-out:
-	free(buf);
+	*out = j;
+	return 0;
+out_free:
+	free(j.buf);
 	return err;
 }
 
-static int materialize(struct nrs_mat *m, struct nrs_stream *st)
+/*
+ * M3-M4 for the job j built: upload until proven (a quarantined key gives
+ * way to a new generation, sealed and digested again), publish (replacing
+ * j->olds, if any, in the same transaction), serve.  0, or -errno.
+ */
+static int finish(struct nrs_mat *m, struct job *j)
 {
+	struct nrs_core *c = m->c;
+	char key[NRS_OBJKEY_MAX];
+	int err;
+
+	for (;;) {
+		job_key(key, j);
+		err = upload(m, key, j->buf, j->o.length,
+			     j->has_md5 ? j->md5 : NULL, j->o.sha256);
+		if (err != -EBADMSG)
+			break;
+		if (nrs_meta_obj_set_state(c->meta, j->o.gen, NRS_OBJ_PREPARED,
+					   NRS_OBJ_QUARANTINED,
+					   nrs_now_real_ns()) != 0 ||
+		    stopping(m))
+			return err;
+		err = nrs_meta_obj_prepare(c->meta, &j->o) ?: seal_digest(j);
+		if (err)
+			return err;
+	}
+	if (err)
+		return err;	/* stopping: the intent is an orphan (M6) */
+	err = nrs_failpoint(NRS_FP_OBJ_BEFORE_PUBLISH);
+	if (!err)
+		err = j->olds.n ? nrs_meta_obj_replace(c->meta, j->o.gen,
+						       j->o.sha256,
+						       j->olds.gen, j->olds.n,
+						       nrs_now_real_ns())
+				: nrs_meta_obj_publish(c->meta, j->o.gen,
+						       j->o.sha256);
+	if (!err)
+		err = nrs_failpoint(NRS_FP_OBJ_AFTER_PUBLISH);
+	if (err == -ESTALE && j->olds.n) {
+		/* a generation it replaces went to draining meanwhile (a
+		 * trim): this one is not published and nothing needs it */
+		nrs_info("stream %" PRIu64 ": compaction into %s gave way to a"
+			 " trim; the upload is removed", j->st->id, key);
+		if (nrs_obj_del(c->store, key) == 0)
+			nrs_meta_obj_delete(c->meta, j->o.gen);
+		return err;
+	}
+	if (err) {
+		nrs_err("stream %" PRIu64 ": publishing object %s failed: %s",
+			j->st->id, key, strerror(-err));
+		return err;
+	}
+	j->o.state = NRS_OBJ_COMMITTED;
+	apply(c, j->st, &j->o, &j->olds);
+	if (j->olds.n) {
+		nrs_count(&c->metrics.compactions, 1);
+		nrs_count(&c->metrics.compacted_objects, j->olds.n);
+		nrs_debug("stream %" PRIu64 ": compacted %zu objects into [%"
+			  PRIu64 ", %" PRIu64 ")", j->st->id, j->olds.n,
+			  j->o.start, j->o.end);
+	}
+	return 0;
+}
+
+/* W2: the uploader does one job; the slot stays full until it is done. */
+static void run_job(struct worker *w, struct job *j)
+{
+	struct nrs_mat *m = w->m;
+	uint64_t id = j->st->id;
+	bool broken;
+	int err = j->err;
+
+	pthread_mutex_lock(&w->lock);
+	broken = w->broken == id;
+	pthread_mutex_unlock(&w->lock);
+	if (j->buf && (broken || stopping(m))) {
+		/* W3: an object before it in the stream is not published,
+		 * so neither is this one (or the stop came first); its PUT
+		 * never started */
+		nrs_meta_obj_delete(m->c->meta, j->o.gen);
+		if (!broken)
+			err = -ECANCELED;
+	} else if (j->buf) {
+		err = finish(m, j);
+	}
+	free(j->buf);
+	pthread_mutex_lock(&w->lock);
+	if (err && !broken) {
+		w->broken = id;
+		w->broken_err = err;
+	}
+	if (!err && w->broken == id)
+		err = w->broken_err;
+	if (j->last && w->broken == id)
+		w->broken = 0;
+	w->last_err = err;
+	pthread_mutex_unlock(&w->lock);
+	if (j->last)
+		release(m, j->st, err);
+}
+
+static void *uploader_main(void *arg)
+{
+	struct worker *w = arg;
+
+	for (;;) {
+		struct job j;
+
+		pthread_mutex_lock(&w->lock);
+		while (!w->full && !w->quit)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->full) {
+			pthread_mutex_unlock(&w->lock);
+			return NULL;
+		}
+		j = w->slot;
+		pthread_mutex_unlock(&w->lock);
+		run_job(w, &j);
+		pthread_mutex_lock(&w->lock);
+		w->full = false;
+		pthread_cond_broadcast(&w->cond);
+		pthread_mutex_unlock(&w->lock);
+	}
+}
+
+/* W2: give j to the uploader once it is done with the one before. */
+static void hand(struct worker *w, const struct job *j)
+{
+	pthread_mutex_lock(&w->lock);
+	while (w->full)
+		pthread_cond_wait(&w->cond, &w->lock);
+	w->slot = *j;
+	w->full = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Wait until the uploader has done every job handed; the last one's
+ * error. */
+static int drain(struct worker *w)
+{
+	int err;
+
+	pthread_mutex_lock(&w->lock);
+	while (w->full)
+		pthread_cond_wait(&w->cond, &w->lock);
+	err = w->last_err;
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+static bool is_broken(struct worker *w, uint64_t id)
+{
+	bool b;
+
+	pthread_mutex_lock(&w->lock);
+	b = w->broken == id;
+	pthread_mutex_unlock(&w->lock);
+	return b;
+}
+
+struct other {
+	const struct nrs_mat *m;
+	uint64_t id, now;
+	bool due;
+};
+
+static void consider_other(void *ctx, struct nrs_stream *st)
+{
+	struct other *o = ctx;
+
+	if (st->id != o->id && due(o->m, st, o->now))
+		o->due = true;
+}
+
+/* Is a stream other than id due (M1)?  Not under any stream's lock. */
+static bool other_due(struct nrs_mat *m, uint64_t id)
+{
+	struct other o = { .m = m, .id = id, .now = nrs_now_mono_ns() };
+
+	nrs_core_streams_each(m->c, consider_other, &o);
+	return o.due;
+}
+
+/*
+ * W1: the objects of st (busy, with a reference that this gives up) from
+ * max(materialized, start), in offset order, each handed to the uploader
+ * as soon as it is built, while the next one is built.  The stream stays
+ * with the worker while it is due and has whole objects to make, or up to
+ * RUN_MAX objects when another stream is due too.
+ */
+static void materialize(struct worker *w, struct nrs_stream *st)
+{
+	struct nrs_mat *m = w->m;
 	struct olds none = { .n = 0 };
 	uint64_t a, b;
+	unsigned int run = 0;
 	bool ok;
 
 	pthread_mutex_lock(&st->lock);
-	ok = plan(m, st, &a, &b);
+	ok = plan(m, st, 0, &a, &b);
 	pthread_mutex_unlock(&st->lock);
-	return ok ? make_object(m, st, a, b, &none) : 0;
-}
+	if (!ok) {
+		release(m, st, 0);
+		return;
+	}
+	for (;;) {
+		struct job j;
+		int err = build(m, st, a, b, &none, &j);
 
+		if (err) {
+			if (run == 0) {	/* nothing of it handed */
+				release(m, st, err);
+			} else {
+				struct job r = { .st = st, .last = true,
+						 .err = err };
+
+				hand(w, &r);
+			}
+			return;
+		}
+		run++;
+		pthread_mutex_lock(&st->lock);
+		ok = worth(m, st, b, nrs_now_mono_ns()) &&
+		     plan(m, st, b, &a, &b);
+		pthread_mutex_unlock(&st->lock);
+		j.last = !ok || stopping(m) || is_broken(w, st->id) ||
+			 (run >= RUN_MAX && other_due(m, st->id));
+		hand(w, &j);
+		reclaim(m);	/* the builder has the time: W2 */
+		if (j.last)
+			return;
+	}
+}
 /*
  * C1 Compaction plan, under st->lock: the first run of at least two
  *    adjacent objects, each whole (not cut by a trim) and smaller than a
@@ -510,12 +835,15 @@ static int newest_ctime(void *ctx, const struct nrs_obj_row *o)
 	return 0;
 }
 
-/* C2: compact one run of one stream, if any; true if it did. */
-static bool compact_some(struct nrs_mat *m)
+/* C2: compact one run of one stream, if any, through the worker's
+ * uploader, and wait for it; true if it did. */
+static bool compact_some(struct worker *w)
 {
+	struct nrs_mat *m = w->m;
 	struct pick p = { .m = m };
 	struct nrs_stream *st;
 	struct olds olds;
+	struct job j;
 	uint64_t a, b;
 	bool ok;
 	int err;
@@ -530,26 +858,23 @@ static bool compact_some(struct nrs_mat *m)
 	if (ok)
 		st->mat_busy = true;
 	pthread_mutex_unlock(&st->lock);
-	if (ok) {
-		olds.ctime_ns = 0;
-		err = nrs_meta_obj_foreach(m->c->meta, st->id, newest_ctime,
-					   &olds);
-		if (!err && olds.ctime_ns == 0)
-			olds.ctime_ns = nrs_now_real_ns();
-		if (!err)
-			err = make_object(m, st, a, b, &olds);
-		if (!err) {
-			nrs_count(&m->c->metrics.compactions, 1);
-			nrs_count(&m->c->metrics.compacted_objects, olds.n);
-			nrs_debug("stream %" PRIu64 ": compacted %zu objects into"
-				  " [%" PRIu64 ", %" PRIu64 ")", st->id, olds.n,
-				  a, b);
-		}
-		release(m, st, err);
-		ok = err == 0;
+	if (!ok) {
+		nrs_stream_put(st);
+		return false;
 	}
-	nrs_stream_put(st);
-	return ok;
+	olds.ctime_ns = 0;
+	err = nrs_meta_obj_foreach(m->c->meta, st->id, newest_ctime, &olds);
+	if (!err && olds.ctime_ns == 0)
+		olds.ctime_ns = nrs_now_real_ns();
+	if (!err)
+		err = build(m, st, a, b, &olds, &j);
+	if (err) {
+		release(m, st, err);
+		return false;
+	}
+	j.last = true;
+	hand(w, &j);
+	return drain(w) == 0;
 }
 
 static void oldest_seg(void *ctx, struct nrs_stream *st)
@@ -601,25 +926,6 @@ static void reclaim(struct nrs_mat *m)
 	pthread_mutex_unlock(&m->reclaim_lock);
 }
 
-static int collect_prepared(void *ctx, const struct nrs_obj_row *o)
-{
-	struct nrs_obj_row **v = ctx;
-	size_t n = 0;
-	struct nrs_obj_row *nv;
-
-	if (o->state != NRS_OBJ_PREPARED)
-		return 0;
-	while (*v && (*v)[n].gen)
-		n++;
-	nv = realloc(*v, (n + 2) * sizeof(*nv));
-	if (!nv)
-		return -ENOMEM;
-	nv[n] = *o;
-	nv[n + 1].gen = 0;
-	*v = nv;
-	return 0;
-}
-
 /* M6: delete the objects of the orphans found at start, then their rows;
  * the ones removed are not tried again.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
@@ -628,7 +934,7 @@ static int clean_orphans(struct nrs_mat *m)
 	struct nrs_obj_row *v = m->orphans;
 	int err;
 
-	for (; v && v[m->orphans_next].gen; m->orphans_next++) {
+	for (; m->orphans_next < m->norphans; m->orphans_next++) {
 		const struct nrs_obj_row *o = &v[m->orphans_next];
 		struct nrs_objhdr h = { .stream_id = o->stream_id,
 					.start = o->start, .end = o->end,
@@ -652,9 +958,19 @@ static int clean_orphans(struct nrs_mat *m)
 	return 0;
 }
 
-static void *mat_thread(void *arg)
+/* W4: the builder's end: its uploader finishes what it has, then ends. */
+static void worker_quit(struct worker *w)
 {
-	struct nrs_mat *m = arg;
+	pthread_mutex_lock(&w->lock);
+	w->quit = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void *builder_main(void *arg)
+{
+	struct worker *w = arg;
+	struct nrs_mat *m = w->m;
 	unsigned int orphan_attempt = 0;
 	bool first;
 
@@ -664,24 +980,45 @@ static void *mat_thread(void *arg)
 	pthread_mutex_unlock(&m->lock);
 	while (first && clean_orphans(m) != 0)
 		if (nap(m, backoff_ms(m, orphan_attempt++)))
-			return NULL;
+			goto out;
 	while (!stopping(m)) {
 		struct nrs_stream *st = pick(m);
-		int err;
 
 		if (!st) {
 			reclaim(m);
-			if (!compact_some(m))
-				nap(m, TICK_MS);
+			if (!compact_some(w))
+				idle_wait(m, TICK_MS);
 			continue;
 		}
-		err = materialize(m, st);
-		release(m, st, err);
-		nrs_stream_put(st);
-		if (!err)
-			reclaim(m);
+		materialize(w, st);
 	}
+out:
+	worker_quit(w);
 	return NULL;
+}
+
+/* A worker's threads; on failure nothing of it is left running. */
+static int worker_start(struct nrs_mat *m, struct worker *w)
+{
+	int err;
+
+	w->m = m;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	err = -pthread_create(&w->uploader, NULL, uploader_main, w);
+	if (err)
+		goto out_destroy;
+	err = -pthread_create(&w->builder, NULL, builder_main, w);
+	if (err) {
+		worker_quit(w);
+		pthread_join(w->uploader, NULL);
+		goto out_destroy;
+	}
+	return 0;
+out_destroy:
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	return err;
 }
 
 int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
@@ -713,23 +1050,24 @@ int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
 		m->o.compact_size = NRS_OBJ_MAX_LEN - 1;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
+	pthread_cond_init(&m->idle, NULL);
 	pthread_mutex_init(&m->reclaim_lock, NULL);
 	/* M6: the orphans are the intents there are before any thread runs */
-	err = nrs_meta_obj_foreach(c->meta, 0, collect_prepared, &m->orphans);
+	err = nrs_meta_obj_rows(c->meta, 0, NRS_OBJ_PREPARED, &m->orphans,
+				&m->norphans);
 	if (err) {
 		nrs_err("cannot read the object intents a stop or crash left: %s",
 			strerror(-err));
 		nrs_mat_stop(m);
 		return err;
 	}
-	m->threads = calloc(m->o.threads, sizeof(*m->threads));
-	if (!m->threads) {
+	m->workers = calloc(m->o.threads, sizeof(*m->workers));
+	if (!m->workers) {
 		nrs_mat_stop(m);
 		return -ENOMEM;
 	}
-	for (; m->nthreads < m->o.threads; m->nthreads++) {
-		err = -pthread_create(&m->threads[m->nthreads], NULL,
-				      mat_thread, m);
+	for (; m->nworkers < m->o.threads; m->nworkers++) {
+		err = worker_start(m, &m->workers[m->nworkers]);
 		if (err) {
 			nrs_mat_stop(m);
 			return err;
@@ -746,13 +1084,21 @@ void nrs_mat_stop(struct nrs_mat *m)
 	pthread_mutex_lock(&m->lock);
 	m->stopping = true;
 	pthread_cond_broadcast(&m->cond);
+	pthread_cond_broadcast(&m->idle);
 	pthread_mutex_unlock(&m->lock);
-	for (unsigned int i = 0; i < m->nthreads; i++)
-		pthread_join(m->threads[i], NULL);
+	for (unsigned int i = 0; i < m->nworkers; i++) {
+		struct worker *w = &m->workers[i];
+
+		pthread_join(w->builder, NULL);
+		pthread_join(w->uploader, NULL);
+		pthread_cond_destroy(&w->cond);
+		pthread_mutex_destroy(&w->lock);
+	}
 	pthread_mutex_destroy(&m->reclaim_lock);
+	pthread_cond_destroy(&m->idle);
 	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->lock);
 	free(m->orphans);
-	free(m->threads);
+	free(m->workers);
 	free(m);
 }

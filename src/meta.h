@@ -265,6 +265,15 @@ int nrs_meta_obj_foreach_state(struct nrs_meta *m, int state,
 			       int (*cb)(void *ctx, const struct nrs_obj_row *o),
 			       void *ctx);
 
+/*
+ * The rows of stream_id (0: every stream) in state (0: any), gen ascending,
+ * as an array of *n rows in *out (NULL when there are none), which the
+ * caller frees; both are written only on success.  0, -ENOMEM, or the
+ * errors of the foreach calls above.
+ */
+int nrs_meta_obj_rows(struct nrs_meta *m, uint64_t stream_id, int state,
+		      struct nrs_obj_row **out, size_t *n);
+
 /* Counts for /.nereus/status. */
 int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams);
 

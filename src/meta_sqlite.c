@@ -1962,6 +1962,50 @@ int nrs_meta_obj_foreach_state(struct nrs_meta *m, int state,
 				  ctx));
 }
 
+struct obj_rows {
+	int state;		/* 0: any */
+	struct nrs_obj_row *v;
+	size_t n, cap;
+};
+
+static int obj_rows_add(void *ctx, const struct nrs_obj_row *o)
+{
+	struct obj_rows *r = ctx;
+
+	if (r->state && o->state != r->state)
+		return 0;
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		struct nrs_obj_row *v = realloc(r->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		r->v = v;
+		r->cap = cap;
+	}
+	r->v[r->n++] = *o;
+	return 0;
+}
+
+int nrs_meta_obj_rows(struct nrs_meta *m, uint64_t stream_id, int state,
+		      struct nrs_obj_row **out, size_t *n)
+{
+	struct obj_rows r = { .state = state };
+	int ret;
+
+	if (stream_id || !state)
+		ret = nrs_meta_obj_foreach(m, stream_id, obj_rows_add, &r);
+	else
+		ret = nrs_meta_obj_foreach_state(m, state, obj_rows_add, &r);
+	if (ret) {
+		free(r.v);
+		return ret;
+	}
+	*out = r.v;
+	*n = r.n;
+	return 0;
+}
+
 int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams)
 {
 	sqlite3_stmt *s = m->st[ST_COUNTS];

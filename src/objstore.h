@@ -15,7 +15,9 @@
  *    never sees a partial object.  The SHA-256 given to put() is stored with
  *    the object where head() returns it (S3 user metadata x-amz-meta-sha256)
  *    and the MD5 is sent as Content-MD5 so the server refuses a body
- *    damaged on the way.
+ *    damaged on the way.  A provider whose bytes do not travel (ops
+ *    wants_md5 false) ignores the MD5, which may then be NULL; one that
+ *    wants it sends no Content-MD5 for a NULL one.
  *  - A failed put() (error, timeout, lost response) is *uncertain*: the
  *    object may or may not exist afterwards.  The caller resolves it by
  *    proof (head(): exact length and SHA-256), never by hope (DESIGN.md 6).
@@ -64,6 +66,9 @@ struct nrs_obj_meta {
 
 struct nrs_objstore_ops {
 	const char *name;	/* "dir" or "s3" */
+	bool wants_md5;		/* put() sends the MD5 (Content-MD5); false:
+				 * it ignores it, and callers may pass NULL
+				 * rather than compute one */
 	int (*put)(struct nrs_objstore *s, const char *key, const void *buf,
 		   size_t len, const unsigned char md5[NRS_MD5_LEN],
 		   const unsigned char sha256[NRS_SHA256_LEN]);
@@ -89,6 +94,13 @@ static inline int nrs_obj_put(struct nrs_objstore *s, const char *key,
 			      const unsigned char sha256[NRS_SHA256_LEN])
 {
 	return s->ops->put(s, key, buf, len, md5, sha256);
+}
+
+/* Does put() use the MD5 it is given?  (Computing one costs about as
+ * much as the SHA-256 does: the embedded store never looks at it.) */
+static inline bool nrs_obj_wants_md5(const struct nrs_objstore *s)
+{
+	return s->ops->wants_md5;
 }
 
 static inline int nrs_obj_head(struct nrs_objstore *s, const char *key,

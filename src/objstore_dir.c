@@ -329,7 +329,8 @@ static int dir_put(struct nrs_objstore *s, const char *key, const void *buf,
 	char name[TMP_NAME_MAX];
 	int rc, tries = 0;
 
-	(void)md5;	/* the bytes do not travel: nothing to check them on */
+	(void)md5;	/* the bytes do not travel: nothing to check them on
+			 * (wants_md5 false: the caller may pass NULL) */
 	if (!nrs_objkey_is_valid(key) || (len && !buf))
 		return -EINVAL;
 	rc = write_tmp(d, buf, len, sha256, name);
@@ -489,6 +490,7 @@ static void dir_close(struct nrs_objstore *s)
 
 static const struct nrs_objstore_ops dir_ops = {
 	.name = "dir",
+	.wants_md5 = false,	/* put() never looks at it */
 	.put = dir_put,
 	.head = dir_head,
 	.get = dir_get,
@@ -519,6 +521,7 @@ static int ro_del(struct nrs_objstore *s, const char *key)
 /* Read only (nrs_objstore_dir_open_readonly): no .tmp, no writes. */
 static const struct nrs_objstore_ops dir_ro_ops = {
 	.name = "dir",
+	.wants_md5 = false,
 	.put = ro_put,
 	.head = dir_head,
 	.get = dir_get,

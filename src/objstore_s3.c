@@ -695,6 +695,7 @@ static void s3_close(struct nrs_objstore *os)
 
 static const struct nrs_objstore_ops s3_ops = {
 	.name = "s3",
+	.wants_md5 = true,
 	.put = s3_put,
 	.head = s3_head,
 	.get = s3_get,

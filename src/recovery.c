@@ -256,29 +256,11 @@ out:
 	return err;
 }
 
+/* The committed rows, sorted by nrs_recover_obj_cmp. */
 struct objs {
 	struct nrs_obj_row *v;
-	size_t n, cap;
+	size_t n;
 };
-
-static int collect_committed(void *ctx, const struct nrs_obj_row *o)
-{
-	struct objs *l = ctx;
-
-	if (o->state != NRS_OBJ_COMMITTED)
-		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct nrs_obj_row *v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[l->n++] = *o;
-	return 0;
-}
 
 int nrs_recover_obj_cmp(const void *a, const void *b)
 {
@@ -425,7 +407,7 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 	err = republish(c, &s);
 	if (err)
 		goto out;
-	err = nrs_meta_obj_foreach(c->meta, 0, collect_committed, &ol);
+	err = nrs_meta_obj_rows(c->meta, 0, NRS_OBJ_COMMITTED, &ol.v, &ol.n);
 	if (err)
 		goto out;
 	if (ol.n > 1)

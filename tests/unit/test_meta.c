@@ -1432,6 +1432,55 @@ static void test_objects(void **state)
 	assert_true(b.gen > a.gen + 1);
 }
 
+/* nrs_meta_obj_rows: by stream, by state, both, neither; gen ascending. */
+static void test_obj_rows(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_obj_row r[5], *v = NULL;
+	unsigned char sha[32] = { 0 };
+	size_t n = 99;
+
+	assert_int_equal(nrs_meta_obj_rows(f->m, 0, 0, &v, &n), 0);
+	assert_null(v);
+	assert_int_equal(n, 0);
+	for (int i = 0; i < 5; i++) {
+		r[i] = (struct nrs_obj_row){ .stream_id = 1 + (uint64_t)i % 2,
+					     .start = (uint64_t)i * 10,
+					     .end = (uint64_t)i * 10 + 10,
+					     .length = 100 };
+		assert_int_equal(nrs_meta_obj_prepare(f->m, &r[i]), 0);
+	}
+	/* stream 1: r0 r2 r4; stream 2: r1 r3; r1 and r2 committed */
+	assert_int_equal(nrs_meta_obj_publish(f->m, r[1].gen, sha), 0);
+	assert_int_equal(nrs_meta_obj_publish(f->m, r[2].gen, sha), 0);
+
+	assert_int_equal(nrs_meta_obj_rows(f->m, 0, 0, &v, &n), 0);
+	assert_int_equal(n, 5);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(v[i].gen, r[i].gen);
+	free(v);
+	assert_int_equal(nrs_meta_obj_rows(f->m, 0, NRS_OBJ_PREPARED, &v, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(v[0].gen, r[0].gen);
+	assert_int_equal(v[1].gen, r[3].gen);
+	assert_int_equal(v[2].gen, r[4].gen);
+	free(v);
+	assert_int_equal(nrs_meta_obj_rows(f->m, 1, 0, &v, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(v[1].gen, r[2].gen);
+	free(v);
+	assert_int_equal(nrs_meta_obj_rows(f->m, 2, NRS_OBJ_COMMITTED, &v, &n),
+			 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0].gen, r[1].gen);
+	assert_int_equal(v[0].state, NRS_OBJ_COMMITTED);
+	free(v);
+	v = NULL;
+	assert_int_equal(nrs_meta_obj_rows(f->m, 3, 0, &v, &n), 0);
+	assert_int_equal(n, 0);
+	free(v);
+}
+
 /* A schema 2 database (no objects table) is upgraded in place. */
 static void test_upgrade_from_2(void **state)
 {
@@ -1750,6 +1799,7 @@ int main(void)
 		T(test_sync_only_when_durable),
 		T(test_readonly_listing),
 		T(test_objects),
+		T(test_obj_rows),
 		T(test_upgrade_from_2),
 		T(test_row_crc_format),
 		T(test_row_crc_each_column),

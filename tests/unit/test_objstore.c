@@ -352,6 +352,20 @@ static void test_no_sha256(void **state)
 	free(o.buf);
 }
 
+/* The embedded store never looks at an MD5: it says so, and takes none. */
+static void test_dir_no_md5(void **state)
+{
+	struct fx *f = *state;
+	struct obj o = obj_make(70000, 8);
+	char k[NRS_OBJKEY_MAX];
+
+	assert_false(nrs_obj_wants_md5(f->st));
+	key_of(k, "nomd5");
+	assert_int_equal(nrs_obj_put(f->st, k, o.buf, o.len, NULL, o.sha256), 0);
+	assert_stored(f->st, k, &o);
+	free(o.buf);
+}
+
 static const char *const bad_keys[] = {
 	"", "/a", "a/", "a//b", ".", "..", "a/..", "../a", "a/../b", "./a",
 	".tmp/1-1", "a/.hidden", "a b", "a\\b", "a?b", "a%2fb", "ä",
@@ -825,6 +839,7 @@ static void test_s3_bad_md5(void **state)
 	struct obj o = obj_make(70000, 14), other = obj_make(70000, 15);
 	char k[NRS_OBJKEY_MAX];
 
+	assert_true(nrs_obj_wants_md5(f->st));	/* the MD5 travels */
 	key_of(k, "bad-md5");
 	/* the MD5 of other bytes: the server refuses the body */
 	assert_int_equal(nrs_obj_put(f->st, k, o.buf, o.len, other.md5,
@@ -968,6 +983,8 @@ int main(void)
 		CONTRACT(setup_dir),
 		cmocka_unit_test_setup_teardown(test_dir_layout, setup_dir, teardown),
 		cmocka_unit_test_setup_teardown(test_dir_leftover_tmp, setup_dir,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dir_no_md5, setup_dir,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_dir_list, setup_dir,
 						teardown),
