@@ -62,7 +62,10 @@
 #                    BENCH_READ_RUNS runs, the two systems alternating.
 #                    On S3 the s3 CLI getting the same objects whole, one
 #                    after another, cold, is printed too: what the server
-#                    gives one sequential reader.  The GETs nereusfs sent
+#                    gives one sequential reader; and four s3 CLI processes
+#                    getting them in parallel: about the most it gives at
+#                    all, the ceiling of nereusfs's four GETs in flight.
+#                    The GETs nereusfs sent
 #                    for the cold read, and their mean size, are shown.
 # Every measurement is printed with the highest 1-minute load average seen
 # just before one of its runs: other work on the machine shows there.
@@ -639,23 +642,33 @@ mat_runs() { # STORE N
 	LOAD[mat,$store,$n]=$(printf '%s\n' "${ld[@]}" | grep . | sort -g | tail -n 1)
 }
 
-# MB/s of the s3 CLI getting, one after another, the objects that hold the
-# stream at PATH on the nereusfs mounted at $work/omnt (its index names
-# them), into /dev/null; empty on failure.
-cli_get() { # PATH
-	local host bucket key t0 t1
+# MB/s of P s3 CLI processes getting the objects that hold the stream at
+# PATH on the nereusfs mounted at $work/omnt (its index names them) into
+# /dev/null, each process every P-th object, one after another; empty on
+# failure.  P=1: what the server gives one sequential reader; P=4: about
+# the most it gives at all (nereusfs keeps up to four GETs in flight).
+cli_get() { # PATH P
+	local host bucket t0 t1 i
 	host=${NRS_S3_URL#http://}
 	bucket=${host#*/}
 	host=${host%%/*}
-	local -a keys
+	local -a keys pids
 	mapfile -t keys < <(getfattr --only-values -n user.nereus.index "$1" 2>/dev/null |
 		awk '$4 ~ /^obj:/ { sub(/^obj:/, "", $4); print $4 }')
 	[ ${#keys[@]} -gt 0 ] || return 0
 	t0=$EPOCHREALTIME
-	for key in "${keys[@]}"; do
-		S3_ACCESS_KEY_ID=$NRS_S3_ACCESS_KEY S3_SECRET_ACCESS_KEY=$NRS_S3_SECRET_KEY S3_HOSTNAME=$host \
-			"$S3_CLI" -u get "$bucket/$key" filename=/dev/null >/dev/null 2>>"$work/logs/s3cli.log" ||
-			return 0
+	for i in $(seq 0 $(($2 - 1))); do
+		(
+			for ((k = i; k < ${#keys[@]}; k += $2)); do
+				S3_ACCESS_KEY_ID=$NRS_S3_ACCESS_KEY S3_SECRET_ACCESS_KEY=$NRS_S3_SECRET_KEY \
+					S3_HOSTNAME=$host "$S3_CLI" -u get "$bucket/${keys[k]}" \
+					filename=/dev/null >/dev/null 2>>"$work/logs/s3cli.log" || exit 1
+			done
+		) &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do
+		wait "$i" || return 0
 	done
 	t1=$EPOCHREALTIME
 	mbps "$READ_BYTES" "$(elapsed "$t0" "$t1")"
@@ -673,7 +686,7 @@ read_runs() { # STORE
 	local store=$1 r v g0 gb rd0 wb
 	local data=$work/odata-$store
 	[ "$READ_RUNS" -gt 0 ] || return 0
-	local -a nc=() nw=() pc=() pw=() cg=() gets=() gbytes=() wreads=() loads=()
+	local -a nc=() nw=() pc=() pw=() cg=() cg4=() gets=() gbytes=() wreads=() loads=()
 	omount "$store" "$data" "materialize_bytes=$OBJ_SIZE,object_size=$OBJ_SIZE,materialize_age_ms=100" || return
 	if ! append_file "$work/omnt/read" "$READ_BYTES" || ! wait_materialized 600; then
 		note "cannot set up the read stream on $store"
@@ -697,7 +710,9 @@ read_runs() { # STORE
 		wreads+=($(($(metric "$work/omnt" nereus_reads_total) - rd0)))
 		if [ "$store" = s3 ] && [ $can_drop = 1 ] && command -v "$S3_CLI" >/dev/null; then
 			drop_caches
-			cg+=("$(cli_get "$work/omnt/read")")
+			cg+=("$(cli_get "$work/omnt/read" 1)")
+			drop_caches
+			cg4+=("$(cli_get "$work/omnt/read" 4)")
 		fi
 		oumount
 		if [ -n "$pr_pid" ]; then
@@ -713,9 +728,10 @@ read_runs() { # STORE
 	RD[$store,gets]=$(median "${gets[@]}")
 	RD[$store,getbytes]=$(median "${gbytes[@]}")
 	RD[$store,cliget]=$(median "${cg[@]}")
+	RD[$store,cliget4]=$(median "${cg4[@]}")
 	RD[$store,warmreads]=$(median "${wreads[@]}")
 	LOAD[read,$store]=$(printf '%s\n' "${loads[@]}" | sort -g | tail -n 1)
-	[ -n "${BENCH_RAW:-}" ] && echo "obj=read store=$store bytes=$READ_BYTES nereus_cold=${nc[*]} nereus_warm=${nw[*]} pt_cold=${pc[*]} pt_warm=${pw[*]} s3cli_get=${cg[*]} gets=${gets[*]} get_bytes=${gbytes[*]} warm_daemon_reads=${wreads[*]} load=${loads[*]}" >>"$BENCH_RAW"
+	[ -n "${BENCH_RAW:-}" ] && echo "obj=read store=$store bytes=$READ_BYTES nereus_cold=${nc[*]} nereus_warm=${nw[*]} pt_cold=${pc[*]} pt_warm=${pw[*]} s3cli_get=${cg[*]} s3cli_get4=${cg4[*]} gets=${gets[*]} get_bytes=${gbytes[*]} warm_daemon_reads=${wreads[*]} load=${loads[*]}" >>"$BENCH_RAW"
 }
 
 obj_bench() {
@@ -841,6 +857,8 @@ obj_report() {
 		done
 		[ -n "${RD[$store,cliget]:-}" ] &&
 			echo "       the s3 CLI getting the same objects one after another, cold: ${RD[$store,cliget]} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget]}")x)"
+		[ -n "${RD[$store,cliget4]:-}" ] &&
+			echo "       four s3 CLI processes getting them in parallel, cold: ${RD[$store,cliget4]} MB/s ($(ratio "${RD[$store,cliget4]}" "${RD[$store,p,cold]:-}")x passthrough_ll: about the most this server gives; nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget4]}")x)"
 		[ -n "${NOTE[read,$store]:-}" ] && echo "       note: ${NOTE[read,$store]}"
 	done
 	return 0
