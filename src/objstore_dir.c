@@ -98,6 +98,7 @@
 #define TMP_DIR		".tmp"
 #define TMP_NAME_MAX	48
 #define PUT_TRIES	100	/* P2/P3 redone at most this often (races) */
+#define WRITE_WINDOW	(1u << 20)	/* see pwritev_full */
 
 static const unsigned char obj_magic[8] = "NRSDOBJ1";	/* no NUL */
 
@@ -165,19 +166,36 @@ static bool hdr_decode(const unsigned char h[OBJ_HDR], uint64_t *len)
 	return true;
 }
 
-/* Write all of iov (which it consumes) at offset 0 on. */
+/*
+ * Write all of iov (which it consumes) at offset 0 on, in windows of
+ * WRITE_WINDOW bytes whose writeback is started at once (a hint: errors
+ * are the fsync's to report).  The fsync that follows then waits for less,
+ * and an object's bytes reach the disk as they are written rather than in
+ * one burst that the WAL's syncs on the same disk would queue behind.
+ */
 static int pwritev_full(int fd, struct iovec *iov, int cnt)
 {
 	off_t off = 0;
 
 	while (cnt > 0) {
-		ssize_t n = pwritev(fd, iov, cnt, off);
+		struct iovec win[4];
+		size_t want = 0;
+		int wc = 0;
+		ssize_t n;
 
+		for (; wc < cnt && wc < 4 && want < WRITE_WINDOW; wc++) {
+			win[wc] = iov[wc];
+			if (win[wc].iov_len > WRITE_WINDOW - want)
+				win[wc].iov_len = WRITE_WINDOW - want;
+			want += win[wc].iov_len;
+		}
+		n = pwritev(fd, win, wc, off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
+		(void)sync_file_range(fd, off, n, SYNC_FILE_RANGE_WRITE);
 		off += n;
 		while (cnt > 0 && (size_t)n >= iov->iov_len) {
 			n -= (ssize_t)iov->iov_len;
