@@ -65,6 +65,7 @@
 #include "objfmt.h"
 #include "objstore.h"
 #include "pipeline.h"
+#include "waitms.h"
 
 #define LC_TICK_MS		500
 #define RETENTION_TICKS		2	/* retention every second */
@@ -377,19 +378,7 @@ void nrs_lc_poke(struct nrs_lc *l, uint64_t stream_id)
 
 static bool nap(struct nrs_lc *l, uint64_t ms)
 {
-	struct timespec ts;
-	bool s;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	ts.tv_sec += (time_t)(ms / 1000) + ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&l->lock);
-	if (!l->stopping)
-		pthread_cond_timedwait(&l->cond, &l->lock, &ts);
-	s = l->stopping;
-	pthread_mutex_unlock(&l->lock);
-	return s;
+	return nrs_wait_ms(&l->cond, &l->lock, &l->stopping, ms);
 }
 
 static void *lc_thread(void *arg)

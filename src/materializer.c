@@ -107,6 +107,7 @@
 #include "pipeline.h"
 #include "reader.h"
 #include "wal.h"
+#include "waitms.h"
 
 #define TICK_MS			100
 #define RETRY_MIN_MS		100
@@ -170,22 +171,7 @@ static bool stopping(struct nrs_mat *m)
  * Returns true if stopping. */
 static bool wait_on(struct nrs_mat *m, pthread_cond_t *cv, uint64_t ms)
 {
-	struct timespec ts;
-	bool s;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&m->lock);
-	if (!m->stopping)
-		pthread_cond_timedwait(cv, &m->lock, &ts);
-	s = m->stopping;
-	pthread_mutex_unlock(&m->lock);
-	return s;
+	return nrs_wait_ms(cv, &m->lock, &m->stopping, ms);
 }
 
 /* Sleep up to ms, or less if stopping.  Returns true if stopping. */

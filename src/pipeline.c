@@ -252,9 +252,9 @@ bool nrs_pipeline_failed(struct nrs_pipeline *p)
 }
 
 /*
- * Cut a batch off the non-empty queue, qlock held: everything queued, cut
- * after the request that reaches max_batch_bytes.  *has: whether `mine` is
- * in it (may be NULL).
+ * Cut a batch off the queue, qlock held: everything queued, cut after the
+ * request that reaches max_batch_bytes (NULL if the queue is empty).
+ * *has: whether `mine` is in it (may be NULL).
  */
 static struct nrs_req *cut_batch(struct nrs_pipeline *p,
 				 const struct nrs_req *mine, bool *has)
@@ -262,6 +262,8 @@ static struct nrs_req *cut_batch(struct nrs_pipeline *p,
 	struct nrs_req *r, *list = p->qhead, *last = NULL;
 	size_t bytes = 0;
 
+	if (!list)
+		return NULL;
 	for (r = p->qhead; r; r = r->next) {
 		last = r;
 		if (r == mine)
