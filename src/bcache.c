@@ -1050,7 +1050,6 @@ static void prefetch_plan(struct nrs_bcache *c, const struct req *r,
 							 : follow_of(s, r->h, at);
 		if (!h)
 			break;		/* the next object is unknown */
-		hdr = h == r->h ? r->hdr : tier_find(&c->mem, h, HDR_IDX);
 		nb = nrs_objfmt_nblocks(h->end - h->start);
 		idx = (uint32_t)((at - h->start) / NRS_OBJ_BLOCK);
 		if (is_held(c, h, idx)) {
@@ -1070,6 +1069,9 @@ static void prefetch_plan(struct nrs_bcache *c, const struct req *r,
 		if (c->ahead + reserve > c->ahead_max ||
 		    !mem_make_room(c, reserve, true))
 			break;
+		/* only now: making room may have evicted an unreferenced
+		 * header entry of a following object */
+		hdr = h == r->h ? r->hdr : tier_find(&c->mem, h, HDR_IDX);
 		j = malloc(sizeof(*j));
 		if (!j)
 			break;

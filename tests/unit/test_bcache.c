@@ -743,6 +743,38 @@ static void test_prefetch_follow(void **state)
 	nrs_bcache_close(c);
 }
 
+/* A following object's header entry, cached but unreferenced and the
+ * least recently used, may be evicted by the room a prefetch into that
+ * object makes: the prefetch must not hold on to it (it looked it up
+ * before making room once; the sanitizers caught the use after free). */
+static void test_prefetch_follow_evicts_header(void **state)
+{
+	struct mock *m = *state;
+	struct nrs_objhdr h[2];
+	const uint64_t budget = 20 * (BLK + 256) + 4096;
+	struct nrs_bcache *c;
+
+	for (int i = 0; i < 2; i++) {
+		h[i] = (struct nrs_objhdr){ .stream_id = 76,
+					    .start = (uint64_t)i * 16 * BLK,
+					    .end = (uint64_t)(i + 1) * 16 * BLK,
+					    .gen = 1 };
+		put_obj(m, &h[i]);
+	}
+	c = open_cache(m, budget, NULL, 0, 4 * BLK);
+	check_read(c, &h[1], 20 * BLK, BLK);	/* h[1]'s header, oldest */
+	nrs_bcache_follow(c, &h[0], &h[1], 1);
+	for (uint64_t at = 0; at < h[0].end; at += 2 * BLK) {
+		check_read(c, &h[0], at, 2 * BLK);
+		assert_true(stats(c).mem_bytes <= budget);
+	}
+	for (uint64_t at = h[1].start; at < h[1].end; at += 2 * BLK)
+		check_read(c, &h[1], at, 2 * BLK);
+	nrs_bcache_drain(c);
+	assert_true(nrs_bcache_check(c));
+	nrs_bcache_close(c);
+}
+
 static void *closer(void *arg)
 {
 	nrs_bcache_close(arg);
@@ -1291,6 +1323,7 @@ int main(void)
 		T(test_prefetch_budget),
 		T(test_prefetch_close),
 		T(test_prefetch_follow),
+		T(test_prefetch_follow_evicts_header),
 		T(test_corrupt_block),
 		T(test_bad_objects),
 		T(test_mem_budget),
