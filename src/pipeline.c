@@ -734,11 +734,10 @@ void nrs_pipeline_lead(struct nrs_pipeline *p, const struct nrs_req *mine)
 	/* mine may follow others' requests: batches until its own is done
 	 * (none if submit completed it at once: a failed pipeline) */
 	while (!written) {
-		struct nrs_req *list = NULL;
+		struct nrs_req *list;
 
 		pthread_mutex_lock(&p->qlock);
-		if (p->qhead)
-			list = cut_batch(p, mine, &written);
+		list = cut_batch(p, mine, &written);
 		pthread_mutex_unlock(&p->qlock);
 		if (!list)
 			break;

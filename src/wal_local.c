@@ -342,11 +342,12 @@ static void seg_set_size(struct wal_local *w, uint64_t no, uint64_t size)
 }
 
 /*
- * The fd of segment no, opened (read-only) on first use.  The fd stays valid
- * until close.  -ENOENT for a segment not in the table (never listed nor
- * created by this WAL, or removed by scan) or whose file is gone.
+ * The fd of segment no, opened (read-only) on first use, and its size as
+ * the table knows it (size may be NULL).  The fd stays valid until close.
+ * -ENOENT for a segment not in the table (never listed nor created by this
+ * WAL, or removed by scan) or whose file is gone.
  */
-static int seg_fd(struct wal_local *w, uint64_t no, int *out)
+static int seg_fd(struct wal_local *w, uint64_t no, int *out, uint64_t *size)
 {
 	char name[SEG_NAME_MAX];
 	ssize_t i;
@@ -355,6 +356,8 @@ static int seg_fd(struct wal_local *w, uint64_t no, int *out)
 	pthread_mutex_lock(&w->lock);
 	i = seg_find(w, no);
 	fd = i >= 0 ? w->segs[i].fd : -1;
+	if (i >= 0 && size)
+		*size = w->segs[i].size;
 	pthread_mutex_unlock(&w->lock);
 	if (i < 0)
 		return -ENOENT;
@@ -465,6 +468,21 @@ static int pwritev_full(struct wal_local *w, int fd, const struct iovec *iov,
 	return 0;
 }
 
+/*
+ * A7: cut the current segment back to the end of its last batch, dropping
+ * the zeros written ahead; synced if asked (close), else left to R9.
+ */
+static void cut_back(struct wal_local *w, bool sync)
+{
+	if (w->cur_fd < 0 || w->zeroed <= w->cur_end)
+		return;
+	if (ftruncate(w->cur_fd, (off_t)w->cur_end) < 0 ||
+	    (sync && fdatasync(w->cur_fd) < 0))
+		nrs_warn("local WAL %s: cutting segment %016" PRIx64 " back to "
+			 "%" PRIu64 ": %s", w->dir, w->cur_no, w->cur_end,
+			 strerror(errno));
+}
+
 /* A1: start segment next_no and make it current. */
 static int rotate(struct wal_local *w)
 {
@@ -485,12 +503,7 @@ static int rotate(struct wal_local *w)
 		return rc;
 	}
 	w->next_no = no + 1;	/* never reuse a number, even on failure */
-	/* A7: the old segment's zeros go; unsynced, as R9 allows */
-	if (w->cur_fd >= 0 && w->zeroed > w->cur_end &&
-	    ftruncate(w->cur_fd, (off_t)w->cur_end) < 0)
-		nrs_warn("local WAL %s: cutting segment %016" PRIx64 " back to "
-			 "%" PRIu64 ": %s", w->dir, w->cur_no, w->cur_end,
-			 strerror(errno));
+	cut_back(w, false);	/* the old segment's zeros; R9 if lost */
 	seg_hdr_encode(hdr, no);
 	n = pwrite(fd, hdr, SEG_HDR, 0);
 	if (n != SEG_HDR) {
@@ -601,6 +614,7 @@ static void zero_ahead(struct wal_local *w, uint64_t end, size_t total)
 	static const unsigned char zero_block[ZERO_BLOCK];
 	struct iovec iov[ZERO_AHEAD / ZERO_BLOCK];
 	uint64_t from = w->zeroed, to;
+	int n = 0, rc;
 
 	w->avg_batch = w->avg_batch - w->avg_batch / 8 + total / 8;
 	if (total > ZERO_BATCH_MAX || w->avg_batch > ZERO_BATCH_MAX ||
@@ -609,28 +623,19 @@ static void zero_ahead(struct wal_local *w, uint64_t end, size_t total)
 	if (from < end)
 		from = end;
 	to = end + ZERO_AHEAD < w->seg_size ? end + ZERO_AHEAD : w->seg_size;
-	while (from < to) {
-		uint64_t left = to - from;
-		int n = 0;
-		ssize_t done;
-
-		for (; n < (int)(sizeof(iov) / sizeof(iov[0])) && left > 0; n++) {
-			iov[n].iov_base = (void *)zero_block;
-			iov[n].iov_len = left < ZERO_BLOCK ? (size_t)left : ZERO_BLOCK;
-			left -= iov[n].iov_len;
-		}
-		done = pwritev(w->cur_fd, iov, n, (off_t)from);
-		if (done < 0 && errno == EINTR)
-			continue;
-		if (done <= 0) {
-			nrs_debug("local WAL %s: writing zeros ahead at %" PRIu64
-				  ": %s", w->dir, from,
-				  done < 0 ? strerror(errno) : "short write");
-			return;
-		}
-		from += (uint64_t)done;
-		w->zeroed = from;
+	if (from >= to)
+		return;
+	for (uint64_t left = to - from; left > 0; n++) {
+		iov[n].iov_base = (void *)zero_block;
+		iov[n].iov_len = left < ZERO_BLOCK ? (size_t)left : ZERO_BLOCK;
+		left -= iov[n].iov_len;
 	}
+	rc = pwritev_full(w, w->cur_fd, iov, n, from, (size_t)(to - from));
+	if (rc < 0)
+		nrs_debug("local WAL %s: writing zeros ahead at %" PRIu64 ": %s",
+			  w->dir, from, strerror(-rc));
+	else
+		w->zeroed = to;
 }
 
 static int local_append(struct nrs_wal *base, const struct iovec *iov,
@@ -712,7 +717,6 @@ static ssize_t local_read(struct nrs_wal *base, struct nrs_wal_pos pos,
 {
 	struct wal_local *w = (struct wal_local *)base;
 	uint64_t end;
-	ssize_t i;
 	int fd, rc;
 
 	if (pos.off > (uint64_t)INT64_MAX)
@@ -721,14 +725,10 @@ static ssize_t local_read(struct nrs_wal *base, struct nrs_wal_pos pos,
 		len = SSIZE_MAX;
 	if (len > (uint64_t)INT64_MAX - pos.off)
 		len = (size_t)((uint64_t)INT64_MAX - pos.off);
-	rc = seg_fd(w, pos.seg, &fd);
+	rc = seg_fd(w, pos.seg, &fd, &end);
 	if (rc < 0)
 		return rc;
 	/* never the zeros past the last record (A7): short at its end */
-	pthread_mutex_lock(&w->lock);
-	i = seg_find(w, pos.seg);
-	end = i >= 0 ? w->segs[i].size : 0;
-	pthread_mutex_unlock(&w->lock);
 	if (pos.off >= end)
 		return 0;
 	if (len > end - pos.off)
@@ -874,11 +874,25 @@ static void report(struct scan *s, enum nrs_wal_damage_kind kind, uint64_t no,
 		s->w->damage(s->w->damage_ctx, &d);
 }
 
+/* Truncate the segment being scanned to end, and sync it if asked. */
+static int truncate_seg(struct scan *s, uint64_t end, bool sync)
+{
+	int fd, rc = 0;
+
+	fd = openat(s->w->dirfd, s->name, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)end) < 0 || (sync && fdatasync(fd) < 0))
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
 /* R5: truncate the last segment to end. */
 static int cut_tail(struct scan *s, uint64_t no, uint64_t end)
 {
 	struct wal_local *w = s->w;
-	int fd, rc = 0;
+	int rc;
 
 	report(s, NRS_WAL_TORN_TAIL, no, end, s->fsize, 0, 0);
 	if (w->read_only) {
@@ -887,13 +901,7 @@ static int cut_tail(struct scan *s, uint64_t no, uint64_t end)
 			 s->name, s->fsize - end, end);
 		return 0;
 	}
-	fd = openat(w->dirfd, s->name, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		rc = -errno;
-	else if (ftruncate(fd, (off_t)end) < 0 || fdatasync(fd) < 0)
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
+	rc = truncate_seg(s, end, true);
 	if (rc < 0) {
 		nrs_err("local WAL %s/%s: cutting torn tail at %" PRIu64 ": %s",
 			w->dir, s->name, end, strerror(-rc));
@@ -909,15 +917,11 @@ static int cut_tail(struct scan *s, uint64_t no, uint64_t end)
 static int cut_zeros(struct scan *s, uint64_t end)
 {
 	struct wal_local *w = s->w;
-	int fd, rc = 0;
+	int rc;
 
 	if (w->read_only)
 		return 0;
-	fd = openat(w->dirfd, s->name, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)end) < 0)
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
+	rc = truncate_seg(s, end, false);
 	if (rc < 0) {
 		nrs_err("local WAL %s/%s: cutting the zeros after %" PRIu64
 			": %s", w->dir, s->name, end, strerror(-rc));
@@ -1022,7 +1026,7 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 	int rc;
 
 	seg_name(s->name, no);
-	rc = seg_fd(w, no, &s->fd);
+	rc = seg_fd(w, no, &s->fd, NULL);
 	if (rc < 0 || fstat(s->fd, &st) < 0) {
 		rc = rc < 0 ? rc : -errno;
 		nrs_err("local WAL %s/%s: open: %s", w->dir, s->name,
@@ -1067,7 +1071,6 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 				seg_set_size(w, no, off);
 				break;
 			}
-			rc = 0;
 		}
 		if (rc != 1) {					/* R4 */
 			if (rc == 0 && (rc = next_record(s, off, &q)) < 0)
@@ -1217,13 +1220,8 @@ static void local_close(struct nrs_wal *base)
 {
 	struct wal_local *w = (struct wal_local *)base;
 
-	/* A7: what the next scan finds is the records alone */
-	if (w->cur_fd >= 0 && w->zeroed > w->cur_end && !w->broken &&
-	    (ftruncate(w->cur_fd, (off_t)w->cur_end) < 0 ||
-	     fdatasync(w->cur_fd) < 0))
-		nrs_warn("local WAL %s: cutting segment %016" PRIx64 " back to "
-			 "%" PRIu64 ": %s", w->dir, w->cur_no, w->cur_end,
-			 strerror(errno));
+	if (!w->broken)		/* the next scan finds the records alone */
+		cut_back(w, true);
 
 	for (size_t i = 0; i < w->nsegs; i++)
 		if (w->segs[i].fd >= 0)
