@@ -250,6 +250,28 @@ case " $BENCH_SYSTEMS " in *" c "*)
 # ---- measuring -------------------------------------------------------------
 declare -A R	# R[case,sys] = nrs-bench output lines, one per round ("error": failed)
 
+# Sectors written so far to the disk under $work ("" if /proc/diskstats
+# does not name it, e.g. behind device-mapper under another name).
+disk=${fsdev##*/}
+sectors_written() {
+	awk -v d="$disk" '$3 == d { print $10 }' /proc/diskstats 2>/dev/null
+}
+
+# Wait (at most 10 s) until the disk writes less than 1 MiB in half a
+# second: a's materializer goes on writing objects after its run, and
+# that must not land in the next system's run.
+settle() {
+	local before after i
+	before=$(sectors_written)
+	[ -n "$before" ] || return 0
+	for i in $(seq 20); do
+		sleep 0.5
+		after=$(sectors_written)
+		[ $((after - before)) -lt 2048 ] && return 0
+		before=$after
+	done
+}
+
 field() { # LINE KEY -> value or empty
 	printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
@@ -275,6 +297,7 @@ run_one() { # CASE SYS WRITERS SIZE SAME
 	fi
 	[ -n "${BENCH_RAW:-}" ] && echo "case=$c sys=$s $out" >>"$BENCH_RAW"
 	rm -rf "$dir"	# keep the disk footprint to one case
+	settle
 }
 
 # The round with the median ops/s of R[CASE,SYS] (the lower middle one of
