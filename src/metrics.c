@@ -164,6 +164,9 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 		nrs_counter(&m->fences));
 	counter(&t, "batches_total", "Group commits (WAL write + sync + publish).",
 		nrs_counter(&m->batches));
+	counter(&t, "wal_group_syncs_total",
+		"WAL syncs by the syncer thread, each for the large batches "
+		"written since the last one.", nrs_counter(&m->group_syncs));
 	counter(&t, "wal_errors_total", "Failed WAL writes or syncs.",
 		nrs_counter(&m->wal_errors));
 	counter(&t, "publish_errors_total", "Failed head publications.",

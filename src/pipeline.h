@@ -74,6 +74,7 @@ struct nrs_pipeline_cfg {
 	struct nrs_metrics *metrics;	/* may be NULL */
 	uint64_t next_lsn;		/* first LSN to assign, > 0 */
 	size_t max_batch_bytes;		/* 0: 16 MiB */
+	size_t group_sync_min;		/* 0: 256 KiB (pipeline.c) */
 	bool lead;			/* let nrs_pipeline_try_lead lead */
 	nrs_commit_hook hook;		/* may be NULL */
 	void *hook_ctx;

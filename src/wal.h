@@ -1,8 +1,8 @@
 /*
  * wal.h - the WAL provider interface.
  *
- * A WAL provider makes a formatted batch of records durable and reads bytes
- * back.  It knows nothing of streams or heads: the commit pipeline formats
+ * A WAL provider makes a formatted batch of records durable (write, then
+ * sync) and reads bytes back.  It knows nothing of streams or heads: the commit pipeline formats
  * records (walrec.h) and decides what is published (DESIGN.md section 1: a
  * provider's completed I/O never makes anything visible).  A position is
  * (segment, byte offset); a batch never spans two segments.
@@ -10,9 +10,11 @@
  * The first provider is the local segment-file WAL (wal_local.c); an object
  * WAL and a BookKeeper WAL are meant to sit behind the same operations.
  *
- * Threads: scan() runs alone, before the first append().  append() is called
- * by one thread at a time (the committer).  read() may run in any number of
- * threads concurrently with append().
+ * Threads: scan() runs alone, before the first write().  write() and cut()
+ * are called by one thread at a time (the commit role); sync() by one
+ * thread at a time, concurrently with write(), so that the sync of batch k
+ * overlaps the write of batch k+1.  read() may run in any number of
+ * threads concurrently with all of them.
  */
 #ifndef NRS_WAL_H
 #define NRS_WAL_H
@@ -51,14 +53,37 @@ struct nrs_wal_stats {
 struct nrs_wal_ops {
 	const char *name;
 	/*
-	 * Write the iovecs back to back at the end of the log and make them
-	 * durable.  *pos is the position of the first byte.  On error nothing
-	 * of the batch may ever be returned by a later scan(): the provider
-	 * undoes the partial write, or refuses every later append (-EIO) if it
-	 * cannot.  Returns 0 or -errno (-ENOSPC on a full disk).
+	 * Write the iovecs back to back at the end of the log; *pos is the
+	 * position of the first byte.  They are not durable until a sync()
+	 * that covers them returns 0.  On error nothing of the batch may ever
+	 * be returned by a later scan(): the provider undoes the partial
+	 * write, or refuses every later write (-EIO) if it cannot.  Returns 0
+	 * or -errno (-ENOSPC on a full disk).
 	 */
-	int (*append)(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
-		      struct nrs_wal_pos *pos);
+	int (*write)(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
+		     struct nrs_wal_pos *pos);
+	/*
+	 * Make durable every byte written before end (the end of a batch:
+	 * its pos plus its length) in end.seg.  The caller syncs in write
+	 * order, up to the end of the last batch it wrote to each segment, so
+	 * earlier segments' bytes already are.  Runs in any thread,
+	 * concurrently with write() (never with another sync() or cut()):
+	 * the next batches are copied while these go to the disk.  On error
+	 * the bytes not yet made durable may or may not be on the disk: the
+	 * caller must cut() back to the start of the oldest batch not yet
+	 * synced; with it go the batches written after it, also those
+	 * written while the sync ran.
+	 */
+	int (*sync)(struct nrs_wal *w, struct nrs_wal_pos end);
+	/*
+	 * Drop every byte written at or after pos (a position write()
+	 * returned, of a batch no sync() made durable), durably, so that no
+	 * scan() ever returns it.  why is the error that made the caller
+	 * give the batch up (for the log).  If the bytes cannot be dropped,
+	 * the WAL refuses every later write (-EIO).  Called by the writing
+	 * thread.  Returns 0 or -errno.
+	 */
+	int (*cut)(struct nrs_wal *w, struct nrs_wal_pos pos, int why);
 	/* Read up to len bytes at pos; returns bytes read, short at segment
 	 * end, or -errno (-ENOENT: no such segment). */
 	ssize_t (*read)(struct nrs_wal *w, struct nrs_wal_pos pos, void *buf,
@@ -67,7 +92,7 @@ struct nrs_wal_ops {
 	 * Recovery: call cb for every record in log order (segments
 	 * ascending).  A torn or corrupt tail of the last segment is cut; a
 	 * corrupt range followed by valid records is skipped and logged.
-	 * After scan() the next append goes to a new segment.
+	 * After scan() the next write goes to a new segment.
 	 */
 	int (*scan)(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx);
 	void (*stats)(struct nrs_wal *w, struct nrs_wal_stats *out);
@@ -85,10 +110,45 @@ struct nrs_wal {
 	const struct nrs_wal_ops *ops;
 };
 
+static inline int nrs_wal_write(struct nrs_wal *w, const struct iovec *iov,
+				int iovcnt, struct nrs_wal_pos *pos)
+{
+	return w->ops->write(w, iov, iovcnt, pos);
+}
+
+static inline int nrs_wal_sync(struct nrs_wal *w, struct nrs_wal_pos end)
+{
+	return w->ops->sync(w, end);
+}
+
+static inline int nrs_wal_cut(struct nrs_wal *w, struct nrs_wal_pos pos,
+			      int why)
+{
+	return w->ops->cut(w, pos, why);
+}
+
+/*
+ * write(), sync(), and cut() if the sync failed: the batch is durable, or
+ * (if the cut worked) it left no trace.  Returns 0 or -errno.
+ */
 static inline int nrs_wal_append(struct nrs_wal *w, const struct iovec *iov,
 				 int iovcnt, struct nrs_wal_pos *pos)
 {
-	return w->ops->append(w, iov, iovcnt, pos);
+	struct nrs_wal_pos end;
+	uint64_t total = 0;
+	int err;
+
+	err = nrs_wal_write(w, iov, iovcnt, pos);
+	if (err < 0)
+		return err;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	end.seg = pos->seg;
+	end.off = pos->off + total;
+	err = nrs_wal_sync(w, end);
+	if (err < 0)
+		(void)nrs_wal_cut(w, *pos, err);
+	return err;
 }
 
 static inline ssize_t nrs_wal_read(struct nrs_wal *w, struct nrs_wal_pos pos,
@@ -142,14 +202,14 @@ struct nrs_wal_damage {
 struct nrs_wal_local_opts {
 	uint64_t segment_size;	/* rotate past this many bytes (0: 64 MiB) */
 	/*
-	 * Free space (bytes) left to others on the file system: an append
+	 * Free space (bytes) left to others on the file system: a write
 	 * that would leave less fails -ENOSPC before writing anything.  The
 	 * metadata store shares the disk and must still be able to publish
 	 * the heads of records the WAL already holds.  0: no reserve.
 	 */
 	uint64_t reserve;
 	/*
-	 * The most bytes the segments may hold: an append past it fails
+	 * The most bytes the segments may hold: a write past it fails
 	 * -ENOSPC before writing anything (backpressure while committed bytes
 	 * cannot move to the object store).  0: no budget.
 	 */
@@ -158,7 +218,7 @@ struct nrs_wal_local_opts {
 	 * For offline checkers: the directory is never created, scan() cuts
 	 * and removes nothing (a torn tail is only reported through damage;
 	 * its records are not passed to the callback, exactly as after a cut)
-	 * and append() fails -EROFS.
+	 * and write(), sync() and cut() fail -EROFS.
 	 */
 	bool read_only;
 	/* If not NULL, called by scan() for every damaged range it finds, in

@@ -35,9 +35,9 @@
  * failed.  A segment that stops being current (rotation, close) is cut back
  * to the end of its last record.
  *
- * APPEND PROTOCOL (one appending thread)
+ * APPEND PROTOCOL (one writing thread, one syncing thread)
  *
- *   A0  append() is refused (-EINVAL) before a successful scan(), and for
+ *   A0  write() is refused (-EINVAL) before a successful scan(), and for
  *       an empty batch or one that is not a multiple of 8 bytes (records
  *       are padded to 8 so that R4 can search at 8-byte steps).
  *   A1  A batch goes whole into one segment, the current one.  There is
@@ -47,20 +47,27 @@
  *       O_CREAT|O_EXCL, write its header, fdatasync it, fsync DIR.  A
  *       segment that existed before this open is never appended to.  A
  *       batch larger than segment_size fills a segment alone.
- *   A2  The batch is written at the tracked end with pwritev (in windows of
- *       about 1 MiB, whose writeback a batch larger than that starts at
- *       once with sync_file_range, so the disk works while the rest is
- *       copied; repeated for short writes), then one fdatasync.  Only then
- *       is the position returned: the batch is durable.
- *   A3  On any failure, ftruncate back to the old end and fdatasync.  If
- *       that worked, the batch has left no trace and the error is returned.
- *       If not, the WAL is broken: the error is logged and every later
- *       append fails -EIO (a later scan may then return records of the
- *       failed batch, which DESIGN.md I3 allows: the commit pipeline
+ *   A2  write(): the batch is written at the tracked end with pwritev (in
+ *       windows of about 1 MiB, whose writeback a batch larger than that
+ *       starts at once with sync_file_range, so the disk works while the
+ *       rest is copied; repeated for short writes), and its position
+ *       returned.  sync(end): one fdatasync of end's segment; only then is
+ *       the batch durable.  The writing thread may write the next batch
+ *       while another thread syncs this one.
+ *   A3  On a failed write, and on cut() after a failed sync: ftruncate
+ *       the segment back to the batch's start (and every later segment,
+ *       which then holds only batches written after it, back to its
+ *       header), then fdatasync.  If that worked, the batches have left no
+ *       trace.  If not, the WAL is broken: the error is logged and every
+ *       later write fails -EIO (a later scan may then return records of
+ *       the failed batches, which DESIGN.md I3 allows: the commit pipeline
  *       decides whether their intents continue a head).
  *   A4  After a failed fdatasync the kernel may have dropped dirty pages
  *       and will not report it again, so the segment is never written
- *       again: the next append rotates.
+ *       again (the next write rotates), and every later sync of it fails
+ *       too.  One fdatasync of the appended segments runs at a time
+ *       (sync_lock): a failure reported to one call is never hidden from
+ *       another that started while it ran.
  *   A5  An append that would leave less than the configured reserve of
  *       free space on the file system fails -ENOSPC before writing: that
  *       space is the metadata store's, which must still publish the heads
@@ -141,11 +148,13 @@
  *
  * LOCKING
  *
- * The segment table (number, fd, size) and the broken flag are protected by
- * w->lock, held only for lookups and updates, never across I/O.  A segment's
+ * The segment table (number, fd, size, sync_failed), the broken and
+ * must_rotate flags are protected by w->lock, held only for lookups and
+ * updates, never across I/O; sync_lock is held across every fdatasync of
+ * a segment's records (A4) and never taken under w->lock.  A segment's
  * fd, once in the table, stays open until close, so a reader may pread on an
  * fd it looked up after dropping the lock.  The append state (cur_*,
- * must_rotate, next_no) belongs to the appending thread; scan() runs alone.
+ * next_no) belongs to the writing thread; scan() runs alone.
  */
 #include "config.h"
 
@@ -194,6 +203,7 @@ struct seg {
 	uint64_t no;
 	int fd;			/* -1 until first used; then open until close */
 	uint64_t size;		/* file size as last known */
+	bool sync_failed;	/* A4 */
 };
 
 struct wal_local {
@@ -212,9 +222,11 @@ struct wal_local {
 	size_t nsegs, cap;	/* protected by lock */
 	uint64_t cur_no;	/* protected by lock; 0 = no current segment */
 	bool broken;		/* protected by lock */
+	bool must_rotate;	/* protected by lock (A4) */
+	pthread_mutex_t sync_lock;	/* A4 */
 
-	/* The appending thread's (and scan's) own state. */
-	bool scanned, appended, must_rotate;
+	/* The writing thread's (and scan's) own state. */
+	bool scanned, appended;
 	uint64_t next_no;
 	int cur_fd;		/* also in segs[]: closed by close only */
 	uint64_t cur_end;
@@ -519,15 +531,16 @@ static int rotate(struct wal_local *w)
 		goto out_unlink;
 	pthread_mutex_lock(&w->lock);
 	rc = seg_insert(w, no, fd, SEG_HDR);
-	if (rc == 0)
+	if (rc == 0) {
 		w->cur_no = no;
+		w->must_rotate = false;
+	}
 	pthread_mutex_unlock(&w->lock);
 	if (rc < 0)
 		goto out_unlink;
 	w->cur_fd = fd;
 	w->cur_end = SEG_HDR;
 	w->zeroed = SEG_HDR;
-	w->must_rotate = false;
 	return 0;
 
 out_unlink:
@@ -540,33 +553,67 @@ out_unlink:
 	return rc;
 }
 
-/* A3: the batch written at end failed with err. */
-static int undo_append(struct wal_local *w, uint64_t end, int err,
-		       bool sync_failed)
+/* ftruncate segment no to size and fdatasync it; 0 or -errno. */
+static int truncate_sync(struct wal_local *w, uint64_t no, uint64_t size)
 {
+	int fd, rc;
+
+	rc = seg_fd(w, no, &fd, NULL);
+	if (rc < 0)
+		return rc;
+	if (ftruncate(fd, (off_t)size) < 0 || fdatasync(fd) < 0)
+		return -errno;
+	seg_set_size(w, no, size);
+	return 0;
+}
+
+/*
+ * A3: drop everything written at or after pos, given up because of err
+ * (the writing thread, holding nothing).  Segments after pos.seg hold only
+ * batches written after it: back to their header.
+ */
+static int cut_to(struct wal_local *w, struct nrs_wal_pos pos, int err)
+{
+	uint64_t no = pos.seg;
 	int rc = 0;
 
-	if (ftruncate(w->cur_fd, (off_t)end) < 0)
-		rc = -errno;
-	else if (fdatasync(w->cur_fd) < 0)
-		rc = -errno;
-	else
-		w->zeroed = end;
+	pthread_mutex_lock(&w->sync_lock);
+	for (;;) {	/* the later segments, in ascending order */
+		ssize_t i;
+
+		pthread_mutex_lock(&w->lock);
+		i = seg_find(w, no);
+		no = i >= 0 && (size_t)i + 1 < w->nsegs ? w->segs[i + 1].no : 0;
+		pthread_mutex_unlock(&w->lock);
+		if (no == 0)
+			break;
+		rc = truncate_sync(w, no, SEG_HDR);
+		if (rc < 0)
+			break;
+	}
+	if (rc == 0)
+		rc = truncate_sync(w, pos.seg, pos.off);
+	pthread_mutex_unlock(&w->sync_lock);
 	if (rc < 0) {
 		nrs_err("local WAL %s: append to segment %016" PRIx64 " failed "
 			"(%s) and truncating it back to %" PRIu64 " failed (%s): "
-			"WAL broken, refusing all appends", w->dir, w->cur_no,
-			strerror(-err), end, strerror(-rc));
+			"WAL broken, refusing all appends", w->dir, pos.seg,
+			strerror(-err), pos.off, strerror(-rc));
 		pthread_mutex_lock(&w->lock);
 		w->broken = true;
 		pthread_mutex_unlock(&w->lock);
-		return err;
+		return rc;
 	}
-	if (sync_failed)
-		w->must_rotate = true;	/* A4 */
+	if (pos.seg == w->cur_no) {
+		w->cur_end = pos.off;
+		w->zeroed = pos.off;
+	} else if (w->cur_fd >= 0) {
+		w->cur_end = SEG_HDR;
+		w->zeroed = SEG_HDR;
+	}
 	nrs_err("local WAL %s: append to segment %016" PRIx64 " at %" PRIu64
-		" failed: %s (undone)", w->dir, w->cur_no, end, strerror(-err));
-	return err;
+		" failed: %s (undone)", w->dir, pos.seg, pos.off, strerror(-err));
+	return 0;
 }
 
 /*
@@ -638,13 +685,13 @@ static void zero_ahead(struct wal_local *w, uint64_t end, size_t total)
 		w->zeroed = to;
 }
 
-static int local_append(struct nrs_wal *base, const struct iovec *iov,
-			int iovcnt, struct nrs_wal_pos *pos)
+static int local_write(struct nrs_wal *base, const struct iovec *iov,
+		       int iovcnt, struct nrs_wal_pos *pos)
 {
 	struct wal_local *w = (struct wal_local *)base;
 	uint64_t start;
 	size_t total = 0;
-	bool broken;
+	bool broken, must_rotate;
 	int rc;
 
 	if (w->read_only)
@@ -653,6 +700,7 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 		return -EINVAL;
 	pthread_mutex_lock(&w->lock);
 	broken = w->broken;
+	must_rotate = w->must_rotate;
 	pthread_mutex_unlock(&w->lock);
 	if (broken)
 		return -EIO;
@@ -670,7 +718,7 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 		rc = check_budget(w, total);
 	if (rc < 0)
 		return rc;
-	if (w->cur_fd < 0 || w->must_rotate ||
+	if (w->cur_fd < 0 || must_rotate ||
 	    total > (uint64_t)INT64_MAX - w->cur_end ||
 	    (w->cur_end > SEG_HDR && w->cur_end + total > w->seg_size)) {
 		rc = rotate(w);
@@ -694,22 +742,63 @@ static int local_append(struct nrs_wal *base, const struct iovec *iov,
 	}
 	if (rc == 0)
 		rc = nrs_failpoint(NRS_FP_WAL_AFTER_WRITE);
-	if (rc < 0)
-		return undo_append(w, start, rc, false);
-	rc = nrs_failpoint(NRS_FP_WAL_BEFORE_SYNC);
-	if (rc == 0 && fdatasync(w->cur_fd) < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = nrs_failpoint(NRS_FP_WAL_AFTER_SYNC);
-	if (rc < 0)
-		return undo_append(w, start, rc, true);
+	pos->seg = w->cur_no;
+	pos->off = start;
+	if (rc < 0) {
+		(void)cut_to(w, *pos, rc);
+		return rc;
+	}
 	w->cur_end = start + total;
 	if (w->zeroed < w->cur_end)
 		w->zeroed = w->cur_end;
 	seg_set_size(w, w->cur_no, w->cur_end);
-	pos->seg = w->cur_no;
-	pos->off = start;
 	return 0;
+}
+
+/* A2, A4 */
+static int local_sync(struct nrs_wal *base, struct nrs_wal_pos end)
+{
+	struct wal_local *w = (struct wal_local *)base;
+	ssize_t i;
+	int fd, rc;
+
+	if (w->read_only)
+		return -EROFS;
+	pthread_mutex_lock(&w->sync_lock);
+	rc = seg_fd(w, end.seg, &fd, NULL);
+	if (rc == 0)
+		rc = nrs_failpoint(NRS_FP_WAL_BEFORE_SYNC);
+	if (rc == 0 && fdatasync(fd) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = nrs_failpoint(NRS_FP_WAL_AFTER_SYNC);
+	pthread_mutex_lock(&w->lock);
+	i = seg_find(w, end.seg);
+	if (rc < 0 && i >= 0) {
+		w->segs[i].sync_failed = true;
+		if (end.seg == w->cur_no)
+			w->must_rotate = true;
+	} else if (i >= 0 && w->segs[i].sync_failed) {
+		rc = -EIO;	/* an earlier fdatasync of it failed */
+	}
+	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_unlock(&w->sync_lock);
+	if (rc < 0)
+		nrs_err("local WAL %s: sync of segment %016" PRIx64 " up to %"
+			PRIu64 " failed: %s", w->dir, end.seg, end.off,
+			strerror(-rc));
+	return rc;
+}
+
+static int local_cut(struct nrs_wal *base, struct nrs_wal_pos pos, int why)
+{
+	struct wal_local *w = (struct wal_local *)base;
+
+	if (w->read_only)
+		return -EROFS;
+	if (!w->scanned || pos.off < SEG_HDR)
+		return -EINVAL;
+	return cut_to(w, pos, why);
 }
 
 static ssize_t local_read(struct nrs_wal *base, struct nrs_wal_pos pos,
@@ -1228,6 +1317,7 @@ static void local_close(struct nrs_wal *base)
 			close(w->segs[i].fd);
 	if (w->dirfd >= 0)
 		close(w->dirfd);
+	pthread_mutex_destroy(&w->sync_lock);
 	pthread_mutex_destroy(&w->lock);
 	free(w->segs);
 	free(w->iovwin);
@@ -1237,7 +1327,9 @@ static void local_close(struct nrs_wal *base)
 
 static const struct nrs_wal_ops local_ops = {
 	.name = "local",
-	.append = local_append,
+	.write = local_write,
+	.sync = local_sync,
+	.cut = local_cut,
 	.read = local_read,
 	.scan = local_scan,
 	.stats = local_stats,
@@ -1359,6 +1451,12 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 	}
 	rc = pthread_mutex_init(&w->lock, NULL);
 	if (rc != 0) {
+		free(w);
+		return -rc;
+	}
+	rc = pthread_mutex_init(&w->sync_lock, NULL);
+	if (rc != 0) {
+		pthread_mutex_destroy(&w->lock);
 		free(w);
 		return -rc;
 	}

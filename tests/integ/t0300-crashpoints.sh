@@ -136,10 +136,17 @@ test_expect_success 'mount, create the streams for the error cases' '
 # nothing to cut.
 FSCK=${NRS_FSCK:-$nrs_top/nereusfs-fsck}
 wid=2000
+# Records of 256 KiB - 1 MiB (the ":big" specs) make batches large, which
+# the syncer thread syncs in groups while the next are written
+# (src/pipeline.c P2): a failed sync there fails every batch written and
+# not yet synced, and leaves no trace of any.
 for spec in wal.before_write=error:ENOSPC wal.after_write=error:ENOSPC \
 	    wal.before_sync=error:EIO wal.after_sync=error:EIO \
-	    wal.write=short wal.write=short:ENOSPC; do
+	    wal.write=short wal.write=short:ENOSPC \
+	    wal.before_sync=error:EIO:big wal.after_sync=error:EIO:big; do
 	wid=$((wid + 100))
+	sizes=33-4096
+	case $spec in *:big) spec=${spec%:big} sizes=262144-1048576 ;; esac
 	point=${spec%%=*}
 	err=${spec##*:}
 	said="error"
@@ -147,11 +154,11 @@ for spec in wal.before_write=error:ENOSPC wal.after_write=error:ENOSPC \
 	*=short*) said="short write of [1-9][0-9]* of [0-9]* bytes, then error" ;;
 	esac
 	case $spec in *=short) err=EIO ;; esac
-	test_expect_success "$spec at hits 10-14: those appends fail $err, undone, nothing acknowledged lost, later appends succeed" '
+	test_expect_success "$spec at hits 10-14 (records $sizes bytes): those appends fail $err, undone, nothing acknowledged lost, later appends succeed" '
 		ack=$TRASH/ack.$wid.err &&
 		acks="$acks -a $ack" &&
 		nrs_mount_fp "$spec@10-14" &&
-		{ nrs-appender -k -t 4 -n 40 -s 33-4096 -w $wid -S $((seed + wid)) \
+		{ nrs-appender -k -t 4 -n 40 -s $sizes -w $wid -S $((seed + wid)) \
 			-a "$ack" $streams >"$TRASH/app.err" 2>&1; arc=$?; } &&
 		cat "$TRASH/app.err" &&
 		test "$arc" = 3 &&
@@ -160,6 +167,9 @@ for spec in wal.before_write=error:ENOSPC wal.after_write=error:ENOSPC \
 		grep "failpoint $point: " "$TRASH/log.err" &&
 		test "$(grep -c "failpoint $point: $said" "$TRASH/log.err")" = 5 &&
 		test "$(grep -c "failed: .* (undone)\$" "$TRASH/log.err")" = 5 &&
+		groups=$(nrs_metric wal_group_syncs_total) &&
+		echo "group syncs: $groups" &&
+		if test $sizes = 33-4096; then test "$groups" = 0; else test "$groups" -gt 0; fi &&
 		nrs-appender -t 4 -n 20 -s 33-4096 -w $((wid + 50)) -a "$ack" $streams &&
 		verify_all &&
 		nrs_umount &&

@@ -2,8 +2,9 @@
  * test_pipeline.c - the commit pipeline: ordering, batching, the commit
  * chain, conditional appends, fencing and failure handling.
  *
- * The WAL provider is a mock that keeps batches in memory (and can be held
- * or made to fail); the metadata store is the real SQLite one in a
+ * The WAL provider is a mock that keeps batches in memory (its writes and
+ * syncs can be held or made to fail, and it checks that nothing is
+ * published before it is synced); the metadata store is the real SQLite one in a
  * temporary directory, since the head CAS is what is under test.
  */
 #include "config.h"
@@ -36,14 +37,18 @@ struct mock_wal {
 	pthread_cond_t cond;
 	unsigned char *buf;
 	size_t len, cap;
-	unsigned int batches;
-	int fail_next;		/* error for the next append */
-	bool hold;		/* appends wait while set */
-	bool waiting;		/* an append is waiting */
+	size_t synced;		/* bytes [0, synced) are durable */
+	unsigned int batches, syncs, cuts;
+	int fail_next;		/* error for the next write */
+	bool hold;		/* writes wait while set */
+	bool waiting;		/* a write is waiting */
+	int fail_sync;		/* error for the next sync */
+	bool hold_sync;		/* syncs wait while set */
+	bool sync_waiting;	/* a sync is waiting */
 };
 
-static int mock_append(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
-		       struct nrs_wal_pos *pos)
+static int mock_write(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
+		      struct nrs_wal_pos *pos)
 {
 	struct mock_wal *m = (struct mock_wal *)w;
 	int err = 0;
@@ -71,9 +76,48 @@ static int mock_append(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
 		m->len += iov[i].iov_len;
 	}
 	m->batches++;
+	pthread_cond_broadcast(&m->cond);
 out:
 	pthread_mutex_unlock(&m->lock);
 	return err;
+}
+
+static int mock_sync(struct nrs_wal *w, struct nrs_wal_pos end)
+{
+	struct mock_wal *m = (struct mock_wal *)w;
+	int err = 0;
+
+	pthread_mutex_lock(&m->lock);
+	m->sync_waiting = true;
+	pthread_cond_broadcast(&m->cond);
+	while (m->hold_sync)
+		pthread_cond_wait(&m->cond, &m->lock);
+	m->sync_waiting = false;
+	assert_true(end.off <= m->len);
+	if (m->fail_sync) {
+		err = m->fail_sync;
+		m->fail_sync = 0;
+	} else {
+		m->syncs++;
+		if (end.off > m->synced)
+			m->synced = (size_t)end.off;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+static int mock_cut(struct nrs_wal *w, struct nrs_wal_pos pos, int why)
+{
+	struct mock_wal *m = (struct mock_wal *)w;
+
+	(void)why;
+	pthread_mutex_lock(&m->lock);
+	assert_true(pos.off >= m->synced);	/* never a durable byte */
+	assert_true(pos.off <= m->len);
+	m->len = (size_t)pos.off;
+	m->cuts++;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
 }
 
 static ssize_t mock_read(struct nrs_wal *w, struct nrs_wal_pos pos, void *buf,
@@ -109,7 +153,8 @@ static void mock_close(struct nrs_wal *w)
 }
 
 static const struct nrs_wal_ops mock_ops = {
-	.name = "mock", .append = mock_append, .read = mock_read,
+	.name = "mock", .write = mock_write, .sync = mock_sync, .cut = mock_cut,
+	.read = mock_read,
 	.scan = mock_scan, .stats = mock_stats, .close = mock_close,
 };
 
@@ -267,6 +312,41 @@ static void wait_wal_waiting(struct fix *f)
 	pthread_mutex_unlock(&f->wal.lock);
 }
 
+static void hold_sync(struct fix *f, bool on)
+{
+	pthread_mutex_lock(&f->wal.lock);
+	f->wal.hold_sync = on;
+	pthread_cond_broadcast(&f->wal.cond);
+	pthread_mutex_unlock(&f->wal.lock);
+}
+
+static void wait_sync_waiting(struct fix *f)
+{
+	pthread_mutex_lock(&f->wal.lock);
+	while (!f->wal.sync_waiting)
+		pthread_cond_wait(&f->wal.cond, &f->wal.lock);
+	pthread_mutex_unlock(&f->wal.lock);
+}
+
+/* Wait until the mock WAL has taken n writes. */
+static void wait_batches(struct fix *f, unsigned int n)
+{
+	pthread_mutex_lock(&f->wal.lock);
+	while (f->wal.batches < n)
+		pthread_cond_wait(&f->wal.cond, &f->wal.lock);
+	pthread_mutex_unlock(&f->wal.lock);
+}
+
+static bool req_done(struct treq *t)
+{
+	bool done;
+
+	pthread_mutex_lock(&t->lock);
+	done = t->done;
+	pthread_mutex_unlock(&t->lock);
+	return done;
+}
+
 /* Decode every record in the mock WAL into out (max n); returns count. */
 static size_t decode_all(struct fix *f, struct nrs_walrec *out, size_t n)
 {
@@ -351,7 +431,8 @@ static void test_order_and_batch(void **state)
 }
 
 /* Restart the fixture's pipeline with cfg.lead as given. */
-static void restart(struct fix *f, bool lead, size_t max_batch)
+static void restart_sync(struct fix *f, bool lead, size_t max_batch,
+			 size_t group_sync_min)
 {
 	struct nrs_pipeline_cfg cfg;
 
@@ -364,7 +445,13 @@ static void restart(struct fix *f, bool lead, size_t max_batch)
 	cfg.put = put;
 	cfg.lead = lead;
 	cfg.max_batch_bytes = max_batch;
+	cfg.group_sync_min = group_sync_min;
 	assert_int_equal(nrs_pipeline_start(&cfg, &f->p), 0);
+}
+
+static void restart(struct fix *f, bool lead, size_t max_batch)
+{
+	restart_sync(f, lead, max_batch, 0);
 }
 
 static void *lead_one(void *arg)
@@ -545,6 +632,101 @@ static void test_wal_failure_resets(void **state)
 	assert_int_equal(nrs_counter(&f->metrics.wal_errors), 1);
 }
 
+/*
+ * Group sync for batches of any size (P2).  Batch a held in the WAL's
+ * write while b queues; then a's sync is held: b is written while a
+ * syncs, and neither is completed before a sync covers it.
+ */
+static void hold_a_sync_b_written(struct fix *f, struct treq **a,
+				  struct treq **b)
+{
+	restart_sync(f, false, 0, 1);
+	hold_wal(f, true);
+	*a = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "aaaa");
+	wait_wal_waiting(f);
+	*b = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "bbbbbb");
+	hold_sync(f, true);
+	hold_wal(f, false);
+	wait_sync_waiting(f);	/* a, at the syncer */
+	wait_batches(f, 2);	/* b written meanwhile */
+	assert_false(req_done(*a));
+	assert_false(req_done(*b));
+	assert_int_equal(f->wal.synced, 0);
+	assert_int_equal(f->st[0]->head, 0);
+}
+
+static void test_sync_overlaps_write(void **state)
+{
+	struct fix *f = *state;
+	struct treq *a, *b;
+	uint64_t off;
+
+	hold_a_sync_b_written(f, &a, &b);
+	hold_sync(f, false);
+	assert_int_equal(wait_req(a, &off), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(wait_req(b, &off), 0);
+	assert_int_equal(off, 4);
+	assert_true(f->wal.syncs >= 1);	/* b's, or one for both */
+	assert_int_equal(f->wal.synced, f->wal.len);
+	assert_int_equal(f->wal.cuts, 0);
+	assert_int_equal(f->st[0]->head, 10);
+	assert_int_equal(f->st[0]->version, 2);
+}
+
+/* a's sync fails: a and b (ordered on top of it) fail, both are cut, and
+ * the next append gets a's offset. */
+static void test_sync_failure_fails_next(void **state)
+{
+	struct fix *f = *state;
+	struct nrs_walrec recs[4];
+	uint64_t off;
+	struct treq *a, *b;
+
+	hold_a_sync_b_written(f, &a, &b);
+	pthread_mutex_lock(&f->wal.lock);
+	f->wal.fail_sync = -EIO;
+	pthread_mutex_unlock(&f->wal.lock);
+	hold_sync(f, false);
+	assert_int_equal(wait_req(a, NULL), -EIO);
+	assert_int_equal(wait_req(b, NULL), -EIO);
+	assert_int_equal(f->wal.cuts, 1);
+	assert_int_equal(f->wal.len, 0);
+	assert_int_equal(f->st[0]->head, 0);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, 0, "next"),
+				  &off), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(f->st[0]->head, 4);
+	assert_int_equal(f->st[0]->version, 1);
+	/* the new record starts the chain afresh */
+	assert_int_equal(decode_all(f, recs, 4), 1);
+	assert_int_equal(recs[0].base, 0);
+	assert_int_equal(recs[0].prev_lsn, 0);
+	assert_false(nrs_pipeline_failed(f->p));
+	assert_int_equal(nrs_counter(&f->metrics.wal_errors), 1);
+}
+
+/* A lone append whose (inline) sync fails: cut, failed, no trace. */
+static void test_sync_failure_alone(void **state)
+{
+	struct fix *f = *state;
+	uint64_t off;
+
+	restart_sync(f, true, 0, 1);	/* nothing to overlap: inline */
+	assert_int_equal(wait_req(submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "keep"), NULL), 0);
+	f->wal.fail_sync = -EIO;
+	assert_int_equal(wait_req(submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "lost"), NULL), -EIO);
+	assert_int_equal(f->wal.cuts, 1);
+	assert_int_equal(f->wal.len, f->wal.synced);
+	assert_int_equal(f->st[1]->head, 4);
+	assert_int_equal(wait_req(submit(f, 1, NRS_REQ_APPEND, 0, 4, "next"),
+				  &off), 0);
+	assert_int_equal(off, 4);
+	assert_false(nrs_pipeline_failed(f->p));
+}
+
 static void test_lost_cas_fails_pipeline(void **state)
 {
 	struct fix *f = *state;
@@ -577,6 +759,12 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_failure_resets, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sync_overlaps_write, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sync_failure_fails_next,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sync_failure_alone, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lost_cas_fails_pipeline, setup,
 						teardown),

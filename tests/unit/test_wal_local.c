@@ -920,6 +920,94 @@ static void test_fault_broken(void **state)
 	free(x.buf);
 }
 
+/* Write a record without syncing it; *end: the end of its batch. */
+static void write_rec(struct nrs_wal *w, uint64_t lsn, uint32_t plen,
+		      struct nrs_wal_pos *pos, struct nrs_wal_pos *end)
+{
+	struct rec x = mkrec(lsn, plen);
+	struct iovec iov = { x.buf, x.len };
+
+	assert_int_equal(nrs_wal_write(w, &iov, 1, pos), 0);
+	end->seg = pos->seg;
+	end->off = pos->off + x.len;
+	free(x.buf);
+}
+
+/*
+ * Batches written one after another and synced together (the pipeline's
+ * group sync, one sync per segment); then a cut after a failed sync drops
+ * every batch not made durable, across a rotation, and the next write
+ * starts afresh.
+ */
+static void test_group_sync_cut(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 100000);
+	struct nrs_wal_pos pos[6], end[6];
+	char path[256];
+	struct seen *s = scan_all(w);
+
+	free(s);
+	write_rec(w, 1, 30000, &pos[0], &end[0]);
+	write_rec(w, 2, 30000, &pos[1], &end[1]);
+	assert_int_equal(nrs_wal_sync(w, end[1]), 0);	/* both */
+	write_rec(w, 3, 30000, &pos[2], &end[2]);
+	write_rec(w, 4, 30000, &pos[3], &end[3]);	/* rotates */
+	assert_int_equal(pos[2].seg, 1);
+	assert_int_equal(pos[3].seg, 2);
+	/* the sync of segment 1 fails: 3 and 4 are given up */
+	fault.fdatasync_fail = 1;
+	assert_int_equal(nrs_wal_sync(w, end[2]), -EIO);
+	assert_int_equal(nrs_wal_cut(w, pos[2], -EIO), 0);
+	seg_path(path, sizeof(path), f->dir, 1);
+	assert_int_equal(file_size(path), (off_t)pos[2].off);
+	seg_path(path, sizeof(path), f->dir, 2);
+	assert_int_equal(file_size(path), 64);
+	/* A4: segment 1 stays failed, even once fdatasync works again */
+	assert_int_equal(nrs_wal_sync(w, end[1]), -EIO);
+	write_rec(w, 3, 300, &pos[4], &end[4]);
+	assert_int_equal(pos[4].seg, 2);	/* the current one, cut back */
+	assert_int_equal(pos[4].off, 64);
+	assert_int_equal(nrs_wal_sync(w, end[4]), 0);
+	check_read(w, pos[1], 2, 30000);
+	check_read(w, pos[4], 3, 300);
+	nrs_wal_close(w);
+	w = wal_open(f->dir, 100000);
+	s = scan_all(w);
+	assert_int_equal(s->n, 3);
+	assert_int_equal(s->ri[2].rec.lsn, 3);
+	assert_int_equal(s->ri[2].rec.len, 300);
+	assert_int_equal(s->ri[2].pos.seg, 2);
+	free(s);
+	nrs_wal_close(w);
+}
+
+/* A sync of the current segment that fails: the next write rotates. */
+static void test_sync_fail_rotates(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	struct nrs_wal_pos pos[3], end[3];
+	struct seen *s = scan_all(w);
+
+	free(s);
+	write_rec(w, 1, 500, &pos[0], &end[0]);
+	write_rec(w, 2, 500, &pos[1], &end[1]);	/* written meanwhile */
+	fault.fdatasync_fail = 1;
+	assert_int_equal(nrs_wal_sync(w, end[0]), -EIO);
+	assert_int_equal(nrs_wal_cut(w, pos[0], -EIO), 0);
+	write_rec(w, 1, 500, &pos[2], &end[2]);
+	assert_int_equal(pos[2].seg, 2);
+	assert_int_equal(nrs_wal_sync(w, end[2]), 0);
+	nrs_wal_close(w);
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 1);
+	assert_int_equal(s->ri[0].pos.seg, 2);
+	free(s);
+	nrs_wal_close(w);
+}
+
 /* Readers race the appender across rotations. */
 struct race {
 	struct nrs_wal *w;
@@ -1364,6 +1452,8 @@ int main(void)
 		T(test_fault_fdatasync),
 		T(test_failpoint_short),
 		T(test_fault_broken),
+		T(test_group_sync_cut),
+		T(test_sync_fail_rotates),
 		T(test_concurrent_reads),
 		T(test_read_only),
 		T(test_reserve),
