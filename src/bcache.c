@@ -1455,6 +1455,7 @@ int nrs_bcache_open(const struct nrs_bcache_opts *o, struct nrs_objstore *store,
 			nrs_warn("bcache: prefetch thread: %s", strerror(err));
 			break;
 		}
+		(void)pthread_setname_np(c->workers[c->nworkers], "nrs-prefetch");
 		c->nworkers++;
 	}
 	*out = c;

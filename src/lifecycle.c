@@ -413,6 +413,7 @@ int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out)
 		nrs_lc_stop(l);
 		return err;
 	}
+	(void)pthread_setname_np(l->thread, "nrs-lifecycle");
 	l->started = true;
 	*out = l;
 	return 0;

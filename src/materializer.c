@@ -1000,6 +1000,8 @@ static int worker_start(struct nrs_mat *m, struct worker *w)
 		pthread_join(w->uploader, NULL);
 		goto out_destroy;
 	}
+	(void)pthread_setname_np(w->uploader, "nrs-mat-upload");
+	(void)pthread_setname_np(w->builder, "nrs-mat-build");
 	return 0;
 out_destroy:
 	pthread_cond_destroy(&w->cond);

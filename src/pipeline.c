@@ -1160,6 +1160,11 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 		if (err)
 			stop_syncer(p);
 	}
+	if (!err) {
+		(void)pthread_setname_np(p->publisher, "nrs-publisher");
+		(void)pthread_setname_np(p->syncer, "nrs-syncer");
+		(void)pthread_setname_np(p->committer, "nrs-committer");
+	}
 	if (err) {
 		pthread_mutex_lock(&p->hlock);
 		p->committer_done = true;
