@@ -762,6 +762,15 @@ static struct nrs_wal_pos batch_end(const struct batch *b)
 	return end;
 }
 
+/* Whether a batch waits for the publisher; hlock held. */
+static bool publisher_holds_any(const struct nrs_pipeline *p)
+{
+	for (int k = 0; k < NBUF; k++)
+		if (p->full[k])
+			return true;
+	return false;
+}
+
 /* Batch i to the publisher, in batch order. */
 static void to_publisher(struct nrs_pipeline *p, int i)
 {
@@ -835,16 +844,18 @@ static bool settle_failure(struct nrs_pipeline *p, struct batch *then)
 	struct batch *bs[NBUF];
 	int idx[NBUF], n, err;
 
-	pthread_mutex_lock(&p->slock);
+	/* the syncer sets sfail under slock before it wakes anyone: a
+	 * failure missed here is settled at the commit role's next look */
 	err = atomic_load(&p->sfail);
+	if (!err)
+		return false;
+	pthread_mutex_lock(&p->slock);
 	n = p->wq_len;
 	for (int k = 0; k < n; k++) {
 		idx[k] = p->wq[(p->wq_head + k) % NBUF];
 		bs[k] = &p->b[idx[k]];
 	}
 	pthread_mutex_unlock(&p->slock);
-	if (!err)
-		return false;
 	fail_written(p, bs, n, then, err);
 	dequeue(p, idx, n, true);
 	return true;
@@ -880,12 +891,11 @@ static void to_syncer(struct nrs_pipeline *p, int i)
  */
 static void hand_on(struct nrs_pipeline *p, int i)
 {
-	bool here = true;
+	bool here;
 
 	pthread_mutex_lock(&p->hlock);
-	for (int k = 0; k < NBUF && here; k++)
-		here = !p->full[k];	/* then pub_next == i */
-	here = here && queue_empty(p);
+	/* none held: then pub_next == i */
+	here = !publisher_holds_any(p) && queue_empty(p);
 	if (!here) {
 		p->full[i] = true;
 		pthread_cond_broadcast(&p->hcond);
@@ -912,8 +922,7 @@ static bool overlaps(struct nrs_pipeline *p)
 	yes = p->wq_len > 0;
 	pthread_mutex_unlock(&p->slock);
 	pthread_mutex_lock(&p->hlock);
-	for (int k = 0; k < NBUF && !yes; k++)
-		yes = p->full[k];
+	yes = yes || publisher_holds_any(p);
 	pthread_mutex_unlock(&p->hlock);
 	return yes || !queue_empty(p);
 }
@@ -1046,9 +1055,8 @@ static int sync_group(struct nrs_pipeline *p, const int *idx, int n)
 /*
  * The syncer: P2's sync of every batch queued, with one sync of the WAL
  * (one per segment) up to the end of the last one written, then hands
- * them on in order.  After
- * a failed sync it leaves them queued, with the error in sfail, for the
- * commit role to settle, and waits until it has.
+ * them on in order.  After a failed sync it leaves them queued, with the
+ * error in sfail, for the commit role to settle, and waits until it has.
  */
 static void *syncer(void *arg)
 {

@@ -480,19 +480,29 @@ static int pwritev_full(struct wal_local *w, int fd, const struct iovec *iov,
 	return 0;
 }
 
+/* ftruncate fd to size, and fdatasync it if sync: 0 or -errno. */
+static int truncate_fd(int fd, uint64_t size, bool sync)
+{
+	if (ftruncate(fd, (off_t)size) < 0 || (sync && fdatasync(fd) < 0))
+		return -errno;
+	return 0;
+}
+
 /*
  * A7: cut the current segment back to the end of its last batch, dropping
  * the zeros written ahead; synced if asked (close), else left to R9.
  */
 static void cut_back(struct wal_local *w, bool sync)
 {
+	int rc;
+
 	if (w->cur_fd < 0 || w->zeroed <= w->cur_end)
 		return;
-	if (ftruncate(w->cur_fd, (off_t)w->cur_end) < 0 ||
-	    (sync && fdatasync(w->cur_fd) < 0))
+	rc = truncate_fd(w->cur_fd, w->cur_end, sync);
+	if (rc < 0)
 		nrs_warn("local WAL %s: cutting segment %016" PRIx64 " back to "
 			 "%" PRIu64 ": %s", w->dir, w->cur_no, w->cur_end,
-			 strerror(errno));
+			 strerror(-rc));
 }
 
 /* A1: start segment next_no and make it current. */
@@ -559,12 +569,11 @@ static int truncate_sync(struct wal_local *w, uint64_t no, uint64_t size)
 	int fd, rc;
 
 	rc = seg_fd(w, no, &fd, NULL);
-	if (rc < 0)
-		return rc;
-	if (ftruncate(fd, (off_t)size) < 0 || fdatasync(fd) < 0)
-		return -errno;
-	seg_set_size(w, no, size);
-	return 0;
+	if (rc == 0)
+		rc = truncate_fd(fd, size, true);
+	if (rc == 0)
+		seg_set_size(w, no, size);
+	return rc;
 }
 
 /*
@@ -966,13 +975,12 @@ static void report(struct scan *s, enum nrs_wal_damage_kind kind, uint64_t no,
 /* Truncate the segment being scanned to end, and sync it if asked. */
 static int truncate_seg(struct scan *s, uint64_t end, bool sync)
 {
-	int fd, rc = 0;
+	int fd, rc;
 
 	fd = openat(s->w->dirfd, s->name, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)end) < 0 || (sync && fdatasync(fd) < 0))
-		rc = -errno;
+	rc = truncate_fd(fd, end, sync);
 	close(fd);
 	return rc;
 }

@@ -31,6 +31,12 @@
 
 /* ---- a mock WAL: one growing buffer, one "segment" -------------------- */
 
+/* Calls of one kind (writes, syncs) can be held, and waited for. */
+struct gate {
+	bool hold;		/* calls wait while set */
+	bool waiting;		/* a call is waiting */
+};
+
 struct mock_wal {
 	struct nrs_wal base;
 	pthread_mutex_t lock;
@@ -40,12 +46,20 @@ struct mock_wal {
 	size_t synced;		/* bytes [0, synced) are durable */
 	unsigned int batches, syncs, cuts;
 	int fail_next;		/* error for the next write */
-	bool hold;		/* writes wait while set */
-	bool waiting;		/* a write is waiting */
 	int fail_sync;		/* error for the next sync */
-	bool hold_sync;		/* syncs wait while set */
-	bool sync_waiting;	/* a sync is waiting */
+	struct gate write_gate, sync_gate;
 };
+
+/* Lock m->lock and pass g: wait while it is held, saying so. */
+static void gate_pass(struct mock_wal *m, struct gate *g)
+{
+	pthread_mutex_lock(&m->lock);
+	g->waiting = true;
+	pthread_cond_broadcast(&m->cond);
+	while (g->hold)
+		pthread_cond_wait(&m->cond, &m->lock);
+	g->waiting = false;
+}
 
 static int mock_write(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
 		      struct nrs_wal_pos *pos)
@@ -53,12 +67,7 @@ static int mock_write(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
 	struct mock_wal *m = (struct mock_wal *)w;
 	int err = 0;
 
-	pthread_mutex_lock(&m->lock);
-	m->waiting = true;
-	pthread_cond_broadcast(&m->cond);
-	while (m->hold)
-		pthread_cond_wait(&m->cond, &m->lock);
-	m->waiting = false;
+	gate_pass(m, &m->write_gate);
 	if (m->fail_next) {
 		err = m->fail_next;
 		m->fail_next = 0;
@@ -87,12 +96,7 @@ static int mock_sync(struct nrs_wal *w, struct nrs_wal_pos end)
 	struct mock_wal *m = (struct mock_wal *)w;
 	int err = 0;
 
-	pthread_mutex_lock(&m->lock);
-	m->sync_waiting = true;
-	pthread_cond_broadcast(&m->cond);
-	while (m->hold_sync)
-		pthread_cond_wait(&m->cond, &m->lock);
-	m->sync_waiting = false;
+	gate_pass(m, &m->sync_gate);
 	assert_true(end.off <= m->len);
 	if (m->fail_sync) {
 		err = m->fail_sync;
@@ -296,34 +300,20 @@ static int wait_req(struct treq *t, uint64_t *offset)
 	return err;
 }
 
-static void hold_wal(struct fix *f, bool on)
+/* Hold (or release) the mock WAL's calls behind g. */
+static void hold(struct fix *f, struct gate *g, bool on)
 {
 	pthread_mutex_lock(&f->wal.lock);
-	f->wal.hold = on;
+	g->hold = on;
 	pthread_cond_broadcast(&f->wal.cond);
 	pthread_mutex_unlock(&f->wal.lock);
 }
 
-static void wait_wal_waiting(struct fix *f)
+/* Wait until a call waits at g. */
+static void wait_held(struct fix *f, const struct gate *g)
 {
 	pthread_mutex_lock(&f->wal.lock);
-	while (!f->wal.waiting)
-		pthread_cond_wait(&f->wal.cond, &f->wal.lock);
-	pthread_mutex_unlock(&f->wal.lock);
-}
-
-static void hold_sync(struct fix *f, bool on)
-{
-	pthread_mutex_lock(&f->wal.lock);
-	f->wal.hold_sync = on;
-	pthread_cond_broadcast(&f->wal.cond);
-	pthread_mutex_unlock(&f->wal.lock);
-}
-
-static void wait_sync_waiting(struct fix *f)
-{
-	pthread_mutex_lock(&f->wal.lock);
-	while (!f->wal.sync_waiting)
+	while (!g->waiting)
 		pthread_cond_wait(&f->wal.cond, &f->wal.lock);
 	pthread_mutex_unlock(&f->wal.lock);
 }
@@ -381,16 +371,16 @@ static void test_order_and_batch(void **state)
 	size_t n;
 
 	/* Hold the first batch in the WAL so the next 40 queue up. */
-	hold_wal(f, true);
+	hold(f, &f->wal.write_gate, true);
 	t[0] = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "first");
-	wait_wal_waiting(f);
+	wait_held(f, &f->wal.write_gate);
 	for (int i = 1; i <= 40; i++) {
 		char data[16];
 
 		snprintf(data, sizeof(data), "r%02d", i);
 		t[i] = submit(f, i % 2, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, data);
 	}
-	hold_wal(f, false);
+	hold(f, &f->wal.write_gate, false);
 	assert_int_equal(wait_req(t[0], &off), 0);
 	assert_int_equal(off, 0);
 	want[0] = 5;
@@ -491,18 +481,18 @@ static void test_lead(void **state)
 	assert_int_equal(f->st[0]->head, 4);
 
 	/* a leader held in the WAL; two more requests queue behind it */
-	hold_wal(f, true);
+	hold(f, &f->wal.write_gate, true);
 	t = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "held");
 	t->req.cookie = f->p;
 	assert_int_equal(pthread_create(&th, NULL, lead_one, t), 0);
-	wait_wal_waiting(f);
+	wait_held(f, &f->wal.write_gate);
 	u = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "next");
 	assert_false(nrs_pipeline_try_lead(f->p));
 	nrs_pipeline_submit(f->p, &u->req);
 	v = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "other");
 	nrs_pipeline_submit(f->p, &v->req);
 	assert_int_equal(f->wal.batches, 1);	/* nobody else writes */
-	hold_wal(f, false);
+	hold(f, &f->wal.write_gate, false);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	assert_int_equal(wait_req(t, &off), 0);
 	assert_int_equal(off, 4);
@@ -568,12 +558,12 @@ static void test_conditional_in_one_batch(void **state)
 	struct treq *a, *b, *c;
 
 	/* Three conditional appends for offset 0 in one batch: one wins. */
-	hold_wal(f, true);
+	hold(f, &f->wal.write_gate, true);
 	a = submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "x");
-	wait_wal_waiting(f);
+	wait_held(f, &f->wal.write_gate);
 	b = submit(f, 0, NRS_REQ_APPEND, 0, 0, "bb");
 	c = submit(f, 0, NRS_REQ_APPEND, 0, 0, "cc");
-	hold_wal(f, false);
+	hold(f, &f->wal.write_gate, false);
 	assert_int_equal(wait_req(a, NULL), 0);
 	assert_int_equal(wait_req(b, NULL), 0);
 	assert_int_equal(wait_req(c, NULL), -ESPIPE);
@@ -586,15 +576,15 @@ static void test_fence(void **state)
 	struct nrs_stream_row row;
 	struct treq *a, *fence, *b, *c;
 
-	hold_wal(f, true);
+	hold(f, &f->wal.write_gate, true);
 	a = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "old0");
-	wait_wal_waiting(f);
+	wait_held(f, &f->wal.write_gate);
 	/* next batch: an old-epoch append ordered before the fence completes,
 	 * one ordered after it fails, a new-epoch one succeeds */
 	b = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "old1");
 	fence = submit(f, 0, NRS_REQ_FENCE, 5, 0, NULL);
 	c = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "old2");
-	hold_wal(f, false);
+	hold(f, &f->wal.write_gate, false);
 	assert_int_equal(wait_req(a, NULL), 0);
 	assert_int_equal(wait_req(b, NULL), 0);
 	assert_int_equal(wait_req(fence, NULL), 0);
@@ -641,13 +631,13 @@ static void hold_a_sync_b_written(struct fix *f, struct treq **a,
 				  struct treq **b)
 {
 	restart_sync(f, false, 0, 1);
-	hold_wal(f, true);
+	hold(f, &f->wal.write_gate, true);
 	*a = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "aaaa");
-	wait_wal_waiting(f);
+	wait_held(f, &f->wal.write_gate);
 	*b = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "bbbbbb");
-	hold_sync(f, true);
-	hold_wal(f, false);
-	wait_sync_waiting(f);	/* a, at the syncer */
+	hold(f, &f->wal.sync_gate, true);
+	hold(f, &f->wal.write_gate, false);
+	wait_held(f, &f->wal.sync_gate);	/* a, at the syncer */
 	wait_batches(f, 2);	/* b written meanwhile */
 	assert_false(req_done(*a));
 	assert_false(req_done(*b));
@@ -662,7 +652,7 @@ static void test_sync_overlaps_write(void **state)
 	uint64_t off;
 
 	hold_a_sync_b_written(f, &a, &b);
-	hold_sync(f, false);
+	hold(f, &f->wal.sync_gate, false);
 	assert_int_equal(wait_req(a, &off), 0);
 	assert_int_equal(off, 0);
 	assert_int_equal(wait_req(b, &off), 0);
@@ -687,7 +677,7 @@ static void test_sync_failure_fails_next(void **state)
 	pthread_mutex_lock(&f->wal.lock);
 	f->wal.fail_sync = -EIO;
 	pthread_mutex_unlock(&f->wal.lock);
-	hold_sync(f, false);
+	hold(f, &f->wal.sync_gate, false);
 	assert_int_equal(wait_req(a, NULL), -EIO);
 	assert_int_equal(wait_req(b, NULL), -EIO);
 	assert_int_equal(f->wal.cuts, 1);
