@@ -122,6 +122,7 @@
 #include <time.h>
 
 #include "fsck.h"
+#include "grow.h"
 #include "lifecycle.h"
 #include "objfmt.h"
 #include "recovery.h"
@@ -152,25 +153,9 @@ void nrs_fsck_free(struct nrs_fsck *f)
 	nrs_fsck_init(f, f->report, f->ctx);
 }
 
-/* Room for one more element of size sz in *v (n used, *cap allocated). */
-static int grow(void **v, size_t n, size_t *cap, size_t sz)
-{
-	size_t ncap;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? 2 * *cap : 64;
-	p = realloc(*v, ncap * sz);
-	if (!p)
-		return -ENOMEM;
-	*v = p;
-	*cap = ncap;
-	return 0;
-}
-
 #define PUSH(f, arr, n, cap, val) \
-	(grow((void **)&(f)->arr, (f)->n, &(f)->cap, sizeof(*(f)->arr)) ?: \
+	(nrs_grow((void **)&(f)->arr, &(f)->cap, (f)->n + 1, \
+		  sizeof(*(f)->arr)) ?: \
 	 ((f)->arr[(f)->n++] = (val), 0))
 
 int nrs_fsck_add_inode(void *ctx, const struct nrs_attr *a)

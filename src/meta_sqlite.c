@@ -163,6 +163,7 @@
 
 #include "crc32c.h"
 #include "failpoint.h"
+#include "grow.h"
 #include "log.h"
 #include "meta.h"
 
@@ -1974,15 +1975,8 @@ static int obj_rows_add(void *ctx, const struct nrs_obj_row *o)
 
 	if (r->state && o->state != r->state)
 		return 0;
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 64;
-		struct nrs_obj_row *v = realloc(r->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		r->v = v;
-		r->cap = cap;
-	}
+	if (nrs_grow((void **)&r->v, &r->cap, r->n + 1, sizeof(*r->v)))
+		return -ENOMEM;
 	r->v[r->n++] = *o;
 	return 0;
 }

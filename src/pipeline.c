@@ -90,6 +90,7 @@
 #include <time.h>
 
 #include "failpoint.h"
+#include "grow.h"
 #include "log.h"
 #include "meta.h"
 #include "metrics.h"
@@ -203,24 +204,6 @@ int64_t nrs_now_real_ns(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Grow *arr (elements of size sz) to hold at least want; 0 or -ENOMEM. */
-static int grow(void **arr, size_t *cap, size_t want, size_t sz)
-{
-	size_t n = *cap ? *cap : 64;
-	void *p;
-
-	if (want <= *cap)
-		return 0;
-	while (n < want)
-		n *= 2;
-	p = realloc(*arr, n * sz);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
 }
 
 static void complete(struct nrs_pipeline *p, struct nrs_req *r, int err)
@@ -356,8 +339,10 @@ static int upd_slot(struct batch *b, struct nrs_stream *st)
 
 	if (st->batch_upd >= 0)
 		return st->batch_upd;
-	if (grow((void **)&b->upds, &b->cap_upds, b->nupds + 1, sizeof(*b->upds)) ||
-	    grow((void **)&b->bu, &b->cap_bu, b->nupds + 1, sizeof(*b->bu)))
+	if (nrs_grow((void **)&b->upds, &b->cap_upds, b->nupds + 1,
+		     sizeof(*b->upds)) ||
+	    nrs_grow((void **)&b->bu, &b->cap_bu, b->nupds + 1,
+		     sizeof(*b->bu)))
 		return -ENOMEM;
 	memset(&b->upds[b->nupds], 0, sizeof(b->upds[0]));
 	b->upds[b->nupds].id = st->id;
@@ -394,8 +379,8 @@ static int order_append(struct nrs_pipeline *p, struct batch *b,
 	    b->recs[st->batch_slot].rec.len + r->len > NRS_WALREC_MAX_LEN)
 		st->batch_slot = -1;	/* start another record */
 	if (st->batch_slot < 0) {
-		if (grow((void **)&b->recs, &b->cap_recs, b->nrecs + 1,
-			 sizeof(*b->recs)))
+		if (nrs_grow((void **)&b->recs, &b->cap_recs, b->nrecs + 1,
+			     sizeof(*b->recs)))
 			return -ENOMEM;
 		br = &b->recs[b->nrecs];
 		memset(br, 0, sizeof(*br));
@@ -456,8 +441,8 @@ static int write_batch(struct nrs_pipeline *p, struct batch *b)
 		hdr_bytes += nrs_walrec_hdr_len(b->recs[i].rec.len);
 		niov += 2 + b->recs[i].rec.n_appends;
 	}
-	if (grow((void **)&b->hdrs, &b->cap_hdrs, hdr_bytes, 1) ||
-	    grow((void **)&b->iov, &b->cap_iov, niov, sizeof(*b->iov)))
+	if (nrs_grow((void **)&b->hdrs, &b->cap_hdrs, hdr_bytes, 1) ||
+	    nrs_grow((void **)&b->iov, &b->cap_iov, niov, sizeof(*b->iov)))
 		return -ENOMEM;
 	for (size_t i = 0; i < b->nrecs; i++) {
 		struct batch_rec *br = &b->recs[i];
@@ -534,10 +519,10 @@ static void stage_write(struct nrs_pipeline *p, struct batch *b,
 		return;
 	}
 	for (struct nrs_req *r = list; r; r = r->next) {
-		if (grow((void **)&b->reqs, &b->cap_reqs, b->nreqs + 1,
-			 sizeof(struct nrs_req *)) ||
-		    grow((void **)&b->rnext, &b->cap_rnext, b->nreqs + 1,
-			 sizeof(*b->rnext)))
+		if (nrs_grow((void **)&b->reqs, &b->cap_reqs, b->nreqs + 1,
+			     sizeof(struct nrs_req *)) ||
+		    nrs_grow((void **)&b->rnext, &b->cap_rnext, b->nreqs + 1,
+			     sizeof(*b->rnext)))
 			r->err = -ENOMEM;	/* completed with it in P5 */
 		else
 			b->reqs[b->nreqs++] = r;
