@@ -366,7 +366,7 @@ static int order_append(struct nrs_pipeline *p, struct batch *b,
 	struct batch_rec *br;
 	int err;
 
-	if (r->epoch < st->ord_epoch)
+	if (r->epoch < st->ord_epoch) /* P1: a fenced handle */
 		return -ESTALE;
 	if (r->expect != NRS_EXPECT_ANY && r->expect != st->ord_head)
 		return -ESPIPE;

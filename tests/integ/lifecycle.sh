@@ -135,6 +135,24 @@ for point in gc.before_delete gc.after_delete; do
 	"
 done
 
+# G2: a draining object stays in the store for the whole grace period,
+# however often GC passes (every 500 ms) in the meantime.
+test_expect_success 'GC keeps a draining object until its grace period is over' '
+	nrs_umount &&
+	nrs_mount -o "$FAST,gc_grace_ms=4000$OBJ_OPTS" &&
+	head -c 600000 /dev/urandom >"$TRASH/blob.g" &&
+	cp "$TRASH/blob.g" "$MNT/m/g" &&
+	nrs_wait_for 20 materialized "$MNT/m/g" &&
+	object_files_of "$MNT/m/g" >"$TRASH/files.g" &&
+	test -s "$TRASH/files.g" &&
+	rm "$MNT/m/g" &&
+	nrs_wait_for 10 metric_ge gc_draining_bytes 1 &&
+	sleep 1.5 &&
+	all_exist "$TRASH/files.g" &&
+	nrs_wait_for 15 none_exist "$TRASH/files.g" &&
+	nrs_wait_for 5 metric_is gc_draining_bytes 0
+'
+
 test_expect_success 'clean unmount' '
 	nrs_umount
 '
