@@ -369,6 +369,7 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 	g->wal_broken = ws->broken;
 	g->pipeline_failed = c->pipe ? nrs_pipeline_failed(c->pipe) : 0;
 	nrs_meta_counts(c->meta, &g->dirs, &g->streams);
+	g->chain_steps = nrs_meta_chain_steps(c->meta);
 	g->now_ns = nrs_now_mono_ns();
 	nrs_core_streams_each(c, add_stream, g);
 	if (c->bcache) {

@@ -185,8 +185,8 @@ static bool rate_ok(const char *fmt, int level, const char *msg,
 			oldest = &sites[i];
 	}
 	if (!s) {			/* a new site takes a free or the oldest slot */
+		*have = take_summary(oldest, sm);
 		s = oldest;
-		*have = take_summary(s, sm);
 		s->fmt = fmt;
 		s->since_ns = now;
 		s->lines = 0;

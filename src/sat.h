@@ -31,19 +31,6 @@ static inline uint64_t nrs_sat_mul(uint64_t a, uint64_t b)
 	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
-/* ms milliseconds in nanoseconds, or INT64_MAX (S1). */
-static inline int64_t nrs_ms_to_ns(uint64_t ms)
-{
-	return ms > (uint64_t)INT64_MAX / NRS_NS_PER_MS ? INT64_MAX :
-	       (int64_t)(ms * NRS_NS_PER_MS);
-}
-
-/* The time d nanoseconds after t, or INT64_MAX (S1); d >= 0. */
-static inline int64_t nrs_time_after(int64_t t, int64_t d)
-{
-	return t > INT64_MAX - d ? INT64_MAX : t + d;
-}
-
 /* Has at least ms milliseconds passed from then to now?  A then in the
  * future (a clock step, a damaged timestamp) has not aged at all; a
  * duration too long to count in nanoseconds never passes (S1). */

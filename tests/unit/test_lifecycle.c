@@ -96,16 +96,11 @@ static void test_cut_forever(void **state)
 static void test_sat(void **state)
 {
 	(void)state;
-	assert_int_equal(nrs_ms_to_ns(1), 1000000);
-	assert_true(nrs_ms_to_ns(UINT64_MAX) == INT64_MAX);
-	assert_true(nrs_ms_to_ns((uint64_t)INT64_MAX / 1000000 + 1) == INT64_MAX);
 	assert_true(nrs_sat_mul(UINT64_MAX / 2, 3) == UINT64_MAX);
 	assert_true(nrs_sat_mul(0, UINT64_MAX) == 0);
 	assert_true(nrs_sat_mul(UINT64_MAX, 0) == 0);
 	assert_true(nrs_sat_add(UINT64_MAX - 1, 2) == UINT64_MAX);
 	assert_true(nrs_sat_add(1, 2) == 3);
-	assert_true(nrs_time_after(INT64_MAX - 5, 10) == INT64_MAX);
-	assert_true(nrs_time_after(5, 10) == 15);
 	assert_true(nrs_elapsed_ms(INT64_MAX, INT64_MIN, UINT64_MAX / 1000000));
 	assert_false(nrs_elapsed_ms(INT64_MAX, INT64_MIN, UINT64_MAX / 1000000 + 1));
 	assert_false(nrs_elapsed_ms(INT64_MAX, INT64_MIN, UINT64_MAX));
