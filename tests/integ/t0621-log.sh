@@ -54,4 +54,25 @@ test_expect_success 'clean unmount: the held back lines are counted in the log' 
 	shown=$(grep -v "more in the last" "$LOG" | grep -c "no attribute user.nereus.nope") &&
 	test $(($(cat "$TRASH/n") + shown)) = 20000
 '
+# A disk that refuses every append (a WAL reserve larger than any disk,
+# wal_local.c A5): each refused batch used to log one error line.
+appends () {
+	awk -v f="$MNT/full" -v n="$1" "BEGIN { for (i = 0; i < n; i++) {
+		if (i) print \"--\"
+		printf \"expect\nENOSPC\nappend\n%s\nx\n\", f
+	} }"
+}
+
+test_expect_success 'a full disk refusing 3,000 appends: a bounded number of lines' '
+	nrs_mount -o wal_reserve=4611686018427387904 &&
+	: >"$MNT/full" &&
+	(IFS="$nl"; nrs-syscalls $(appends 3000)) >/dev/null &&
+	test "$(stat -c %s "$MNT/full")" = 0 &&
+	lines=$(grep -c "WAL write of .* failed" "$LOG") &&
+	echo "# $lines lines for 3000 refused appends" &&
+	test "$lines" -ge 1 &&
+	test "$lines" -le 22 &&
+	nrs_umount &&
+	grep -q "more in the last 10 s: WAL write of" "$LOG"
+'
 test_done
