@@ -16,6 +16,10 @@
  *    (-EINVAL otherwise).
  *  - materialized is the offset up to which every readable byte is in the
  *    object store: with no object store yet, that is start.
+ *  - retention.bytes and retention.ms: -1 (what Kafka writes for "forever")
+ *    is taken as 0, keep forever, and reads back as 0; any other negative
+ *    is -EINVAL.  A value too large to mean anything (2^63 - 1 ms) also
+ *    keeps forever (sat.h S1).
  *  - A stream whose metadata row is damaged (core.c): every user.nereus.*
  *    name but id, profile and retention fails EIO, read or written.
  */
@@ -201,6 +205,9 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 			return err;
 		if (p == NRS_PROFILE_OBJECT_WAL)
 			return -EOPNOTSUPP;
+	} else if ((id == NRS_XA_RET_BYTES || id == NRS_XA_RET_MS) &&
+		   nrs_xattr_is_forever(value, size)) {
+		v = 0;		/* Kafka's -1: keep forever */
 	} else {
 		err = nrs_xattr_parse_u64(value, size, &v);
 		if (err)
@@ -362,6 +369,7 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 	g->wal_broken = ws->broken;
 	g->pipeline_failed = c->pipe ? nrs_pipeline_failed(c->pipe) : 0;
 	nrs_meta_counts(c->meta, &g->dirs, &g->streams);
+	g->chain_steps = nrs_meta_chain_steps(c->meta);
 	g->now_ns = nrs_now_mono_ns();
 	nrs_core_streams_each(c, add_stream, g);
 	if (c->bcache) {

@@ -1,7 +1,8 @@
 /*
  * lifecycle.c - retention and the physical GC of object generations
  * (DESIGN.md section 1 event 5, I5, section 6; issue 5).  One background
- * thread runs GC every LC_TICK_MS and retention every second.
+ * thread runs GC every LC_TICK_MS and retention every second (and, being
+ * the daemon's steady tick, writes the log's rate-limit summaries).
  *
  * RETENTION
  *
@@ -65,12 +66,13 @@
 #include "objfmt.h"
 #include "objstore.h"
 #include "pipeline.h"
+#include "sat.h"
 #include "waitms.h"
 
 #define LC_TICK_MS		500
 #define RETENTION_TICKS		2	/* retention every second */
 #define PRUNE_TICKS		120	/* G5 every minute */
-#define RETIRED_KEEP_NS		(3600LL * 1000000000)	/* G5 */
+#define RETIRED_KEEP_MS		(3600 * 1000)	/* G5 */
 
 struct nrs_lc {
 	struct nrs_core *c;
@@ -105,8 +107,8 @@ uint64_t nrs_retention_cut(const struct nrs_obj_row *v, size_t n, uint64_t head,
 			continue;
 		if (ret_bytes && head - o->end >= ret_bytes && o->end > cut)
 			cut = o->end;
-		if (ret_ms && now_ns - o->ctime_ns >= (int64_t)(ret_ms * 1000000) &&
-		    o->end > cut)
+		if (ret_ms && nrs_elapsed_ms(now_ns, o->ctime_ns, ret_ms) &&
+		    o->end > cut)	/* S1: a huge ret_ms never elapses */
 			cut = o->end;
 	}
 	return cut;
@@ -257,7 +259,7 @@ static void retire(struct nrs_lc *l, const struct nrs_obj_row *o, int64_t now)
 	nrs_count(&c->metrics.gc_deleted, 1);
 	nrs_count(&c->metrics.gc_deleted_bytes, o->length);
 	atomic_store(&c->metrics.gc_last_lag_ms,
-		     (uint64_t)(now - o->mtime_ns) / 1000000);
+		     ((uint64_t)now - (uint64_t)o->mtime_ns) / 1000000);
 	nrs_debug("gc: retired object %s (%" PRIu64 " bytes)", key, o->length);
 }
 
@@ -325,7 +327,7 @@ static void g2_pass(struct nrs_lc *l)
 	for (size_t i = 0; i < r.n; i++) {
 		const struct nrs_obj_row *o = &r.v[i];
 
-		if (now - o->mtime_ns < (int64_t)(l->grace_ms * 1000000)) {
+		if (!nrs_elapsed_ms(now, o->mtime_ns, l->grace_ms)) {	/* S1 */
 			draining += o->length;
 			continue;
 		}
@@ -350,7 +352,7 @@ static void prune_retired(struct nrs_lc *l)
 
 	if (nrs_meta_obj_rows(l->c->meta, 0, NRS_OBJ_RETIRED, &r.v, &r.n) == 0)
 		for (size_t i = 0; i < r.n; i++)
-			if (now - r.v[i].mtime_ns > RETIRED_KEEP_NS)
+			if (nrs_elapsed_ms(now, r.v[i].mtime_ns, RETIRED_KEEP_MS))
 				nrs_meta_obj_delete(l->c->meta, r.v[i].gen);
 	free(r.v);
 }
@@ -392,6 +394,7 @@ static void *lc_thread(void *arg)
 		g2_pass(l);
 		if (l->ticks % PRUNE_TICKS == 0)
 			prune_retired(l);
+		nrs_log_flush(false);	/* log.c LG2: the "N more" lines */
 	}
 	return NULL;
 }

@@ -396,6 +396,7 @@ out_session:
 	fuse_session_destroy(se);
 out_core:
 	nrs_core_free(c);
+	nrs_log_flush(true);	/* what the rate limit held back (log.c LG2) */
 	if (ret == 0)
 		nrs_info("unmounted cleanly");
 out_args:

@@ -106,6 +106,7 @@
 #include "objfmt.h"
 #include "pipeline.h"
 #include "reader.h"
+#include "sat.h"
 #include "wal.h"
 #include "waitms.h"
 
@@ -293,8 +294,8 @@ static bool worth(const struct nrs_mat *m, const struct nrs_stream *st,
 		return false;
 	if (pending >= m->o.min_bytes)
 		return true;
-	return st->unmat_since_ns &&
-	       now - (uint64_t)st->unmat_since_ns >= m->o.max_age_ms * 1000000;
+	return st->unmat_since_ns &&	/* S1 */
+	       nrs_elapsed_ms((int64_t)now, st->unmat_since_ns, m->o.max_age_ms);
 }
 
 static bool due(const struct nrs_mat *m, const struct nrs_stream *st,
@@ -353,7 +354,9 @@ static void release(struct nrs_mat *m, struct nrs_stream *st, int err)
 	pthread_mutex_lock(&st->lock);
 	st->mat_busy = false;
 	if (err && err != -ECANCELED)
-		st->mat_retry_ns = nrs_now_mono_ns() + backoff_ms(m, 3) * 1000000;
+		st->mat_retry_ns = nrs_sat_add(nrs_now_mono_ns(),
+					       nrs_sat_mul(backoff_ms(m, 3),
+							   NRS_NS_PER_MS));
 	pthread_mutex_unlock(&st->lock);
 	nrs_stream_put(st);
 	pthread_mutex_lock(&m->lock);
@@ -768,11 +771,9 @@ static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 			 uint64_t *a, uint64_t *b, struct olds *olds)
 {
 	uint64_t small = m->o.compact_size / 4;
-	uint64_t idle_ms = m->o.max_age_ms < UINT64_MAX / 10000000 ?
-			   m->o.max_age_ms * 10 : UINT64_MAX / 1000000;
 	bool idle = st->materialized >= st->head && st->mtime_ns > 0 &&
-		    (uint64_t)(nrs_now_real_ns() - st->mtime_ns) / 1000000 >
-			idle_ms;
+		    nrs_elapsed_ms(nrs_now_real_ns(), st->mtime_ns,
+				   nrs_sat_mul(m->o.max_age_ms, 10));	/* S1 */
 
 	for (size_t i = 0; i < st->index.n; i++) {
 		const struct nrs_index_ent *e = &st->index.v[i];

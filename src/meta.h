@@ -164,12 +164,16 @@ int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile);
 int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile);
 /*
  * Retention: value 0 means keep forever.  get returns the effective value:
- * the inode's own if set, else the nearest ancestor's, else 0.
+ * the inode's own if set, else the nearest ancestor's, else 0 (-EAGAIN:
+ * changes kept overtaking a very deep walk; ask again later).
  */
 int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t *value);
 int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t value);
+/* Inodes read so far to resolve inherited retention (meta_sqlite.c M8):
+ * flat while nothing changes, however deep the streams are. */
+uint64_t nrs_meta_chain_steps(struct nrs_meta *m);
 
 /* Raise a stream's start offset (durable).  -ENOENT, -EINVAL if below
  * the current start or above the head, -EUCLEAN (damaged row). */

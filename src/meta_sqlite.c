@@ -94,7 +94,7 @@
  *   M5 A stream inode's profile is never NULL and equals streams.profile:
  *      the placement is fixed at creation from the nearest ancestor that has
  *      one.  Retention instead stays NULL and is looked up through the
- *      ancestors on every get, so a directory's policy reaches streams that
+ *      ancestors (M8), so a directory's policy reaches streams that
  *      already exist.
  *   M6 A name is 1..NRS_NAME_MAX bytes, no '/' or NUL, not "." or "..";
  *      any other byte (newline, invalid UTF-8) is allowed.  Names are BLOBs
@@ -103,6 +103,21 @@
  *      it, so a listing resumed from any cookie stays correct.  (A listing
  *      of the new directory already past that cookie misses the entry;
  *      POSIX leaves renames during a readdir unspecified.)
+ *   M8 The effective retention of an inode (its own value, else its
+ *      nearest ancestor's, M5) is memoised per inode in memory, each entry
+ *      tagged with ret_gen.  ret_gen moves at every change that can change
+ *      the value of a whole subtree: a retention set on a directory, a
+ *      directory renamed.  A change that concerns one stream only (a
+ *      retention set on it, its rename, unlink or forget) drops that
+ *      stream's entry.  So a get when nothing changed reads no inode,
+ *      whatever the depth (the retention pass asks for every stream every
+ *      second: 40 streams 30,000 directories deep used to stall every
+ *      append for a second); after a change, a get walks up only to the
+ *      nearest memoised ancestor and memoises every inode on its way, so
+ *      each directory is read once per change, not once per stream below
+ *      it.  A walk holds m->lock for at most WALK_CHUNK inodes at a time;
+ *      one that a change overtook while the lock was released (ret_epoch
+ *      moved) returns what it found and memoises nothing.
  *
  * DURABILITY
  *
@@ -151,6 +166,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +191,8 @@
 #define KIND_DIR	1
 #define KIND_STREAM	2
 #define MAX_DEPTH	65536	/* M4 */
+#define WALK_CHUNK	1024	/* M8: inodes read per hold of the lock */
+#define MEMO_MAX	(1u << 21)	/* M8: most slots of the memo */
 #define BUSY_TIMEOUT_MS	5000
 
 enum stmt_id {
@@ -357,6 +375,13 @@ static const char schema_sql[] =
 	" PRIMARY KEY(ino, name)) WITHOUT ROWID;"
 	OBJECTS_SQL;
 
+/* M8: one inode's effective retention, valid while gen == ret_gen. */
+struct ret_ent {
+	uint64_t ino;			/* 0: a free slot */
+	uint64_t gen;			/* 0: dropped */
+	uint64_t v[2];			/* indexed by enum nrs_retention */
+};
+
 struct nrs_meta {
 	char *path;			/* the database file, for messages */
 	pthread_mutex_t lock;		/* held for each whole call */
@@ -364,6 +389,11 @@ struct nrs_meta {
 	sqlite3_stmt *st[ST_NR];	/* protected by lock */
 	int tx;				/* protected by lock: enum tx_kind */
 	bool synced;			/* protected by lock: FULL is on */
+	uint64_t ret_gen;		/* protected by lock: M8, from 1 */
+	uint64_t ret_epoch;		/* protected by lock: M8, any drop */
+	struct ret_ent *memo;		/* protected by lock: open addressing */
+	size_t memo_cap, memo_n;	/* protected by lock; cap a power of 2 */
+	atomic_uint_fast64_t chain_steps;	/* inodes read by M8 walks */
 };
 
 /* TX_NONE: one statement, no transaction needed; TX_READ: a snapshot for
@@ -698,11 +728,11 @@ static int settings_get(struct nrs_meta *m, uint64_t ino, struct settings *o)
 	return 0;
 }
 
-enum walk_stop { WALK_PROFILE, WALK_RETENTION, WALK_INODE };
+enum walk_stop { WALK_PROFILE, WALK_INODE };
 
 /*
  * Walk from ino up to the root, ino itself first, to the first inode that
- * has an own profile, has retention arg set, or is inode arg: 1 when found
+ * has an own profile or is inode arg: 1 when found
  * (*st is its settings), 0 when not, -EUCLEAN on a loop (M4), or -errno.
  */
 static int walk_up(struct nrs_meta *m, uint64_t ino, enum walk_stop what,
@@ -716,7 +746,7 @@ static int walk_up(struct nrs_meta *m, uint64_t ino, enum walk_stop what,
 		if (ret)
 			return ret;
 		if (what == WALK_PROFILE ? st->profile != NRS_PROFILE_UNSET :
-		    what == WALK_RETENTION ? st->has_ret[arg] : cur == arg)
+		    cur == arg)
 			return 1;
 		cur = cur == NRS_ROOT_INO ? 0 : st->parent;
 	}
@@ -725,6 +755,188 @@ static int walk_up(struct nrs_meta *m, uint64_t ino, enum walk_stop what,
 	nrs_err("meta: parent chain from inode %llu loops (corrupt database)",
 		(unsigned long long)ino);
 	return -EUCLEAN;
+}
+
+/* ---- M8: the memo of effective retention (under the lock) ------------ */
+
+/* The first slot to probe for ino in a table of cap (a power of 2). */
+static size_t memo_hash(uint64_t ino, size_t cap)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+}
+
+static size_t memo_slot(const struct nrs_meta *m, uint64_t ino)
+{
+	return memo_hash(ino, m->memo_cap);
+}
+
+static struct ret_ent *memo_at(struct nrs_meta *m, uint64_t ino)
+{
+	size_t i;
+
+	if (!m->memo_cap)
+		return NULL;
+	for (i = memo_slot(m, ino); m->memo[i].ino; i = (i + 1) & (m->memo_cap - 1))
+		if (m->memo[i].ino == ino)
+			return &m->memo[i];
+	return NULL;
+}
+
+static const struct ret_ent *memo_find(struct nrs_meta *m, uint64_t ino)
+{
+	const struct ret_ent *e = memo_at(m, ino);
+
+	return e && e->gen == m->ret_gen ? e : NULL;
+}
+
+/* Room for one more entry: the live ones move into a table of at least
+ * four times their number (at most MEMO_MAX slots; past that the memo
+ * starts over).  A failed allocation keeps the old table, or none. */
+static void memo_make_room(struct nrs_meta *m)
+{
+	size_t live = 0, cap, i, j;
+	struct ret_ent *t;
+
+	if (m->memo_cap && (m->memo_n + 1) * 2 <= m->memo_cap)
+		return;
+	for (i = 0; i < m->memo_cap; i++)
+		live += m->memo[i].ino && m->memo[i].gen == m->ret_gen;
+	for (cap = 1024; cap < (live + 1) * 4 && cap < MEMO_MAX; cap *= 2)
+		;
+	if ((live + 1) * 2 > cap)
+		live = 0;		/* full of live entries: start over */
+	t = calloc(cap, sizeof(*t));
+	if (!t)
+		return;
+	for (i = 0; live && i < m->memo_cap; i++) {
+		const struct ret_ent *e = &m->memo[i];
+
+		if (!e->ino || e->gen != m->ret_gen)
+			continue;
+		for (j = memo_hash(e->ino, cap); t[j].ino; j = (j + 1) & (cap - 1))
+			;
+		t[j] = *e;
+	}
+	free(m->memo);
+	m->memo = t;
+	m->memo_cap = cap;
+	m->memo_n = live;
+}
+
+static void memo_put(struct nrs_meta *m, uint64_t ino, const uint64_t v[2])
+{
+	struct ret_ent *e = memo_at(m, ino);
+
+	if (!e) {
+		size_t i;
+
+		memo_make_room(m);
+		if (!m->memo_cap || (m->memo_n + 1) * 2 > m->memo_cap)
+			return;		/* no memory: the next get walks again */
+		for (i = memo_slot(m, ino); m->memo[i].ino;
+		     i = (i + 1) & (m->memo_cap - 1))
+			;
+		e = &m->memo[i];
+		e->ino = ino;
+		m->memo_n++;
+	}
+	e->gen = m->ret_gen;
+	e->v[0] = v[0];
+	e->v[1] = v[1];
+}
+
+/* M8: a change that concerns ino alone (a stream). */
+static void memo_drop(struct nrs_meta *m, uint64_t ino)
+{
+	struct ret_ent *e = memo_at(m, ino);
+
+	if (e)
+		e->gen = 0;
+	m->ret_epoch++;
+}
+
+/* M8: a change that may concern every inode below one directory. */
+static void memo_drop_all(struct nrs_meta *m)
+{
+	m->ret_gen++;
+	m->ret_epoch++;
+}
+
+/* One inode of an M8 walk, as read. */
+struct chain_link {
+	uint64_t ino;
+	bool has[2];
+	uint64_t ret[2];
+};
+
+/*
+ * M8: the effective retention of ino into v.  Takes m->lock itself, for
+ * WALK_CHUNK inodes at a time.  0, -ENOENT, -EUCLEAN (a loop, M4),
+ * -EAGAIN (changes went on all through a walk that long), or -errno.
+ */
+static int effective_retention(struct nrs_meta *m, uint64_t ino, uint64_t v[2])
+{
+	struct chain_link *c = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t cur = ino, epoch, base[2] = { 0, 0 };
+	const struct ret_ent *e;
+	struct settings st;
+	int ret = tx_begin(m, TX_NONE);
+
+	if (ret)
+		return ret;
+	epoch = m->ret_epoch;
+	for (;;) {
+		if (n && n % WALK_CHUNK == 0) {	/* let the others in */
+			tx_end(m, 0);
+			ret = tx_begin(m, TX_NONE);
+			if (ret)
+				goto out_free;
+		}
+		e = memo_find(m, cur);
+		if (e) {
+			base[0] = e->v[0];
+			base[1] = e->v[1];
+			break;
+		}
+		if (n == MAX_DEPTH) {
+			ret = m->ret_epoch != epoch ? -EAGAIN : -EUCLEAN;
+			if (ret == -EUCLEAN)
+				nrs_err("meta: parent chain from inode %llu loops"
+					" (corrupt database)",
+					(unsigned long long)ino);
+			goto out_unlock;
+		}
+		ret = nrs_grow((void **)&c, &cap, n + 1, sizeof(*c)) ?:
+		      settings_get(m, cur, &st);
+		if (ret)
+			goto out_unlock;
+		atomic_fetch_add_explicit(&m->chain_steps, 1,
+					  memory_order_relaxed);
+		c[n].ino = cur;
+		for (int w = 0; w < 2; w++) {
+			c[n].has[w] = st.has_ret[w];
+			c[n].ret[w] = st.ret[w];
+		}
+		n++;
+		if (cur == NRS_ROOT_INO || st.parent == 0)
+			break;		/* the top, or an unlinked stream */
+		cur = st.parent;
+	}
+	while (n-- > 0) {		/* down again, memoising each */
+		for (int w = 0; w < 2; w++)
+			if (c[n].has[w])
+				base[w] = c[n].ret[w];
+		if (m->ret_epoch == epoch)
+			memo_put(m, c[n].ino, base);
+	}
+	v[0] = base[0];
+	v[1] = base[1];
+out_unlock:
+	tx_end(m, 0);
+out_free:
+	free(c);
+	return ret;
 }
 
 static int touch(struct nrs_meta *m, uint64_t ino, int64_t now_ns)
@@ -738,6 +950,7 @@ static int unlink_stream(struct nrs_meta *m, const struct nrs_attr *a,
 {
 	int ret = run(m, BIND(m, ST_DIRENT_DELETE, cookie));
 
+	memo_drop(m, a->ino);		/* M8: its parent is 0 from now on */
 	if (!ret)
 		ret = run(m, BIND(m, ST_INODE_UNLINK, a->ino, now_ns));
 	if (!ret)
@@ -1047,6 +1260,7 @@ static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 	pthread_mutexattr_destroy(&ma);
 	if (ret)
 		goto out_free;
+	m->ret_gen = 1;			/* M8: memo entries of gen 0 are dropped */
 	m->path = strdup(path);
 	if (!m->path) {
 		ret = -ENOMEM;
@@ -1122,6 +1336,7 @@ void nrs_meta_close(struct nrs_meta *m)
 	if (rc != SQLITE_OK)
 		nrs_err("meta: close: %s", sqlite3_errstr(rc));
 	pthread_mutex_destroy(&m->lock);
+	free(m->memo);
 	free(m->path);
 	free(m);
 }
@@ -1352,6 +1567,8 @@ static int do_rename(struct nrs_meta *m, uint64_t parent, const char *name,
 	}
 	if (ret)
 		return ret;
+	/* M8: a subtree moves, or one stream */
+	src_dir ? memo_drop_all(m) : memo_drop(m, src.ino);
 	s = BIND(m, ST_DIRENT_MOVE, cookie, newparent);
 	bind_bytes(s, 3, newname, newlen);
 	ret = run(m, s) ?:
@@ -1624,27 +1841,21 @@ int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile)
 int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t *value)
 {
-	struct settings st;
-	uint64_t v = 0;
+	uint64_t v[2];
 	int ret;
 
 	if (which != NRS_RET_BYTES && which != NRS_RET_MS)
 		return -EINVAL;
-	ret = tx_begin(m, TX_READ);
-	if (ret)
-		return ret;
-	ret = walk_up(m, ino, WALK_RETENTION, (uint64_t)which, &st);
-	if (ret >= 0)
-		v = ret ? st.ret[which] : 0;
-	ret = tx_end(m, ret < 0 ? ret : 0);
+	ret = effective_retention(m, ino, v);	/* M8 */
 	if (!ret)
-		*value = v;
+		*value = v[which];
 	return ret;
 }
 
 int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t value)
 {
+	struct settings st;
 	int ret;
 
 	if (which != NRS_RET_BYTES && which != NRS_RET_MS)
@@ -1652,9 +1863,16 @@ int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 	ret = tx_begin(m, TX_DURABLE);
 	if (ret)
 		return ret;
-	ret = or_enoent(m, ino, 0) ?: run(m, BIND(m, which == NRS_RET_BYTES ?
+	ret = settings_get(m, ino, &st) ?: run(m, BIND(m, which == NRS_RET_BYTES ?
 			ST_SET_RET_BYTES : ST_SET_RET_MS, ino, value));
+	if (!ret)	/* M8: a stream's own value, or a directory's subtree */
+		st.kind == KIND_STREAM ? memo_drop(m, ino) : memo_drop_all(m);
 	return tx_end(m, ret);
+}
+
+uint64_t nrs_meta_chain_steps(struct nrs_meta *m)
+{
+	return atomic_load_explicit(&m->chain_steps, memory_order_relaxed);
 }
 
 /* ---- streams ---------------------------------------------------------- */
@@ -1786,6 +2004,7 @@ int nrs_meta_forget_inode(struct nrs_meta *m, uint64_t ino)
 		ret = run(m, BIND(m, ST_STREAM_DELETE, a.stream_id));
 	if (!ret)
 		ret = run(m, BIND(m, ST_INODE_DELETE, ino));
+	memo_drop(m, ino);		/* M8 */
 	return tx_end(m, ret);
 }
 

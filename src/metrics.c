@@ -211,6 +211,9 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	counter(&t, "retention_trimmed_bytes_total",
 		"Bytes trimmed by retention.",
 		nrs_counter(&m->retention_trimmed_bytes));
+	counter(&t, "lifecycle_chain_steps_total",
+		"Inodes read to resolve inherited retention: flat while no "
+		"setting, rename or unlink changes it.", g->chain_steps);
 	counter(&t, "gc_deleted_objects_total",
 		"Superseded or unneeded objects deleted by GC.",
 		nrs_counter(&m->gc_deleted));

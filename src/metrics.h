@@ -76,6 +76,7 @@ struct nrs_metrics_gauges {
 	uint64_t cache_hits, cache_misses, cache_disk_hits;
 	uint64_t cache_mem_bytes, cache_disk_bytes;
 	uint64_t store_get_requests, store_get_bytes;
+	uint64_t chain_steps;		/* meta_sqlite.c M8 */
 	int wal_broken;
 	int pipeline_failed;
 };

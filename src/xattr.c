@@ -72,6 +72,11 @@ int nrs_xattr_parse_u64(const void *val, size_t len, uint64_t *out)
 	return 0;
 }
 
+bool nrs_xattr_is_forever(const void *val, size_t len)
+{
+	return len == 2 && memcmp(val, "-1", 2) == 0;
+}
+
 static const char *const profile_names[] = {
 	[NRS_PROFILE_LOCAL_WAL] = "local-wal",
 	[NRS_PROFILE_OBJECT_WAL] = "object-wal",

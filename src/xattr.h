@@ -50,6 +50,9 @@ bool nrs_xattr_applies(int id, bool is_dir);
 
 /* Parse a decimal u64: 1..20 digits, no sign, no spaces, no overflow. */
 int nrs_xattr_parse_u64(const void *val, size_t len, uint64_t *out);
+/* Is a retention value Kafka's "-1" (keep forever, stored as 0)?  Checked
+ * before the number is parsed; every other negative is -EINVAL there. */
+bool nrs_xattr_is_forever(const void *val, size_t len);
 /* Parse a profile name into enum nrs_profile (not UNSET). */
 int nrs_xattr_parse_profile(const void *val, size_t len, int *profile);
 /* The name of a profile ("local-wal"), or NULL for UNSET/unknown. */

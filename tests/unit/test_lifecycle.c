@@ -1,5 +1,6 @@
 /* test_lifecycle.c - the retention cut (lifecycle.c L2): the larger of the
- * size and time cuts, at object boundaries, committed objects only. */
+ * size and time cuts, at object boundaries, committed objects only; a
+ * retention too long to count in nanoseconds keeps forever (sat.h S1). */
 #include "config.h"
 
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 
 #include "lifecycle.h"
+#include "sat.h"
 
 #define MS 1000000LL
 
@@ -53,10 +55,67 @@ static void test_cut(void **state)
 	assert_int_equal(nrs_retention_cut(v, 4, 450, 0, 1, 9000 * MS), 100);
 }
 
+/* S1: Java's Long.MAX_VALUE ms (what adapters pass for "forever") and
+ * anything up to 2^64 - 1 keeps every object, however old. */
+static void test_cut_forever(void **state)
+{
+	static const uint64_t huge[] = {
+		INT64_MAX, UINT64_MAX, (uint64_t)INT64_MAX / 1000000 + 1,
+		UINT64_MAX / 1000000, 18446744073709552ull,
+	};
+	struct nrs_obj_row v[4];
+
+	(void)state;
+	rows(v);
+	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
+		assert_int_equal(nrs_retention_cut(v, 4, 450, 0, huge[i],
+						   9000 * MS), 0);
+		assert_int_equal(nrs_retention_cut(v, 4, 450, 0, huge[i],
+						   INT64_MAX), 0);
+		/* the size cut still applies beside it */
+		assert_int_equal(nrs_retention_cut(v, 4, 450, 250, huge[i],
+						   9000 * MS), 200);
+	}
+	/* a long one that still counts, at the end of time */
+	assert_int_equal(nrs_retention_cut(v, 4, 450, 0,
+					   (uint64_t)INT64_MAX / 1000000 - 5000,
+					   INT64_MAX), 400);
+	/* an object stamped in the future (a clock step) has not aged */
+	v[0].ctime_ns = INT64_MAX;
+	v[1].ctime_ns = INT64_MAX;
+	v[2].ctime_ns = INT64_MAX;
+	assert_int_equal(nrs_retention_cut(v, 4, 300, 0, 1, 9000 * MS), 0);
+	/* nor does one from before the epoch wrap around */
+	v[0].ctime_ns = INT64_MIN;
+	assert_int_equal(nrs_retention_cut(v, 4, 300, 0, 1, 9000 * MS), 100);
+	assert_int_equal(nrs_retention_cut(v, 4, 300, 0, UINT64_MAX, 9000 * MS),
+			 0);
+}
+
+/* S1 helpers: saturate, never wrap. */
+static void test_sat(void **state)
+{
+	(void)state;
+	assert_true(nrs_sat_mul(UINT64_MAX / 2, 3) == UINT64_MAX);
+	assert_true(nrs_sat_mul(0, UINT64_MAX) == 0);
+	assert_true(nrs_sat_mul(UINT64_MAX, 0) == 0);
+	assert_true(nrs_sat_add(UINT64_MAX - 1, 2) == UINT64_MAX);
+	assert_true(nrs_sat_add(1, 2) == 3);
+	assert_true(nrs_elapsed_ms(INT64_MAX, INT64_MIN, UINT64_MAX / 1000000));
+	assert_false(nrs_elapsed_ms(INT64_MAX, INT64_MIN, UINT64_MAX / 1000000 + 1));
+	assert_false(nrs_elapsed_ms(INT64_MAX, INT64_MIN, UINT64_MAX));
+	assert_false(nrs_elapsed_ms(0, 1, 0));
+	assert_true(nrs_elapsed_ms(1, 1, 0));
+	assert_true(nrs_elapsed_ms(2 * MS, MS, 1));
+	assert_false(nrs_elapsed_ms(2 * MS - 1, MS, 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cut),
+		cmocka_unit_test(test_cut_forever),
+		cmocka_unit_test(test_sat),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -907,6 +907,149 @@ static void test_retention(void **state)
 			 -ENOENT);
 }
 
+static uint64_t ret_of(struct nrs_meta *m, uint64_t ino, int which)
+{
+	uint64_t v = 77;
+
+	assert_int_equal(nrs_meta_get_retention(m, ino, which, &v), 0);
+	return v;
+}
+
+/* Inodes read by retention walks since the last call. */
+static uint64_t steps_since(struct nrs_meta *m, uint64_t *last)
+{
+	uint64_t now = nrs_meta_chain_steps(m), d = now - *last;
+
+	*last = now;
+	return d;
+}
+
+/* M8: when nothing changed a get reads no inode, however deep; after a
+ * change each directory is read once, not once per stream below it; every
+ * kind of change is seen. */
+#define MEMO_DEPTH	1100	/* more than one WALK_CHUNK */
+#define MEMO_STREAMS	10
+static void test_retention_memo(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d[MEMO_DEPTH], s[MEMO_STREAMS], last = 0, plain, ps;
+	struct nrs_attr a;
+	char name[16];
+	int i;
+
+	d[0] = mkdir_ok(f->m, ROOT, "top");
+	for (i = 1; i < MEMO_DEPTH; i++)
+		d[i] = mkdir_ok(f->m, d[i - 1], "d");
+	for (i = 0; i < MEMO_STREAMS; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		s[i] = create_ok(f->m, d[MEMO_DEPTH - 1], name, NULL);
+	}
+	assert_int_equal(nrs_meta_set_retention(f->m, d[0], NRS_RET_MS, 1000), 0);
+	steps_since(f->m, &last);
+	for (i = 0; i < MEMO_STREAMS; i++)
+		assert_int_equal(ret_of(f->m, s[i], NRS_RET_MS), 1000);
+	/* the chain once (and the root), then one inode per other stream */
+	assert_int_equal(steps_since(f->m, &last), MEMO_DEPTH + 1 + MEMO_STREAMS);
+	for (int pass = 0; pass < 3; pass++)
+		for (i = 0; i < MEMO_STREAMS; i++) {
+			assert_int_equal(ret_of(f->m, s[i], NRS_RET_MS), 1000);
+			assert_int_equal(ret_of(f->m, s[i], NRS_RET_BYTES), 0);
+		}
+	assert_int_equal(steps_since(f->m, &last), 0);
+
+	/* a directory's setting reaches every stream below it */
+	assert_int_equal(nrs_meta_set_retention(f->m, d[MEMO_DEPTH / 2],
+						NRS_RET_MS, 2000), 0);
+	for (i = 0; i < MEMO_STREAMS; i++)
+		assert_int_equal(ret_of(f->m, s[i], NRS_RET_MS), 2000);
+	assert_true(steps_since(f->m, &last) <= MEMO_DEPTH + 1 + MEMO_STREAMS);
+	assert_int_equal(nrs_meta_set_retention(f->m, d[MEMO_DEPTH - 1],
+						NRS_RET_BYTES, 5), 0);
+	for (i = 0; i < MEMO_STREAMS; i++)
+		assert_int_equal(ret_of(f->m, s[i], NRS_RET_BYTES), 5);
+	steps_since(f->m, &last);
+	for (i = 0; i < MEMO_STREAMS; i++)
+		assert_int_equal(ret_of(f->m, s[i], NRS_RET_MS), 2000);
+	assert_int_equal(steps_since(f->m, &last), 0);
+
+	/* one stream's own value: only it is read again */
+	assert_int_equal(nrs_meta_set_retention(f->m, s[3], NRS_RET_MS, 7), 0);
+	for (i = 0; i < MEMO_STREAMS; i++)
+		assert_int_equal(ret_of(f->m, s[i], NRS_RET_MS), i == 3 ? 7 : 2000);
+	assert_int_equal(steps_since(f->m, &last), 1);
+
+	/* a stream renamed out inherits from its new place */
+	assert_int_equal(nrs_meta_rename(f->m, d[MEMO_DEPTH - 1], "s4", d[1],
+					 "s4", 0, NOW, NULL), 0);
+	assert_int_equal(ret_of(f->m, s[4], NRS_RET_MS), 1000);
+	assert_int_equal(ret_of(f->m, s[4], NRS_RET_BYTES), 0);
+	assert_int_equal(ret_of(f->m, s[5], NRS_RET_MS), 2000);
+
+	/* a directory renamed: its whole subtree inherits from the new place */
+	assert_int_equal(nrs_meta_rename(f->m, d[MEMO_DEPTH / 2 - 1], "d", ROOT,
+					 "moved", 0, NOW, NULL), 0);
+	for (i = 0; i < MEMO_STREAMS; i++)
+		if (i != 4)
+			assert_int_equal(ret_of(f->m, s[i], NRS_RET_MS),
+					 i == 3 ? 7 : 2000);
+	assert_int_equal(nrs_meta_set_retention(f->m, d[MEMO_DEPTH / 2],
+						NRS_RET_MS, 0), 0);
+	for (i = 0; i < MEMO_STREAMS; i++)
+		if (i != 4)
+			assert_int_equal(ret_of(f->m, s[i], NRS_RET_MS),
+					 i == 3 ? 7 : 0);
+	assert_int_equal(nrs_meta_rename(f->m, ROOT, "moved", d[0], "back", 0,
+					 NOW, NULL), 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, d[MEMO_DEPTH / 2],
+						NRS_RET_MS, 9), 0);
+	assert_int_equal(ret_of(f->m, s[0], NRS_RET_MS), 9);
+	assert_int_equal(nrs_meta_rename(f->m, d[0], "back", ROOT, "moved", 0,
+					 NOW, NULL), 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, d[MEMO_DEPTH / 2],
+						NRS_RET_MS, 0), 0);
+	assert_int_equal(ret_of(f->m, s[0], NRS_RET_MS), 0);	/* d[550]'s 0 */
+	/* a setting high up reaches what was memoised below */
+	plain = mkdir_ok(f->m, d[MEMO_DEPTH / 2], "plain");
+	ps = create_ok(f->m, plain, "ps", NULL);
+	assert_int_equal(ret_of(f->m, plain, NRS_RET_MS), 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, ROOT, NRS_RET_MS, 11), 0);
+	assert_int_equal(ret_of(f->m, d[1], NRS_RET_MS), 1000);
+	assert_int_equal(ret_of(f->m, plain, NRS_RET_MS), 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, d[MEMO_DEPTH / 2],
+						NRS_RET_BYTES, 3), 0);
+	assert_int_equal(ret_of(f->m, plain, NRS_RET_BYTES), 3);
+	assert_int_equal(ret_of(f->m, ps, NRS_RET_BYTES), 3);
+	assert_int_equal(ret_of(f->m, ps, NRS_RET_MS), 0);
+	assert_int_equal(nrs_meta_rename(f->m, d[MEMO_DEPTH / 2], "plain", ROOT,
+					 "plain", 0, NOW, NULL), 0);
+	assert_int_equal(ret_of(f->m, ps, NRS_RET_MS), 11);	/* below it */
+	assert_int_equal(ret_of(f->m, ps, NRS_RET_BYTES), 0);
+	assert_int_equal(ret_of(f->m, plain, NRS_RET_MS), 11);
+	assert_int_equal(ret_of(f->m, plain, NRS_RET_BYTES), 0);
+
+	/* unlinked: the stream keeps only its own values; forgotten: gone */
+	assert_int_equal(nrs_meta_unlink(f->m, d[MEMO_DEPTH - 1], "s3", NOW, &a),
+			 0);
+	assert_int_equal(ret_of(f->m, s[3], NRS_RET_MS), 7);
+	assert_int_equal(ret_of(f->m, s[3], NRS_RET_BYTES), 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, d[MEMO_DEPTH - 1],
+						NRS_RET_MS, 13), 0);
+	assert_int_equal(ret_of(f->m, s[5], NRS_RET_MS), 13);
+	assert_int_equal(nrs_meta_unlink(f->m, d[MEMO_DEPTH - 1], "s5", NOW, &a),
+			 0);
+	assert_int_equal(ret_of(f->m, s[5], NRS_RET_MS), 0);
+	assert_int_equal(nrs_meta_forget_inode(f->m, s[5]), 0);
+	assert_int_equal(nrs_meta_get_retention(f->m, s[5], NRS_RET_MS, &last),
+			 -ENOENT);
+	/* and a reopened store walks again, to the same values */
+	reopen(f);
+	last = 0;
+	assert_int_equal(ret_of(f->m, s[0], NRS_RET_BYTES), 5);
+	assert_int_equal(ret_of(f->m, plain, NRS_RET_MS), 11);
+	assert_int_equal(ret_of(f->m, s[4], NRS_RET_MS), 1000);
+	assert_true(steps_since(f->m, &last) > 0);
+}
+
 static void test_publish_cas(void **state)
 {
 	struct fx *f = *state;
@@ -1789,6 +1932,7 @@ int main(void)
 		T(test_xattrs),
 		T(test_profile_inheritance),
 		T(test_retention),
+		T(test_retention_memo),
 		T(test_publish_cas),
 		T(test_start_epoch),
 		T(test_unlinked_forget),
