@@ -31,6 +31,7 @@
 #include "failpoint.h"
 #include "fuse_front.h"
 #include "log.h"
+#include "parse.h"
 
 /* Free space the WAL leaves for SQLite: its WAL grows by up to ~4 MiB
  * between checkpoints, and checkpoints may grow the database. */
@@ -202,25 +203,20 @@ static void detach_finish(int fd)
 	close(fd);
 }
 
-/* Numeric -o option i, if given, into *out: 0, or -EINVAL (said why). */
+/* Numeric -o option i, if given, into *out: 0, or -EINVAL (said why).
+ * Plain decimal only (parse.h P1): no sign, space, prefix or suffix. */
 static int parse_num(const struct options *o, enum num_opt i, uint64_t *out)
 {
 	const char *s = o->num[i];
-	unsigned long long v;
-	char *end;
 
 	if (!s)
 		return 0;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (!*s || *end || *s == '-' || errno == ERANGE || v < num_opts[i].min ||
-	    v > num_opts[i].max) {
-		fprintf(stderr, "nereusfs: %s must be a number from %" PRIu64
-			" to %" PRIu64 ", not '%s'\n", num_opts[i].name,
+	if (nrs_parse_u64_range(s, num_opts[i].min, num_opts[i].max, out)) {
+		fprintf(stderr, "nereusfs: %s must be a decimal number from %"
+			PRIu64 " to %" PRIu64 ", not '%s'\n", num_opts[i].name,
 			num_opts[i].min, num_opts[i].max, s);
 		return -EINVAL;
 	}
-	*out = v;
 	return 0;
 }
 
@@ -315,6 +311,10 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "nereusfs: out of memory\n");
 		goto out_args;
 	}
+	if (!o.data[0]) {
+		fprintf(stderr, "nereusfs: data= needs a directory\n");
+		goto out_args;
+	}
 	if (o.data[0] != '/') {
 		/* fuse_daemonize() changes to "/" */
 		char *cwd = getcwd(NULL, 0), *abs = NULL;
@@ -335,6 +335,13 @@ int main(int argc, char *argv[])
 	co.s3_credentials = o.s3_credentials;
 	co.s3_ca_file = o.s3_ca;
 	co.disk_cache = o.disk_cache;
+	/* The daemon runs in "/" once detached: a relative path would name
+	 * another directory than the one the admin meant (nereusfs(8)). */
+	if (o.disk_cache && o.disk_cache[0] != '/') {
+		fprintf(stderr, "nereusfs: disk_cache must be an absolute path,"
+			" not '%s'\n", o.disk_cache);
+		goto out_args;
+	}
 	if (parse_nums(&o, &co))
 		goto out_args;
 	/* The kernel checks permissions from the attributes we report. */
