@@ -204,7 +204,7 @@ static void detach_finish(int fd)
 }
 
 /* Numeric -o option i, if given, into *out: 0, or -EINVAL (said why).
- * Plain decimal only (parse.h P1): no sign, space, prefix or suffix. */
+ * Plain decimal only (parse.h N1): no sign, space, prefix or suffix. */
 static int parse_num(const struct options *o, enum num_opt i, uint64_t *out)
 {
 	const char *s = o->num[i];

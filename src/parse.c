@@ -1,4 +1,4 @@
-/* parse.c - the strict decimal parser (parse.h, rule P1). */
+/* parse.c - the strict decimal parser (parse.h, rule N1). */
 #include "config.h"
 
 #include <errno.h>
@@ -15,14 +15,14 @@ int nrs_parse_u64(const void *s, size_t len, uint64_t *out)
 
 	if (len == 0)
 		return -EINVAL;
-	big = len > NRS_PARSE_DIGITS_MAX;	/* P1: at most 20 digits */
+	big = len > NRS_PARSE_DIGITS_MAX;	/* N1: at most 20 digits */
 	for (size_t i = 0; i < len; i++) {
 		unsigned int d;
 
-		if (p[i] < '0' || p[i] > '9')	/* P1: digits only */
+		if (p[i] < '0' || p[i] > '9')	/* N1: digits only */
 			return -EINVAL;
 		d = p[i] - '0';
-		if (v > (UINT64_MAX - d) / 10)	/* P1: no wrap */
+		if (v > (UINT64_MAX - d) / 10)	/* N1: no wrap */
 			big = true;
 		else
 			v = v * 10 + d;

@@ -52,7 +52,7 @@ bool nrs_xattr_applies(int id, bool is_dir)
 	return d && (d->flags & (is_dir ? NRS_XA_ON_DIR : NRS_XA_ON_STREAM));
 }
 
-/* P1 of parse.h; every failure is -EINVAL (ERANGE means "buffer too
+/* N1 of parse.h; every failure is -EINVAL (ERANGE means "buffer too
  * small" to a getxattr caller). */
 int nrs_xattr_parse_u64(const void *val, size_t len, uint64_t *out)
 {

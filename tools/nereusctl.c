@@ -11,7 +11,7 @@
  * ("stat --json PATH" and "stat PATH --json" are the same); then the
  * command table (commands[]) says how many operands each command takes
  * and which options it accepts.  A new command is one entry there.
- * Numbers go through the daemon's own strict parser (parse.h P1).
+ * Numbers go through the daemon's own strict parser (parse.h N1).
  */
 #include "config.h"
 
@@ -84,7 +84,7 @@ static int fail(const char *what, const char *path, int e)
 	return EXIT_FAIL;
 }
 
-/* A decimal uint64_t (parse.h P1); exits with usage otherwise. */
+/* A decimal uint64_t (parse.h N1); exits with usage otherwise. */
 static uint64_t parse_u64(const char *what, const char *s)
 {
 	uint64_t v;

@@ -72,7 +72,7 @@ static void print_line(void *ctx, enum nrs_fsck_sev sev, const char *line)
 }
 
 /* --gc-grace-ms: what the daemon's -o gc_grace_ms takes (main.c), with
- * the same parser (parse.h P1). */
+ * the same parser (parse.h N1). */
 static int parse_ms(const char *s, uint64_t *out)
 {
 	return nrs_parse_u64_range(s, 1, UINT64_MAX / 1000000, out);

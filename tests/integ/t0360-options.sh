@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='strict numbers (parse.h P1): -o options, user.nereus.* values, nereusctl and nereusfs-fsck; nereusctl options anywhere, --help, --version, exit statuses'
+test_description='strict numbers (parse.h N1): -o options, user.nereus.* values, nereusctl and nereusfs-fsck; nereusctl options anywhere, --help, --version, exit statuses'
 . "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
 
 PATH=${NRS_TOOLS:-$nrs_top}:$PATH

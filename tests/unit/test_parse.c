@@ -1,4 +1,4 @@
-/* test_parse.c - the strict decimal parser (parse.h, P1). */
+/* test_parse.c - the strict decimal parser (parse.h, N1). */
 #include "config.h"
 
 #include <stdarg.h>
@@ -37,7 +37,7 @@ static void test_accepts_digits(void **state)
 	assert_int_equal(v, 12);
 }
 
-/* P1: no sign, no space, no base prefix, no suffix, nothing empty. */
+/* N1: no sign, no space, no base prefix, no suffix, nothing empty. */
 static void test_refuses_non_digits(void **state)
 {
 	static const char *const bad[] = {
@@ -54,7 +54,7 @@ static void test_refuses_non_digits(void **state)
 	assert_int_equal(v, 7);
 }
 
-/* P1: too large is refused, never wrapped (-1 as UINT64_MAX) or clamped. */
+/* N1: too large is refused, never wrapped (-1 as UINT64_MAX) or clamped. */
 static void test_refuses_overflow(void **state)
 {
 	uint64_t v = 7;
