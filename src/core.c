@@ -3,7 +3,9 @@
  * and appends.  Namespace operations are in core_ns.c, xattrs and the
  * virtual files in core_xattr.c, recovery in recovery.c.
  *
- * Data directory layout (DESIGN.md section 7):
+ * Data directory layout (DESIGN.md section 7), every file 0600 and every
+ * directory 0700 (fileio.h S1), the directory itself refused at start if
+ * anyone else may read or write it (S2):
  *   DIR/lock      flock(2)ed by the daemon that owns the directory
  *   DIR/meta.db   the metadata store (meta_sqlite.c)
  *   DIR/wal/      local WAL segments (wal_local.c)
@@ -54,6 +56,7 @@
 #include <unistd.h>
 
 #include "core_priv.h"
+#include "fileio.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "objfmt.h"
@@ -659,6 +662,9 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 			strerror(-err));
 		goto out_free;
 	}
+	err = nrs_dir_check_private(o->data_dir, "data directory");	/* S2 */
+	if (err)
+		goto out_free;
 	err = lock_data_dir(o->data_dir, &c->lock_fd);
 	if (err) {
 		nrs_err("cannot lock data directory %s: %s", o->data_dir,

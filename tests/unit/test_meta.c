@@ -1767,6 +1767,50 @@ static void test_quick_check_refuses(void **state)
 	assert_null(f->m);
 }
 
+static mode_t mode_of(const char *path, const char *sfx)
+{
+	char p[200];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s%s", path, sfx);
+	assert_int_equal(stat(p, &st), 0);
+	return st.st_mode & 07777;
+}
+
+/* fileio.h S1: the database and its -wal are 0600 whatever the umask
+ * (exclusive locking: no -shm); one an older version left 0644 is made
+ * 0600. */
+static void test_file_modes(void **state)
+{
+	struct fx *f = *state;
+	mode_t old = umask(0);
+	char path[160];
+
+	snprintf(path, sizeof(path), "%s/m0.db", f->dir);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(nrs_meta_open(path, &f->m), 0);
+	mkdir_ok(f->m, NRS_ROOT_INO, "d");	/* the -wal gets a frame */
+	assert_int_equal(mode_of(path, ""), 0600);
+	assert_int_equal(mode_of(path, "-wal"), 0600);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(nrs_meta_open(path, &f->m), 0);
+	assert_int_equal(mode_of(path, ""), 0600);
+	umask(old);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	for (int i = 0; i < 3; i++) {
+		char p[200];
+
+		snprintf(p, sizeof(p), "%s%s", path,
+			 i == 0 ? "" : i == 1 ? "-wal" : "-shm");
+		unlink(p);
+	}
+	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
@@ -1795,6 +1839,7 @@ int main(void)
 		T(test_callback_reentry),
 		T(test_newer_version_refused),
 		T(test_not_a_database),
+		T(test_file_modes),
 		T(test_threads),
 		T(test_sync_only_when_durable),
 		T(test_readonly_listing),
