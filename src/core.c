@@ -41,6 +41,24 @@
  * xattrs live in other rows and keep working, so it can be listed,
  * renamed and unlinked (which forgets it).  Every other stream is served
  * as usual.  Repair is offline (nereusfs-fsck(8)).
+ *
+ * K1 set-id bits (pjdfstest chmod/12.t; issue 12).  A write, or an open
+ * with O_TRUNC, by a caller without CAP_FSETID clears S_ISUID, and S_ISGID
+ * when group-execute is set (nrs_mode_killpriv, attrmask.h), durably as a
+ * chmod.  With direct I/O and FUSE_CAP_HANDLE_KILLPRIV the kernel leaves
+ * that to us, and libfuse does not pass its kill flag on, so the FUSE
+ * front says whether the caller is privileged (uid 0 stands for
+ * CAP_FSETID).  It happens before the append is ordered, as the kernel
+ * clears before a local file system writes: no byte an unprivileged
+ * writer sent is ever committed while the bits are still set, and a
+ * write that then fails (ESPIPE, ENOSPC) has cleared them too, as on
+ * ext4.  If the clearing fails, so does the write, and nothing is
+ * written.  It costs the common path one branch: st->privs says whether
+ * the mode may hold such bits, kept by chmod and by the clearing under
+ * c->admin (so a chmod that races a write is never undone by it), and
+ * true for a stream loaded at start until its first unprivileged write
+ * looks.  Creating a stream never clears: the file is new (as O_TRUNC on
+ * a file O_CREAT made).
  */
 #include "config.h"
 
@@ -76,6 +94,7 @@ struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row)
 	pthread_mutex_init(&st->lock, NULL);
 	st->batch_slot = -1;
 	st->batch_upd = -1;
+	atomic_init(&st->privs, true);	/* K1: not looked at yet */
 	if (row->corrupt) {	/* nothing else of the row is trusted */
 		st->corrupt = true;
 		return st;
@@ -204,6 +223,44 @@ void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a)
 	if (now)
 		forget_stream(c, a->ino, a->stream_id);
 	pthread_mutex_unlock(&c->admin);
+}
+
+void nrs_core_privs_set(struct nrs_core *c, const struct nrs_attr *a)
+{
+	struct nrs_stream *st = a->stream_id ?
+		nrs_core_stream_get(c, a->stream_id) : NULL;
+
+	if (!st)
+		return;
+	atomic_store(&st->privs, nrs_mode_killpriv(a->mode) != a->mode);
+	nrs_stream_put(st);
+}
+
+/*
+ * K1: clear the set-id bits of st's inode, durably, before an
+ * unprivileged caller's write or O_TRUNC goes on.  0, or the store's
+ * error (then the caller fails and changes nothing).
+ */
+static int kill_priv(struct nrs_core *c, struct nrs_stream *st)
+{
+	struct nrs_attr a;
+	int err;
+
+	pthread_mutex_lock(&c->admin);
+	err = nrs_meta_getattr(c->meta, st->ino, &a);
+	if (!err && nrs_mode_killpriv(a.mode) != a.mode)
+		err = nrs_meta_setattr(c->meta, st->ino, &a, NRS_SET_KILLPRIV,
+				       nrs_now_real_ns(), &a);
+	if (err == -ENOENT)
+		err = 0;		/* being forgotten: nothing to clear */
+	else if (err)
+		nrs_err("stream %" PRIu64 ": cannot clear the set-id bits of "
+			"inode %" PRIu64 " before an unprivileged write: %s; "
+			"the write fails", st->id, st->ino, strerror(-err));
+	else
+		atomic_store(&st->privs, false);
+	pthread_mutex_unlock(&c->admin);
+	return err;
 }
 
 static struct timespec ns_to_ts(int64_t ns)
@@ -351,7 +408,7 @@ int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st)
 }
 
 int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
-		  struct nrs_handle **out)
+		  bool privileged, struct nrs_handle **out)
 {
 	struct nrs_handle *h;
 	struct nrs_stream *st;
@@ -389,8 +446,18 @@ int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
 		return -ENOENT;
 	err = nrs_core_stream_check(c, st) ?:
 		open_stream(c, st, ino, flags, out);
-	if (err)
+	if (err) {
 		nrs_stream_put(st);
+		return err;
+	}
+	/* K1: O_TRUNC (of an empty stream: open_stream refused the rest) */
+	if ((flags & O_TRUNC) && !privileged && atomic_load(&st->privs)) {
+		err = kill_priv(c, st);
+		if (err) {
+			nrs_core_release(c, *out);
+			*out = NULL;
+		}
+	}
 	return err;
 }
 
@@ -421,6 +488,8 @@ int nrs_core_create(struct nrs_core *c, uint64_t parent, const char *name,
 		nrs_stream_put(st);
 		return err;
 	}
+	/* K1: a new file keeps the set-id bits its creator gave it */
+	atomic_store(&st->privs, nrs_mode_killpriv(a.mode) != a.mode);
 	err = open_stream(c, st, a.ino, flags & ~O_TRUNC, h);
 	if (err) {
 		nrs_stream_put(st);
@@ -500,7 +569,7 @@ static void append_done(struct nrs_req *r, int err)
 }
 
 int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
-		    size_t len, uint64_t off, bool at_head,
+		    size_t len, uint64_t off, bool at_head, bool privileged,
 		    nrs_append_done done, void *cookie)
 {
 	struct append_req *ar;
@@ -512,6 +581,14 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 		return -EBADF;
 	if (len > NRS_MAX_WRITE)
 		return -EFBIG;
+	/* K1: before the append is ordered; one branch when nothing is set */
+	if (!privileged && atomic_load_explicit(&h->st->privs,
+						memory_order_relaxed)) {
+		int err = kill_priv(c, h->st);
+
+		if (err)
+			return err;
+	}
 	/* Leading, this thread writes the bytes before it returns: no copy */
 	lead = nrs_pipeline_try_lead(c->pipe);
 	ar = malloc(sizeof(*ar) + (lead ? 0 : len));

@@ -99,6 +99,8 @@ int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st);
 void nrs_core_stream_remove(struct nrs_core *c, uint64_t id);
 void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
 		      struct stat *out);
+/* K1: st->privs of a's stream from a's mode (c->admin held). */
+void nrs_core_privs_set(struct nrs_core *c, const struct nrs_attr *a);
 /* The stream's name went: forget it now, or at the last close. */
 void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a);
 

@@ -1436,6 +1436,8 @@ int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino,
 	if (!ret) {
 		if (mask & NRS_SET_MODE)
 			a.mode = (a.mode & S_IFMT) | (in->mode & 07777);
+		if (mask & NRS_SET_KILLPRIV)
+			a.mode = nrs_mode_killpriv(a.mode);
 		if (mask & NRS_SET_UID)
 			a.uid = in->uid;
 		if (mask & NRS_SET_GID)

@@ -5,9 +5,10 @@ test_description='strict numbers (parse.h N1): -o options, user.nereus.* values,
 PATH=${NRS_TOOLS:-$nrs_top}:$PATH
 S=$MNT/ns/s
 
-# A start that must fail: exit 1, nothing mounted, the message on stderr.
+# A start that must fail: exit 1, nothing mounted, the message on stderr
+# (a daemon that wrongly starts is stopped after 10 s: the step fails).
 refused_start () {
-	test_must_fail "$NEREUSFS" -f -o "data=$DATA" "$@" "$MNT" \
+	test_must_fail timeout 10 "$NEREUSFS" -f -o "data=$DATA" "$@" "$MNT" \
 		2>"$TRASH/err" &&
 	cat "$TRASH/err" &&
 	! nrs_is_mounted
@@ -29,7 +30,7 @@ test_expect_success 'numeric -o options: sign, space, prefix, suffix, overflow r
 test_expect_success 'disk_cache must be absolute; data= must not be empty' '
 	refused_start -o "disk_cache=relative" &&
 	grep -q "disk_cache must be an absolute path, not .relative." "$TRASH/err" &&
-	test_must_fail "$NEREUSFS" -f -o "data=" "$MNT" 2>"$TRASH/err" &&
+	test_must_fail timeout 10 "$NEREUSFS" -f -o "data=" "$MNT" 2>"$TRASH/err" &&
 	grep -q "data= needs a directory" "$TRASH/err" &&
 	! nrs_is_mounted
 '

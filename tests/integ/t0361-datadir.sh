@@ -65,7 +65,7 @@ test_expect_success 'an older meta.db left 0644 is made 0600' '
 # and says which mode and what to do.
 refused () {
 	chmod "$1" "$DATA" &&
-	test_must_fail "$NEREUSFS" -f -o "data=$DATA" "$MNT" 2>"$TRASH/err" &&
+	test_must_fail timeout 10 "$NEREUSFS" -f -o "data=$DATA" "$MNT" 2>"$TRASH/err" &&
 	cat "$TRASH/err" &&
 	! nrs_is_mounted &&
 	grep -q "data directory $DATA has mode $2: other users could read or change the daemon.s state; refusing it (run: chmod 700 $DATA)" "$TRASH/err"
@@ -83,7 +83,7 @@ test_expect_success 'a data directory others can read, write or enter is refused
 test_expect_success 'a disk cache directory others can read is refused too' '
 	chmod 0700 "$DATA" &&
 	chmod 0755 "$CACHE" &&
-	test_must_fail "$NEREUSFS" -f -o "data=$DATA,disk_cache=$CACHE" "$MNT" \
+	test_must_fail timeout 10 "$NEREUSFS" -f -o "data=$DATA,disk_cache=$CACHE" "$MNT" \
 		2>"$TRASH/err" &&
 	cat "$TRASH/err" &&
 	! nrs_is_mounted &&
@@ -93,7 +93,7 @@ test_expect_success 'a disk cache directory others can read is refused too' '
 test_expect_success 'a data directory owned by another user is refused' '
 	chmod 0700 "$CACHE" &&
 	chown nobody "$DATA" &&
-	test_must_fail "$NEREUSFS" -f -o "data=$DATA" "$MNT" 2>"$TRASH/err" &&
+	test_must_fail timeout 10 "$NEREUSFS" -f -o "data=$DATA" "$MNT" 2>"$TRASH/err" &&
 	cat "$TRASH/err" &&
 	grep -q "data directory $DATA is owned by uid $(id -u nobody), not by this daemon.s ($(id -u)) or root" "$TRASH/err" &&
 	chown "$(id -u)" "$DATA" &&
