@@ -699,6 +699,54 @@ static int lock_data_dir(const char *dir, int *fd_out)
 	return 0;
 }
 
+/*
+ * A5 at mount: the reserve of the WAL, scaled down to the file system of
+ * the data directory unless the admin gave one, and a warning (log and
+ * /.nereus/status) when it leaves no room for appends: a file system no
+ * larger than the reserve (every append fails ENOSPC), or one with less
+ * free space than it (until space is freed); a reserve scaled down is
+ * said too, as SQLite's room on the disk is then small.
+ */
+static void choose_reserve(struct nrs_core *c, const struct nrs_core_opts *o)
+{
+	struct statvfs sv;
+	uint64_t fs, avail;
+
+	c->wal_reserve = o->wal_reserve;
+	if (statvfs(c->data_dir, &sv) < 0) {
+		nrs_warn("statvfs %s: %s: wal_reserve stays %" PRIu64,
+			 c->data_dir, strerror(errno), c->wal_reserve);
+		return;
+	}
+	fs = (uint64_t)sv.f_blocks * sv.f_frsize;
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if (o->wal_reserve_auto) {
+		c->wal_reserve = nrs_wal_reserve_scaled(o->wal_reserve, fs);
+		c->reserve_scaled = c->wal_reserve < o->wal_reserve;
+	}
+	if (c->wal_reserve == 0)
+		return;
+	if (fs <= c->wal_reserve) {
+		c->space_warning = "fs_smaller_than_reserve";
+		nrs_warn("the file system of %s holds %" PRIu64 " bytes, no more"
+			 " than wal_reserve (%" PRIu64 "): every append will fail"
+			 " ENOSPC; use a larger file system or a smaller -o"
+			 " wal_reserve", c->data_dir, fs, c->wal_reserve);
+	} else if (avail <= c->wal_reserve) {
+		c->space_warning = "free_below_reserve";
+		nrs_warn("the file system of %s has %" PRIu64 " bytes free, no"
+			 " more than wal_reserve (%" PRIu64 "): appends fail"
+			 " ENOSPC until space is freed", c->data_dir, avail,
+			 c->wal_reserve);
+	} else if (c->reserve_scaled) {
+		c->space_warning = "reserve_scaled";
+		nrs_warn("the file system of %s is small (%" PRIu64 " bytes):"
+			 " wal_reserve scaled down from %" PRIu64 " to %" PRIu64
+			 " (5%%, at least 4 MiB; -o wal_reserve sets it)",
+			 c->data_dir, fs, o->wal_reserve, c->wal_reserve);
+	}
+}
+
 int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 {
 	struct nrs_wal_local_opts wo = {
@@ -749,6 +797,8 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 				      : strerror(-err));
 		goto out_free;
 	}
+	choose_reserve(c, o);		/* A5 */
+	wo.reserve = c->wal_reserve;
 	snprintf(path, sizeof(path), "%s/meta.db", o->data_dir);
 	err = nrs_meta_open(path, &c->meta);
 	if (err) {

@@ -33,6 +33,9 @@ struct nrs_core_opts {
 	const char *data_dir;
 	uint64_t wal_segment_size;	/* 0: default */
 	uint64_t wal_reserve;		/* free bytes left to the metadata store */
+	bool wal_reserve_auto;		/* wal_reserve is the default: scale it
+					 * down on a small file system (wal.h,
+					 * nrs_wal_reserve_scaled) */
 	uint64_t wal_budget;		/* most WAL bytes on disk; 0: none */
 	size_t max_batch_bytes;		/* 0: default */
 	bool no_commit_lead;		/* appends never commit in the FUSE

@@ -40,6 +40,12 @@ struct nrs_core {
 	struct nrs_reader reader;
 	struct nrs_metrics metrics;
 	int64_t started_ns;
+	/* A5 at mount (core.c choose_reserve): the reserve in force,
+	 * whether it was scaled down, and what the mount warned about (a
+	 * word for /.nereus/status, or NULL) */
+	uint64_t wal_reserve;
+	bool reserve_scaled;
+	const char *space_warning;
 
 	pthread_mutex_t hlock;		/* the handle list */
 	struct nrs_handle *handles;

@@ -102,7 +102,8 @@ static void usage(const char *prog)
 	       "    -o data=DIR              data directory (default %s)\n"
 	       "    -o wal_segment_size=N    bytes per WAL segment (default 64 MiB)\n"
 	       "    -o wal_reserve=N         free bytes the WAL leaves to the metadata\n"
-	       "                             store (default 64 MiB)\n"
+	       "                             store (default 5%% of the file system,\n"
+	       "                             at least 4 MiB, at most 64 MiB)\n"
 	       "    -o wal_budget=N          most bytes the WAL holds before appends\n"
 	       "                             fail ENOSPC (default 4 GiB, 0: no limit)\n"
 	       "    -o s3=URL                objects go to http[s]://HOST[:PORT]/BUCKET\n"
@@ -329,7 +330,8 @@ int main(int argc, char *argv[])
 		o.data = abs;
 	}
 	co.data_dir = o.data;
-	co.wal_reserve = DEFAULT_WAL_RESERVE;
+	co.wal_reserve = DEFAULT_WAL_RESERVE;	/* at most: A5 scales it */
+	co.wal_reserve_auto = !o.num[NO_RESERVE];
 	co.wal_budget = DEFAULT_WAL_BUDGET;
 	co.s3_url = o.s3;
 	co.s3_credentials = o.s3_credentials;
