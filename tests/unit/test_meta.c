@@ -478,6 +478,32 @@ static void test_setattr(void **state)
 	assert_int_equal(a.ctime_ns, NOW + 2);
 }
 
+/* core.c K1: NRS_SET_KILLPRIV clears S_ISUID, and S_ISGID only with
+ * group-execute, from the stored mode, durably. */
+static void test_setattr_killpriv(void **state)
+{
+	static const struct { uint32_t from, to; } cases[] = {
+		{ 06777, 0777 }, { 06767, 02767 }, { 04755, 0755 },
+		{ 02750, 0750 }, { 02740, 02740 }, { 0755, 0755 },
+	};
+	struct fx *f = *state;
+	struct nrs_attr in = { 0 }, a;
+	uint64_t s = create_ok(f->m, ROOT, "s", NULL);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		in.mode = cases[i].from;
+		assert_int_equal(nrs_meta_setattr(f->m, s, &in, NRS_SET_MODE,
+						  NOW, NULL), 0);
+		assert_int_equal(nrs_meta_setattr(f->m, s, &in,
+						  NRS_SET_KILLPRIV, NOW + 1, &a), 0);
+		assert_int_equal(a.mode, S_IFREG | cases[i].to);
+		reopen(f);
+		a = getattr_ok(f->m, s);
+		assert_int_equal(a.mode, S_IFREG | cases[i].to);
+		assert_int_equal(a.ctime_ns, NOW + 1);
+	}
+}
+
 static void test_rename_basic(void **state)
 {
 	struct fx *f = *state;
@@ -1823,6 +1849,7 @@ int main(void)
 		T(test_persistence),
 		T(test_ids_never_reused),
 		T(test_setattr),
+		T(test_setattr_killpriv),
 		T(test_rename_basic),
 		T(test_rename_noop_flags),
 		T(test_rename_into_subtree),
