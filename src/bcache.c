@@ -181,6 +181,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "log.h"
 #include "objfmt.h"
 
@@ -750,8 +751,11 @@ static int disk_open(struct nrs_bcache *c, const char *dir)
 	DIR *d;
 	int err;
 
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)	/* fileio.h S1 */
 		return -errno;
+	err = nrs_dir_check_private(dir, "disk cache directory");	/* S2 */
+	if (err)
+		return err;
 	c->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (c->dir_fd < 0)
 		return -errno;

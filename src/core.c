@@ -3,7 +3,9 @@
  * and appends.  Namespace operations are in core_ns.c, xattrs and the
  * virtual files in core_xattr.c, recovery in recovery.c.
  *
- * Data directory layout (DESIGN.md section 7):
+ * Data directory layout (DESIGN.md section 7), every file 0600 and every
+ * directory 0700 (fileio.h S1), the directory itself refused at start if
+ * anyone else may read or write it (S2):
  *   DIR/lock      flock(2)ed by the daemon that owns the directory
  *   DIR/meta.db   the metadata store (meta_sqlite.c)
  *   DIR/wal/      local WAL segments (wal_local.c)
@@ -39,6 +41,24 @@
  * xattrs live in other rows and keep working, so it can be listed,
  * renamed and unlinked (which forgets it).  Every other stream is served
  * as usual.  Repair is offline (nereusfs-fsck(8)).
+ *
+ * K1 set-id bits (pjdfstest chmod/12.t; issue 12).  A write, or an open
+ * with O_TRUNC, by a caller without CAP_FSETID clears S_ISUID, and S_ISGID
+ * when group-execute is set (nrs_mode_killpriv, attrmask.h), durably as a
+ * chmod.  With direct I/O and FUSE_CAP_HANDLE_KILLPRIV the kernel leaves
+ * that to us, and libfuse does not pass its kill flag on, so the FUSE
+ * front says whether the caller is privileged (uid 0 stands for
+ * CAP_FSETID).  It happens before the append is ordered, as the kernel
+ * clears before a local file system writes: no byte an unprivileged
+ * writer sent is ever committed while the bits are still set, and a
+ * write that then fails (ESPIPE, ENOSPC) has cleared them too, as on
+ * ext4.  If the clearing fails, so does the write, and nothing is
+ * written.  It costs the common path one branch: st->privs says whether
+ * the mode may hold such bits, kept by chmod and by the clearing under
+ * c->admin (so a chmod that races a write is never undone by it), and
+ * true for a stream loaded at start until its first unprivileged write
+ * looks.  Creating a stream never clears: the file is new (as O_TRUNC on
+ * a file O_CREAT made).
  */
 #include "config.h"
 
@@ -54,6 +74,7 @@
 #include <unistd.h>
 
 #include "core_priv.h"
+#include "fileio.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "objfmt.h"
@@ -73,6 +94,7 @@ struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row)
 	pthread_mutex_init(&st->lock, NULL);
 	st->batch_slot = -1;
 	st->batch_upd = -1;
+	atomic_init(&st->privs, true);	/* K1: not looked at yet */
 	if (row->corrupt) {	/* nothing else of the row is trusted */
 		st->corrupt = true;
 		return st;
@@ -201,6 +223,44 @@ void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a)
 	if (now)
 		forget_stream(c, a->ino, a->stream_id);
 	pthread_mutex_unlock(&c->admin);
+}
+
+void nrs_core_privs_set(struct nrs_core *c, const struct nrs_attr *a)
+{
+	struct nrs_stream *st = a->stream_id ?
+		nrs_core_stream_get(c, a->stream_id) : NULL;
+
+	if (!st)
+		return;
+	atomic_store(&st->privs, nrs_mode_killpriv(a->mode) != a->mode);
+	nrs_stream_put(st);
+}
+
+/*
+ * K1: clear the set-id bits of st's inode, durably, before an
+ * unprivileged caller's write or O_TRUNC goes on.  0, or the store's
+ * error (then the caller fails and changes nothing).
+ */
+static int kill_priv(struct nrs_core *c, struct nrs_stream *st)
+{
+	struct nrs_attr a;
+	int err;
+
+	pthread_mutex_lock(&c->admin);
+	err = nrs_meta_getattr(c->meta, st->ino, &a);
+	if (!err && nrs_mode_killpriv(a.mode) != a.mode)
+		err = nrs_meta_setattr(c->meta, st->ino, &a, NRS_SET_KILLPRIV,
+				       nrs_now_real_ns(), &a);
+	if (err == -ENOENT)
+		err = 0;		/* being forgotten: nothing to clear */
+	else if (err)
+		nrs_err("stream %" PRIu64 ": cannot clear the set-id bits of "
+			"inode %" PRIu64 " before an unprivileged write: %s; "
+			"the write fails", st->id, st->ino, strerror(-err));
+	else
+		atomic_store(&st->privs, false);
+	pthread_mutex_unlock(&c->admin);
+	return err;
 }
 
 static struct timespec ns_to_ts(int64_t ns)
@@ -348,7 +408,7 @@ int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st)
 }
 
 int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
-		  struct nrs_handle **out)
+		  bool privileged, struct nrs_handle **out)
 {
 	struct nrs_handle *h;
 	struct nrs_stream *st;
@@ -386,8 +446,18 @@ int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
 		return -ENOENT;
 	err = nrs_core_stream_check(c, st) ?:
 		open_stream(c, st, ino, flags, out);
-	if (err)
+	if (err) {
 		nrs_stream_put(st);
+		return err;
+	}
+	/* K1: O_TRUNC (of an empty stream: open_stream refused the rest) */
+	if ((flags & O_TRUNC) && !privileged && atomic_load(&st->privs)) {
+		err = kill_priv(c, st);
+		if (err) {
+			nrs_core_release(c, *out);
+			*out = NULL;
+		}
+	}
 	return err;
 }
 
@@ -418,6 +488,8 @@ int nrs_core_create(struct nrs_core *c, uint64_t parent, const char *name,
 		nrs_stream_put(st);
 		return err;
 	}
+	/* K1: a new file keeps the set-id bits its creator gave it */
+	atomic_store(&st->privs, nrs_mode_killpriv(a.mode) != a.mode);
 	err = open_stream(c, st, a.ino, flags & ~O_TRUNC, h);
 	if (err) {
 		nrs_stream_put(st);
@@ -497,7 +569,7 @@ static void append_done(struct nrs_req *r, int err)
 }
 
 int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
-		    size_t len, uint64_t off, bool at_head,
+		    size_t len, uint64_t off, bool at_head, bool privileged,
 		    nrs_append_done done, void *cookie)
 {
 	struct append_req *ar;
@@ -509,6 +581,14 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 		return -EBADF;
 	if (len > NRS_MAX_WRITE)
 		return -EFBIG;
+	/* K1: before the append is ordered; one branch when nothing is set */
+	if (!privileged && atomic_load_explicit(&h->st->privs,
+						memory_order_relaxed)) {
+		int err = kill_priv(c, h->st);
+
+		if (err)
+			return err;
+	}
 	/* Leading, this thread writes the bytes before it returns: no copy */
 	lead = nrs_pipeline_try_lead(c->pipe);
 	ar = malloc(sizeof(*ar) + (lead ? 0 : len));
@@ -619,6 +699,54 @@ static int lock_data_dir(const char *dir, int *fd_out)
 	return 0;
 }
 
+/*
+ * A5 at mount: the reserve of the WAL, scaled down to the file system of
+ * the data directory unless the admin gave one, and a warning (log and
+ * /.nereus/status) when it leaves no room for appends: a file system no
+ * larger than the reserve (every append fails ENOSPC), or one with less
+ * free space than it (until space is freed); a reserve scaled down is
+ * said too, as SQLite's room on the disk is then small.
+ */
+static void choose_reserve(struct nrs_core *c, const struct nrs_core_opts *o)
+{
+	struct statvfs sv;
+	uint64_t fs, avail;
+
+	c->wal_reserve = o->wal_reserve;
+	if (statvfs(c->data_dir, &sv) < 0) {
+		nrs_warn("statvfs %s: %s: wal_reserve stays %" PRIu64,
+			 c->data_dir, strerror(errno), c->wal_reserve);
+		return;
+	}
+	fs = (uint64_t)sv.f_blocks * sv.f_frsize;
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if (o->wal_reserve_auto) {
+		c->wal_reserve = nrs_wal_reserve_scaled(o->wal_reserve, fs);
+		c->reserve_scaled = c->wal_reserve < o->wal_reserve;
+	}
+	if (c->wal_reserve == 0)
+		return;
+	if (fs <= c->wal_reserve) {
+		c->space_warning = "fs_smaller_than_reserve";
+		nrs_warn("the file system of %s holds %" PRIu64 " bytes, no more"
+			 " than wal_reserve (%" PRIu64 "): every append will fail"
+			 " ENOSPC; use a larger file system or a smaller -o"
+			 " wal_reserve", c->data_dir, fs, c->wal_reserve);
+	} else if (avail <= c->wal_reserve) {
+		c->space_warning = "free_below_reserve";
+		nrs_warn("the file system of %s has %" PRIu64 " bytes free, no"
+			 " more than wal_reserve (%" PRIu64 "): appends fail"
+			 " ENOSPC until space is freed", c->data_dir, avail,
+			 c->wal_reserve);
+	} else if (c->reserve_scaled) {
+		c->space_warning = "reserve_scaled";
+		nrs_warn("the file system of %s is small (%" PRIu64 " bytes):"
+			 " wal_reserve scaled down from %" PRIu64 " to %" PRIu64
+			 " (5%%, at least 4 MiB; -o wal_reserve sets it)",
+			 c->data_dir, fs, o->wal_reserve, c->wal_reserve);
+	}
+}
+
 int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 {
 	struct nrs_wal_local_opts wo = {
@@ -659,6 +787,9 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 			strerror(-err));
 		goto out_free;
 	}
+	err = nrs_dir_check_private(o->data_dir, "data directory");	/* S2 */
+	if (err)
+		goto out_free;
 	err = lock_data_dir(o->data_dir, &c->lock_fd);
 	if (err) {
 		nrs_err("cannot lock data directory %s: %s", o->data_dir,
@@ -666,6 +797,8 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 				      : strerror(-err));
 		goto out_free;
 	}
+	choose_reserve(c, o);		/* A5 */
+	wo.reserve = c->wal_reserve;
 	snprintf(path, sizeof(path), "%s/meta.db", o->data_dir);
 	err = nrs_meta_open(path, &c->meta);
 	if (err) {

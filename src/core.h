@@ -33,6 +33,9 @@ struct nrs_core_opts {
 	const char *data_dir;
 	uint64_t wal_segment_size;	/* 0: default */
 	uint64_t wal_reserve;		/* free bytes left to the metadata store */
+	bool wal_reserve_auto;		/* wal_reserve is the default: scale it
+					 * down on a small file system (wal.h,
+					 * nrs_wal_reserve_scaled) */
 	uint64_t wal_budget;		/* most WAL bytes on disk; 0: none */
 	size_t max_batch_bytes;		/* 0: default */
 	bool no_commit_lead;		/* appends never commit in the FUSE
@@ -90,9 +93,13 @@ int nrs_core_readdir(struct nrs_core *c, uint64_t ino, uint64_t off,
 int nrs_core_create(struct nrs_core *c, uint64_t parent, const char *name,
 		    uint32_t mode, uint32_t uid, uint32_t gid, int flags,
 		    struct stat *out, struct nrs_handle **h);
-/* Open a stream or a virtual file.  O_TRUNC on a non-empty stream: -EPERM. */
+/*
+ * Open a stream or a virtual file.  O_TRUNC on a non-empty stream: -EPERM;
+ * on an empty one by a caller not privileged (without CAP_FSETID), it
+ * clears the set-id bits first (core.c K1).
+ */
 int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
-		  struct nrs_handle **h);
+		  bool privileged, struct nrs_handle **h);
 /* Writes must bypass the kernel page cache for this handle. */
 bool nrs_core_handle_direct(const struct nrs_handle *h);
 void nrs_core_release(struct nrs_core *c, struct nrs_handle *h);
@@ -105,11 +112,13 @@ typedef void (*nrs_append_done)(void *cookie, int err, size_t len);
 /*
  * Append len bytes (copied before return).  at_head (a write with
  * O_APPEND): at the head, wherever it is; otherwise a conditional append,
- * only if off is the head when ordered (-ESPIPE).  Returns 0 when done will
- * be called (possibly already), or a negative errno and done is not called.
+ * only if off is the head when ordered (-ESPIPE).  A caller that is not
+ * privileged (has no CAP_FSETID) clears the stream's set-id bits first
+ * (core.c K1).  Returns 0 when done will be called (possibly already), or
+ * a negative errno and done is not called.
  */
 int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
-		    size_t len, uint64_t off, bool at_head,
+		    size_t len, uint64_t off, bool at_head, bool privileged,
 		    nrs_append_done done, void *cookie);
 
 /* ---- adapters (core_adapter.c): the ioctls of include/nereusfs.h ---- */

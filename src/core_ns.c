@@ -140,8 +140,14 @@ int nrs_core_setattr(struct nrs_core *c, uint64_t ino, const struct stat *in,
 			     in->st_atim.tv_nsec;
 		a.mtime_ns = (int64_t)in->st_mtim.tv_sec * 1000000000 +
 			     in->st_mtim.tv_nsec;
+		if (mask & NRS_SET_MODE)
+			pthread_mutex_lock(&c->admin);	/* K1: with st->privs */
 		err = nrs_meta_setattr(c->meta, ino, &a, mask,
 				       nrs_now_real_ns(), &cur);
+		if (!err && (mask & NRS_SET_MODE))
+			nrs_core_privs_set(c, &cur);
+		if (mask & NRS_SET_MODE)
+			pthread_mutex_unlock(&c->admin);
 		if (err)
 			return err;
 	}

@@ -40,6 +40,12 @@ struct nrs_core {
 	struct nrs_reader reader;
 	struct nrs_metrics metrics;
 	int64_t started_ns;
+	/* A5 at mount (core.c choose_reserve): the reserve in force,
+	 * whether it was scaled down, and what the mount warned about (a
+	 * word for /.nereus/status, or NULL) */
+	uint64_t wal_reserve;
+	bool reserve_scaled;
+	const char *space_warning;
 
 	pthread_mutex_t hlock;		/* the handle list */
 	struct nrs_handle *handles;
@@ -99,6 +105,8 @@ int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st);
 void nrs_core_stream_remove(struct nrs_core *c, uint64_t id);
 void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
 		      struct stat *out);
+/* K1: st->privs of a's stream from a's mode (c->admin held). */
+void nrs_core_privs_set(struct nrs_core *c, const struct nrs_attr *a);
 /* The stream's name went: forget it now, or at the last close. */
 void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a);
 

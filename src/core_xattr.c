@@ -386,6 +386,28 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 	}
 }
 
+/* A5: the data directory's space against the WAL's reserve, now, and
+ * what the mount warned about (core.c choose_reserve). */
+static void space_status(struct nrs_core *c, FILE *f)
+{
+	struct statvfs sv;
+	uint64_t fs = 0, avail = 0;
+
+	if (statvfs(c->data_dir, &sv) == 0) {
+		fs = (uint64_t)sv.f_blocks * sv.f_frsize;
+		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	}
+	fprintf(f, "  \"space\": {\"fs_bytes\": %" PRIu64 ", \"free_bytes\": %"
+		PRIu64 ", \"wal_reserve\": %" PRIu64 ", \"reserve_scaled\": %s"
+		", \"below_reserve\": %s, \"warning\": ", fs, avail,
+		c->wal_reserve, c->reserve_scaled ? "true" : "false",
+		c->wal_reserve && avail <= c->wal_reserve ? "true" : "false");
+	if (c->space_warning)
+		fprintf(f, "\"%s\"},\n", c->space_warning);
+	else
+		fprintf(f, "null},\n");
+}
+
 static int render_status(struct nrs_core *c, char **buf, size_t *len)
 {
 	struct nrs_metrics_gauges g;
@@ -410,6 +432,7 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 		", \"segments\": %" PRIu64 ", \"current_segment\": %" PRIu64
 		", \"broken\": %s},\n", ws.bytes, g.wal_live_bytes, ws.segments,
 		ws.cur_seg, ws.broken ? "true" : "false");
+	space_status(c, f);
 	fprintf(f, "  \"pipeline\": {\"failed\": %s, \"batches\": %" PRIu64
 		"},\n", g.pipeline_failed ? "true" : "false",
 		(uint64_t)nrs_counter(&m->batches));

@@ -1,10 +1,14 @@
-/* fileio.c - file I/O loops shared by the modules that own files. */
+/* fileio.c - file I/O loops shared by the modules that own files, and
+ * the state directory check (S2 of fileio.h). */
 #include "config.h"
 
 #include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fileio.h"
+#include "log.h"
 
 ssize_t nrs_pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
@@ -23,4 +27,35 @@ ssize_t nrs_pread_full(int fd, void *buf, size_t len, uint64_t off)
 		done += (size_t)n;
 	}
 	return (ssize_t)done;
+}
+
+int nrs_dir_check_private(const char *path, const char *what)
+{
+	struct stat st;
+	uid_t me = geteuid();
+
+	if (stat(path, &st) < 0) {
+		int err = -errno;
+
+		nrs_err("%s %s: %s", what, path, strerror(-err));
+		return err;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		nrs_err("%s %s is not a directory", what, path);
+		return -ENOTDIR;
+	}
+	if (st.st_mode & 077) {		/* S2 */
+		nrs_err("%s %s has mode %04o: other users could read or change"
+			" the daemon's state; refusing it (run: chmod 700 %s)",
+			what, path, (unsigned int)(st.st_mode & 07777), path);
+		return -EPERM;
+	}
+	if (st.st_uid != me && st.st_uid != 0) {	/* S2 */
+		nrs_err("%s %s is owned by uid %u, not by this daemon's (%u) or"
+			" root; refusing it (run: chown %u %s)", what, path,
+			(unsigned int)st.st_uid, (unsigned int)me,
+			(unsigned int)me, path);
+		return -EPERM;
+	}
+	return 0;
 }

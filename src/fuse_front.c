@@ -216,10 +216,18 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		nrs_core_release(core_of(req), h);	/* interrupted */
 }
 
+/* The caller may keep set-id bits when it writes (core.c K1): uid 0
+ * stands for CAP_FSETID, which the request does not carry. */
+static bool privileged(fuse_req_t req)
+{
+	return fuse_req_ctx(req)->uid == 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct nrs_handle *h;
-	int err = nrs_core_open(core_of(req), ino, fi->flags, &h);
+	int err = nrs_core_open(core_of(req), ino, fi->flags, privileged(req),
+				&h);
 
 	if (err) {
 		fuse_reply_err(req, -err);
@@ -290,7 +298,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	/* fi->flags are the file's flags now (fcntl may have set O_APPEND) */
 	err = nrs_core_append(core_of(req), handle_of(fi), buf, size,
 			      (uint64_t)off, (fi->flags & O_APPEND) != 0,
-			      write_done, req);
+			      privileged(req), write_done, req);
 	if (err)
 		fuse_reply_err(req, -err);
 }

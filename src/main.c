@@ -31,6 +31,7 @@
 #include "failpoint.h"
 #include "fuse_front.h"
 #include "log.h"
+#include "parse.h"
 
 /* Free space the WAL leaves for SQLite: its WAL grows by up to ~4 MiB
  * between checkpoints, and checkpoints may grow the database. */
@@ -101,7 +102,8 @@ static void usage(const char *prog)
 	       "    -o data=DIR              data directory (default %s)\n"
 	       "    -o wal_segment_size=N    bytes per WAL segment (default 64 MiB)\n"
 	       "    -o wal_reserve=N         free bytes the WAL leaves to the metadata\n"
-	       "                             store (default 64 MiB)\n"
+	       "                             store (default 5%% of the file system,\n"
+	       "                             at least 4 MiB, at most 64 MiB)\n"
 	       "    -o wal_budget=N          most bytes the WAL holds before appends\n"
 	       "                             fail ENOSPC (default 4 GiB, 0: no limit)\n"
 	       "    -o s3=URL                objects go to http[s]://HOST[:PORT]/BUCKET\n"
@@ -202,25 +204,20 @@ static void detach_finish(int fd)
 	close(fd);
 }
 
-/* Numeric -o option i, if given, into *out: 0, or -EINVAL (said why). */
+/* Numeric -o option i, if given, into *out: 0, or -EINVAL (said why).
+ * Plain decimal only (parse.h N1): no sign, space, prefix or suffix. */
 static int parse_num(const struct options *o, enum num_opt i, uint64_t *out)
 {
 	const char *s = o->num[i];
-	unsigned long long v;
-	char *end;
 
 	if (!s)
 		return 0;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (!*s || *end || *s == '-' || errno == ERANGE || v < num_opts[i].min ||
-	    v > num_opts[i].max) {
-		fprintf(stderr, "nereusfs: %s must be a number from %" PRIu64
-			" to %" PRIu64 ", not '%s'\n", num_opts[i].name,
+	if (nrs_parse_u64_range(s, num_opts[i].min, num_opts[i].max, out)) {
+		fprintf(stderr, "nereusfs: %s must be a decimal number from %"
+			PRIu64 " to %" PRIu64 ", not '%s'\n", num_opts[i].name,
 			num_opts[i].min, num_opts[i].max, s);
 		return -EINVAL;
 	}
-	*out = v;
 	return 0;
 }
 
@@ -315,6 +312,10 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "nereusfs: out of memory\n");
 		goto out_args;
 	}
+	if (!o.data[0]) {
+		fprintf(stderr, "nereusfs: data= needs a directory\n");
+		goto out_args;
+	}
 	if (o.data[0] != '/') {
 		/* fuse_daemonize() changes to "/" */
 		char *cwd = getcwd(NULL, 0), *abs = NULL;
@@ -329,12 +330,20 @@ int main(int argc, char *argv[])
 		o.data = abs;
 	}
 	co.data_dir = o.data;
-	co.wal_reserve = DEFAULT_WAL_RESERVE;
+	co.wal_reserve = DEFAULT_WAL_RESERVE;	/* at most: A5 scales it */
+	co.wal_reserve_auto = !o.num[NO_RESERVE];
 	co.wal_budget = DEFAULT_WAL_BUDGET;
 	co.s3_url = o.s3;
 	co.s3_credentials = o.s3_credentials;
 	co.s3_ca_file = o.s3_ca;
 	co.disk_cache = o.disk_cache;
+	/* The daemon runs in "/" once detached: a relative path would name
+	 * another directory than the one the admin meant (nereusfs(8)). */
+	if (o.disk_cache && o.disk_cache[0] != '/') {
+		fprintf(stderr, "nereusfs: disk_cache must be an absolute path,"
+			" not '%s'\n", o.disk_cache);
+		goto out_args;
+	}
 	if (parse_nums(&o, &co))
 		goto out_args;
 	/* The kernel checks permissions from the attributes we report. */

@@ -127,7 +127,9 @@ int nrs_meta_rmdir(struct nrs_meta *m, uint64_t parent, const char *name,
 int nrs_meta_rename(struct nrs_meta *m, uint64_t parent, const char *name,
 		    uint64_t newparent, const char *newname, unsigned int flags,
 		    int64_t now_ns, uint64_t *replaced);
-/* Change the fields named by mask from a; ctime becomes now.  -ENOENT */
+/* Change the fields named by mask from a; ctime becomes now.  -ENOENT.
+ * NRS_SET_KILLPRIV clears bits of the stored mode in the same
+ * transaction (after NRS_SET_MODE, if both). */
 int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino, const struct nrs_attr *a,
 		     int mask, int64_t now_ns, struct nrs_attr *out);
 

@@ -165,6 +165,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1245,6 +1246,43 @@ static int quick_check(struct nrs_meta *m)
 	return ret;
 }
 
+/*
+ * S1 of fileio.h: the database file is created 0600 here, before SQLite
+ * opens it (SQLite would create it 0644 less the umask), and SQLite
+ * creates its -wal and -shm with the mode of the database file.  A
+ * database an older version left readable by others loses those bits,
+ * and so do the -wal and -shm beside it.
+ */
+static int create_private(const char *path)
+{
+	static const char *const sfx[] = { "", "-wal", "-shm" };
+	char p[4096];
+
+	for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		struct stat st;
+		int fd, err = 0;
+
+		if (snprintf(p, sizeof(p), "%s%s", path, sfx[i]) >=
+		    (int)sizeof(p))
+			return -ENAMETOOLONG;
+		fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW |
+			  (i == 0 ? O_CREAT : 0), 0600);
+		if (fd < 0 && i > 0 && errno == ENOENT)
+			continue;	/* SQLite makes it from the database's */
+		if (fd < 0)
+			return -errno;
+		if (fstat(fd, &st) < 0)
+			err = -errno;
+		else if ((st.st_mode & 077) &&
+			 fchmod(fd, st.st_mode & 0700) < 0)
+			err = -errno;
+		close(fd);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 {
 	pthread_mutexattr_t ma;
@@ -1271,6 +1309,12 @@ static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 		if (ret)
 			goto out_close_db;
 	} else {
+		ret = create_private(path);	/* S1 */
+		if (ret) {
+			nrs_err("meta: cannot create %s: %s", path,
+				strerror(-ret));
+			goto out_close_db;
+		}
 		rc = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READWRITE |
 				     SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
 				     NULL);
@@ -1609,6 +1653,8 @@ int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino,
 	if (!ret) {
 		if (mask & NRS_SET_MODE)
 			a.mode = (a.mode & S_IFMT) | (in->mode & 07777);
+		if (mask & NRS_SET_KILLPRIV)
+			a.mode = nrs_mode_killpriv(a.mode);
 		if (mask & NRS_SET_UID)
 			a.uid = in->uid;
 		if (mask & NRS_SET_GID)

@@ -27,6 +27,11 @@ struct nrs_stream {
 	 * checksum (meta_sqlite.c C3), so its head, version, start and epoch
 	 * are unknown (0 here) and it is offline (core.c). */
 	bool corrupt;
+	/* K1 (core.c): the inode's mode may hold bits that a write or
+	 * O_TRUNC by an unprivileged caller clears.  True until looked at
+	 * (a stream loaded at start), kept under c->admin by chmod and by
+	 * the clearing; read without a lock on the write path. */
+	atomic_bool privs;
 
 	pthread_mutex_t lock;
 	/* protected by lock: the published view */

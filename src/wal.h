@@ -236,4 +236,15 @@ struct nrs_wal_local_opts {
 int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 		       struct nrs_wal **out);
 
+/* The least default reserve (A5): what SQLite's own WAL grows by between
+ * checkpoints (1000 pages of 4 KiB). */
+#define NRS_WAL_RESERVE_FLOOR	(4ull << 20)
+/*
+ * A5, the default reserve on a file system of fs_bytes: 5% of it, at
+ * least NRS_WAL_RESERVE_FLOOR, at most max (the configured default), so
+ * that a small file system is not all reserve.  A reserve given by the
+ * admin is used as given.
+ */
+uint64_t nrs_wal_reserve_scaled(uint64_t max, uint64_t fs_bytes);
+
 #endif

@@ -71,7 +71,10 @@
  *   A5  An append that would leave less than the configured reserve of
  *       free space on the file system fails -ENOSPC before writing: that
  *       space is the metadata store's, which must still publish the heads
- *       of records the WAL holds.
+ *       of records the WAL holds.  The default reserve scales with the
+ *       file system (nrs_wal_reserve_scaled): 5%, at least 4 MiB, at most
+ *       64 MiB, so that a small one is not all reserve; the daemon warns
+ *       at mount when the reserve leaves no room (core.c).
  *   A6  An append that would bring the bytes held in segments past the
  *       configured budget fails -ENOSPC before writing (backpressure while
  *       the object store cannot take the committed bytes, wal.h).
@@ -1496,4 +1499,13 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 out_close:
 	local_close(&w->base);
 	return rc;
+}
+
+uint64_t nrs_wal_reserve_scaled(uint64_t max, uint64_t fs_bytes)
+{
+	uint64_t r = fs_bytes / 20;		/* A5: 5% */
+
+	if (r < NRS_WAL_RESERVE_FLOOR)
+		r = NRS_WAL_RESERVE_FLOOR;
+	return r < max ? r : max;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "meta.h"
+#include "parse.h"
 #include "xattr.h"
 
 #define S NRS_XA_ON_STREAM
@@ -51,25 +52,11 @@ bool nrs_xattr_applies(int id, bool is_dir)
 	return d && (d->flags & (is_dir ? NRS_XA_ON_DIR : NRS_XA_ON_STREAM));
 }
 
+/* N1 of parse.h; every failure is -EINVAL (ERANGE means "buffer too
+ * small" to a getxattr caller). */
 int nrs_xattr_parse_u64(const void *val, size_t len, uint64_t *out)
 {
-	const unsigned char *p = val;
-	uint64_t v = 0;
-
-	if (len == 0 || len > 20)
-		return -EINVAL;
-	for (size_t i = 0; i < len; i++) {
-		unsigned int d;
-
-		if (p[i] < '0' || p[i] > '9')
-			return -EINVAL;
-		d = p[i] - '0';
-		if (v > (UINT64_MAX - d) / 10)
-			return -EINVAL;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return 0;
+	return nrs_parse_u64(val, len, out) ? -EINVAL : 0;
 }
 
 bool nrs_xattr_is_forever(const void *val, size_t len)

@@ -48,7 +48,8 @@ const struct nrs_xattr_desc *nrs_xattr_desc(int id);
 /* Does attribute id apply to a directory (is_dir) or a stream? */
 bool nrs_xattr_applies(int id, bool is_dir);
 
-/* Parse a decimal u64: 1..20 digits, no sign, no spaces, no overflow. */
+/* Parse a decimal u64 as parse.h's N1 says (1..20 digits, no sign, no
+ * spaces, no overflow); -EINVAL otherwise. */
 int nrs_xattr_parse_u64(const void *val, size_t len, uint64_t *out);
 /* Is a retention value Kafka's "-1" (keep forever, stored as 0)?  Checked
  * before the number is parsed; every other negative is -EINVAL there. */

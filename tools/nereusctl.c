@@ -6,11 +6,18 @@
  * Exit status: 0 done; 1 an operation failed (the message names the errno);
  * 2 usage; 3 ESTALE (fenced: the stream's epoch is higher); 4 ESPIPE (the
  * stream's head is not the expected offset).  Scripts branch on 3 and 4.
+ *
+ * The command line is parsed once, by getopt_long, so options go anywhere
+ * ("stat --json PATH" and "stat PATH --json" are the same); then the
+ * command table (commands[]) says how many operands each command takes
+ * and which options it accepts.  A new command is one entry there.
+ * Numbers go through the daemon's own strict parser (parse.h N1).
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -23,6 +30,7 @@
 #include <unistd.h>
 
 #include "nereusfs.h"
+#include "parse.h"
 
 #define EXIT_FAIL	1
 #define EXIT_USAGE	2
@@ -34,16 +42,20 @@
 
 static const char *prog = "nereusctl";
 
+static const char usage_text[] =
+	"usage: %1$s stat PATH [--json]\n"
+	"       %1$s fence PATH EPOCH\n"
+	"       %1$s trim PATH OFFSET\n"
+	"       %1$s append PATH [--expect OFFSET]   (stdin, at most 1 MiB)\n"
+	"       %1$s tail [-f] PATH\n"
+	"       %1$s status MOUNT\n"
+	"       %1$s --help | --version\n"
+	"Options may come anywhere on the line.  Exit status: 0 done,\n"
+	"1 failed, 2 usage, 3 ESTALE (fenced), 4 ESPIPE (not at the offset).\n";
+
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: %s stat PATH [--json]\n"
-		"       %s fence PATH EPOCH\n"
-		"       %s trim PATH OFFSET\n"
-		"       %s append PATH [--expect OFFSET]   (stdin, at most 1 MiB)\n"
-		"       %s tail [-f] PATH\n"
-		"       %s status MOUNT\n",
-		prog, prog, prog, prog, prog, prog);
+	fprintf(stderr, usage_text, prog);
 	exit(EXIT_USAGE);
 }
 
@@ -72,20 +84,19 @@ static int fail(const char *what, const char *path, int e)
 	return EXIT_FAIL;
 }
 
-/* A decimal uint64_t, the whole string; exits with usage otherwise. */
+/* A decimal uint64_t (parse.h N1); exits with usage otherwise. */
 static uint64_t parse_u64(const char *what, const char *s)
 {
-	char *end;
-	unsigned long long v;
+	uint64_t v;
+	int err = nrs_parse_u64_str(s, &v);
 
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (s[0] < '0' || s[0] > '9' || *end || errno) {
-		fprintf(stderr, "%s: %s: not a decimal number: '%s'\n", prog,
-			what, s);
+	if (err) {
+		fprintf(stderr, "%s: %s: %s: '%s'\n", prog, what,
+			err == -ERANGE ? "too large for 64 bits"
+				       : "not a decimal number", s);
 		exit(EXIT_USAGE);
 	}
-	return (uint64_t)v;
+	return v;
 }
 
 static int snapshot(int fd, struct nrs_ioc_snapshot *s)
@@ -316,37 +327,122 @@ static int cmd_status(const char *mount)
 	return 0;
 }
 
+/* What the command line said, once getopt_long has read it. */
+struct ctl_args {
+	char **arg;		/* the command's operands */
+	bool json, follow, expect;
+	const char *expect_off;
+};
+
+#define OPT_JSON	0x1
+#define OPT_FOLLOW	0x2
+#define OPT_EXPECT	0x4
+
+static int run_stat(const struct ctl_args *a)
+{
+	return cmd_stat(a->arg[0], a->json);
+}
+
+static int run_fence(const struct ctl_args *a)
+{
+	return cmd_fence(a->arg[0], parse_u64("EPOCH", a->arg[1]));
+}
+
+static int run_trim(const struct ctl_args *a)
+{
+	return cmd_trim(a->arg[0], a->arg[1]);
+}
+
+static int run_append(const struct ctl_args *a)
+{
+	return cmd_append(a->arg[0], a->expect,
+			  a->expect ? parse_u64("OFFSET", a->expect_off) : 0);
+}
+
+static int run_tail(const struct ctl_args *a)
+{
+	return cmd_tail(a->arg[0], a->follow);
+}
+
+static int run_status(const struct ctl_args *a)
+{
+	return cmd_status(a->arg[0]);
+}
+
+static const struct ctl_cmd {
+	const char *name;
+	int nargs;		/* operands after the command's name */
+	unsigned int opts;	/* OPT_* it accepts */
+	int (*run)(const struct ctl_args *a);
+} commands[] = {
+	{ "stat", 1, OPT_JSON, run_stat },
+	{ "fence", 2, 0, run_fence },
+	{ "trim", 2, 0, run_trim },
+	{ "append", 1, OPT_EXPECT, run_append },
+	{ "tail", 1, OPT_FOLLOW, run_tail },
+	{ "status", 1, 0, run_status },
+};
+
 int main(int argc, char **argv)
 {
-	const char *cmd;
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "follow", no_argument, NULL, 'f' },
+		{ "expect", required_argument, NULL, 'e' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ctl_args a = { 0 };
+	const struct ctl_cmd *cmd = NULL;
+	unsigned int given = 0;
+	int c;
 
 	signal(SIGPIPE, SIG_IGN);
-	if (argc < 3)
-		usage();
-	cmd = argv[1];
-	if (strcmp(cmd, "stat") == 0) {
-		if (argc == 3)
-			return cmd_stat(argv[2], false);
-		if (argc == 4 && strcmp(argv[3], "--json") == 0)
-			return cmd_stat(argv[2], true);
-	} else if (strcmp(cmd, "fence") == 0 && argc == 4) {
-		return cmd_fence(argv[2], parse_u64("EPOCH", argv[3]));
-	} else if (strcmp(cmd, "trim") == 0 && argc == 4) {
-		return cmd_trim(argv[2], argv[3]);
-	} else if (strcmp(cmd, "append") == 0) {
-		if (argc == 3)
-			return cmd_append(argv[2], false, 0);
-		if (argc == 5 && strcmp(argv[3], "--expect") == 0)
-			return cmd_append(argv[2], true,
-					  parse_u64("OFFSET", argv[4]));
-	} else if (strcmp(cmd, "tail") == 0) {
-		if (argc == 3)
-			return cmd_tail(argv[2], false);
-		if (argc == 4 && strcmp(argv[2], "-f") == 0)
-			return cmd_tail(argv[3], true);
-	} else if (strcmp(cmd, "status") == 0 && argc == 3) {
-		return cmd_status(argv[2]);
+	opterr = 0;		/* our message, then the usage */
+	while ((c = getopt_long(argc, argv, "fhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j': a.json = true; given |= OPT_JSON; break;
+		case 'f': a.follow = true; given |= OPT_FOLLOW; break;
+		case 'e':
+			a.expect = true;
+			a.expect_off = optarg;
+			given |= OPT_EXPECT;
+			break;
+		case 'h':
+			printf(usage_text, prog);
+			return 0;
+		case 'V':
+			printf("nereusctl %s\n", PACKAGE_VERSION);
+			return 0;
+		default:
+			fprintf(stderr, "%s: unknown option or missing value: "
+				"'%s'\n", prog, argv[optind - 1]);
+			usage();
+		}
 	}
-	usage();
-	return EXIT_USAGE;
+	if (optind >= argc)
+		usage();
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[optind], commands[i].name) == 0)
+			cmd = &commands[i];
+	if (!cmd) {
+		fprintf(stderr, "%s: unknown command '%s'\n", prog, argv[optind]);
+		usage();
+	}
+	if (argc - optind - 1 != cmd->nargs) {
+		fprintf(stderr, "%s: %s takes %d operand%s\n", prog, cmd->name,
+			cmd->nargs, cmd->nargs == 1 ? "" : "s");
+		usage();
+	}
+	if (given & ~cmd->opts) {
+		unsigned int bad = given & ~cmd->opts;
+
+		fprintf(stderr, "%s: %s does not take %s\n", prog, cmd->name,
+			bad & OPT_JSON ? "--json" :
+			bad & OPT_FOLLOW ? "-f" : "--expect");
+		usage();
+	}
+	a.arg = argv + optind + 1;
+	return cmd->run(&a);
 }

@@ -44,6 +44,7 @@
 #include "log.h"
 #include "meta.h"
 #include "objstore.h"
+#include "parse.h"
 #include "wal.h"
 
 #define EXIT_CLEAN	0
@@ -70,19 +71,11 @@ static void print_line(void *ctx, enum nrs_fsck_sev sev, const char *line)
 	       sev == NRS_FSCK_PENDING ? "pending" : "info", line);
 }
 
-/* --gc-grace-ms: what the daemon's -o gc_grace_ms takes (main.c). */
+/* --gc-grace-ms: what the daemon's -o gc_grace_ms takes (main.c), with
+ * the same parser (parse.h N1). */
 static int parse_ms(const char *s, uint64_t *out)
 {
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (!*s || *end || *s == '-' || errno == ERANGE || v < 1 ||
-	    v > UINT64_MAX / 1000000)
-		return -EINVAL;
-	*out = v;
-	return 0;
+	return nrs_parse_u64_range(s, 1, UINT64_MAX / 1000000, out);
 }
 
 static int fail(const char *what, const char *path, int err)

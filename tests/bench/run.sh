@@ -142,7 +142,8 @@ fi
 command -v fusermount3 >/dev/null || die "fusermount3 not found (apt-get install fuse3)"
 
 work=$(mktemp -d "$BENCH_TMPDIR/nrs-bench.XXXXXX") || die "cannot make a scratch dir in $BENCH_TMPDIR"
-mkdir -p "$work/data" "$work/mnt" "$work/h-data" "$work/h-mnt" "$work/plain" "$work/pt-src" "$work/pt-mnt" "$work/pt-build"
+mkdir -p "$work/mnt" "$work/h-mnt" "$work/plain" "$work/pt-src" "$work/pt-mnt" "$work/pt-build"
+mkdir -m 700 "$work/data" "$work/h-data"	# nereusfs refuses a data dir others can read
 nrs_pid=
 pt_pid=
 obj_pid=	# the objects part's nereusfs, at $work/omnt

@@ -188,7 +188,7 @@ run_store() { # dir|s3
 	local t0 now next tick0 tick1 prev_t prev_tick cpu rss wal obj meta live drain cache phase
 	base=$work/$store
 	local samples=$base/samples
-	mkdir -p "$base/data" "$base/mnt" || die "cannot make $base"
+	mkdir -p "$base/mnt" && mkdir -m 700 "$base/data" || die "cannot make $base"
 	data=$base/data mnt=$base/mnt
 	opts="data=$data,gc_grace_ms=$GRACE_MS,materialize_age_ms=$AGE_MS"
 	opts="$opts,wal_segment_size=$SEGMENT,compact_size=$COMPACT"

@@ -97,7 +97,9 @@ TRASH=$(mktemp -d "${TMPDIR:-/tmp}/nrs-$this_test.XXXXXX") ||
 MNT=$TRASH/mnt
 DATA=$TRASH/data
 LOG=$TRASH/daemon.log
-if ! mkdir "$MNT" "$DATA" || ! : >"$LOG"; then
+# The data directory is private: nereusfs refuses one that others can read
+# or write (fileio.h S2), and mkdir would make it 0755 under umask 022.
+if ! mkdir "$MNT" || ! mkdir -m 700 "$DATA" || ! : >"$LOG"; then
 	nrs_error "cannot populate $TRASH"
 fi
 

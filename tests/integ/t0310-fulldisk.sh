@@ -58,7 +58,7 @@ test_expect_success 'a 16 MiB tmpfs with a 2 MiB filler holds the data directory
 	mount -t tmpfs -o size=16m,mode=0700 nrs-fulldisk "$SMALL" &&
 	dd if=/dev/zero of="$SMALL/filler" bs=1M count=2 status=none &&
 	DATA=$SMALL/data &&
-	mkdir "$DATA" &&
+	mkdir -m 700 "$DATA" &&
 	nrs_mount -o "$OPTS" &&
 	mkdir "$MNT/f" &&
 	for s in $streams; do : >>"$s" || return 1; done

@@ -96,7 +96,7 @@ test_expect_success 'appends to both streams go on, and read back' '
 # checksum.  A data directory of its own, so fsck sees only this damage.
 
 DATA=$TRASH/data-meta
-mkdir "$DATA" || nrs_error "cannot create $DATA"
+mkdir -m 700 "$DATA" || nrs_error "cannot create $DATA"
 FSCK=${NRS_FSCK:-$nrs_top/nereusfs-fsck}
 X=$MNT/m/x
 Y=$MNT/m/y

@@ -478,6 +478,32 @@ static void test_setattr(void **state)
 	assert_int_equal(a.ctime_ns, NOW + 2);
 }
 
+/* core.c K1: NRS_SET_KILLPRIV clears S_ISUID, and S_ISGID only with
+ * group-execute, from the stored mode, durably. */
+static void test_setattr_killpriv(void **state)
+{
+	static const struct { uint32_t from, to; } cases[] = {
+		{ 06777, 0777 }, { 06767, 02767 }, { 04755, 0755 },
+		{ 02750, 0750 }, { 02740, 02740 }, { 0755, 0755 },
+	};
+	struct fx *f = *state;
+	struct nrs_attr in = { 0 }, a;
+	uint64_t s = create_ok(f->m, ROOT, "s", NULL);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		in.mode = cases[i].from;
+		assert_int_equal(nrs_meta_setattr(f->m, s, &in, NRS_SET_MODE,
+						  NOW, NULL), 0);
+		assert_int_equal(nrs_meta_setattr(f->m, s, &in,
+						  NRS_SET_KILLPRIV, NOW + 1, &a), 0);
+		assert_int_equal(a.mode, S_IFREG | cases[i].to);
+		reopen(f);
+		a = getattr_ok(f->m, s);
+		assert_int_equal(a.mode, S_IFREG | cases[i].to);
+		assert_int_equal(a.ctime_ns, NOW + 1);
+	}
+}
+
 static void test_rename_basic(void **state)
 {
 	struct fx *f = *state;
@@ -1910,6 +1936,50 @@ static void test_quick_check_refuses(void **state)
 	assert_null(f->m);
 }
 
+static mode_t mode_of(const char *path, const char *sfx)
+{
+	char p[200];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s%s", path, sfx);
+	assert_int_equal(stat(p, &st), 0);
+	return st.st_mode & 07777;
+}
+
+/* fileio.h S1: the database and its -wal are 0600 whatever the umask
+ * (exclusive locking: no -shm); one an older version left 0644 is made
+ * 0600. */
+static void test_file_modes(void **state)
+{
+	struct fx *f = *state;
+	mode_t old = umask(0);
+	char path[160];
+
+	snprintf(path, sizeof(path), "%s/m0.db", f->dir);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(nrs_meta_open(path, &f->m), 0);
+	mkdir_ok(f->m, NRS_ROOT_INO, "d");	/* the -wal gets a frame */
+	assert_int_equal(mode_of(path, ""), 0600);
+	assert_int_equal(mode_of(path, "-wal"), 0600);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(nrs_meta_open(path, &f->m), 0);
+	assert_int_equal(mode_of(path, ""), 0600);
+	umask(old);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	for (int i = 0; i < 3; i++) {
+		char p[200];
+
+		snprintf(p, sizeof(p), "%s%s", path,
+			 i == 0 ? "" : i == 1 ? "-wal" : "-shm");
+		unlink(p);
+	}
+	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
@@ -1922,6 +1992,7 @@ int main(void)
 		T(test_persistence),
 		T(test_ids_never_reused),
 		T(test_setattr),
+		T(test_setattr_killpriv),
 		T(test_rename_basic),
 		T(test_rename_noop_flags),
 		T(test_rename_into_subtree),
@@ -1939,6 +2010,7 @@ int main(void)
 		T(test_callback_reentry),
 		T(test_newer_version_refused),
 		T(test_not_a_database),
+		T(test_file_modes),
 		T(test_threads),
 		T(test_sync_only_when_durable),
 		T(test_readonly_listing),

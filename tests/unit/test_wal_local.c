@@ -1430,9 +1430,27 @@ static void test_zero_ahead_split(void **state)
 	nrs_wal_close(w);
 }
 
+/* A5: the default reserve is 5% of the file system, 4 MiB at least, the
+ * configured default at most. */
+static void test_reserve_scaled(void **state)
+{
+	const uint64_t mib = 1ull << 20, max = 64 * mib;
+
+	(void)state;
+	assert_true(nrs_wal_reserve_scaled(max, 0) == 4 * mib);
+	assert_true(nrs_wal_reserve_scaled(max, 16 * mib) == 4 * mib);
+	assert_true(nrs_wal_reserve_scaled(max, 80 * mib) == 4 * mib);
+	assert_true(nrs_wal_reserve_scaled(max, 200 * mib) == 10 * mib);
+	assert_true(nrs_wal_reserve_scaled(max, 1280 * mib) == max);
+	assert_true(nrs_wal_reserve_scaled(max, 1ull << 40) == max);
+	assert_true(nrs_wal_reserve_scaled(max, UINT64_MAX) == max);
+	assert_true(nrs_wal_reserve_scaled(2 * mib, 16 * mib) == 2 * mib);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_reserve_scaled),
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_append_read),
 		T(test_rotation),

@@ -1,0 +1,82 @@
+#!/bin/sh
+test_description='a small file system: the default wal_reserve scales down (wal_local.c A5), and the mount says so in its log and /.nereus/status'
+. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+
+# The data directory lives on a 32 MiB tmpfs at $SMALL: below the 64 MiB
+# the reserve used to be, so every append failed ENOSPC and nothing said
+# why.  It is unmounted at exit once the daemon is gone (nrs_at_exit),
+# before lib.sh removes $TRASH.
+SMALL=$TRASH/small
+S=$MNT/s
+
+command -v mount >/dev/null && command -v umount >/dev/null ||
+	nrs_error "mount/umount missing"
+
+small_is_mounted () {
+	awk -v m="$SMALL" '$5 == m { found = 1 } END { exit !found }' \
+		/proc/self/mountinfo
+}
+nrs_at_exit 'small_is_mounted && { umount "$SMALL" || umount -l "$SMALL"; }; :'
+
+# space KEY: a field of the "space" object of /.nereus/status.
+space () {
+	python3 -c "import json,sys; v = json.load(open(sys.argv[1]))[\"space\"][sys.argv[2]]; print(json.dumps(v))" \
+		"$MNT/.nereus/status" "$1"
+}
+
+# Materialization held off: this is about the WAL's reserve.
+HOLD="materialize_bytes=1073741824,materialize_age_ms=3600000"
+
+test_expect_success 'a 32 MiB tmpfs holds the data directory' '
+	mkdir "$SMALL" &&
+	mount -t tmpfs -o size=32m,mode=0700 nrs-smallfs "$SMALL" &&
+	DATA=$SMALL/data &&
+	mkdir -m 700 "$DATA"
+'
+
+test_expect_success 'default reserve: scaled to 4 MiB, said at mount, appends work' '
+	nrs_mount -o "$HOLD" &&
+	grep -q "warning: the file system of $DATA is small (33554432 bytes): wal_reserve scaled down from 67108864 to 4194304" "$LOG" &&
+	test "$(space wal_reserve)" = 4194304 &&
+	test "$(space reserve_scaled)" = true &&
+	test "$(space warning)" = "\"reserve_scaled\"" &&
+	test "$(space below_reserve)" = false &&
+	test "$(space fs_bytes)" = 33554432 &&
+	nrs-appender -t 2 -n 100 -s 33-65536 -w 100 -a "$TRASH/ack" "$S" &&
+	test "$(stat -c %s "$S")" -gt 100000 &&
+	nrs_verify_records -c -a "$TRASH/ack" "$S"
+'
+
+test_expect_success 'a reserve no smaller than the file system: every append fails, and the mount says so' '
+	nrs_remount -o "$HOLD,wal_reserve=33554432" &&
+	grep -q "warning: the file system of $DATA holds 33554432 bytes, no more than wal_reserve (33554432): every append will fail ENOSPC" "$LOG" &&
+	test "$(space warning)" = "\"fs_smaller_than_reserve\"" &&
+	test "$(space reserve_scaled)" = false &&
+	test "$(space below_reserve)" = true &&
+	expect_errno ENOSPC writen "$S" 100
+'
+
+test_expect_success 'less free than the reserve: said at mount, and live in the status' '
+	nrs_umount &&
+	avail=$(df -B1 --output=avail "$SMALL" | tail -n 1) &&
+	dd if=/dev/zero of="$SMALL/filler" bs=1M \
+		count=$(( (avail - 6 * 1048576) / 1048576 )) status=none &&
+	nrs_mount -o "$HOLD,wal_reserve=8388608" &&
+	grep -q "bytes free, no more than wal_reserve (8388608): appends fail ENOSPC until space is freed" "$LOG" &&
+	test "$(space warning)" = "\"free_below_reserve\"" &&
+	test "$(space below_reserve)" = true &&
+	expect_errno ENOSPC writen "$S" 100 &&
+	rm "$SMALL/filler" &&
+	test "$(space below_reserve)" = false &&
+	nrs_verify_records -c -a "$TRASH/ack" "$S" &&
+	printf more >>"$S" &&
+	test "$(tail -c 4 "$S")" = more
+'
+
+test_expect_success 'unmount, and the tmpfs' '
+	nrs_umount &&
+	umount "$SMALL" &&
+	! small_is_mounted
+'
+
+test_done
