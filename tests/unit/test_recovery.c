@@ -98,7 +98,7 @@ static void append(struct nrs_core *c, struct nrs_handle *h, const char *s)
 	struct done d = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
 			  false, 0 };
 
-	assert_int_equal(nrs_core_append(c, h, s, strlen(s), 0, true,
+	assert_int_equal(nrs_core_append(c, h, s, strlen(s), 0, true, true,
 					 append_done, &d), 0);
 	pthread_mutex_lock(&d.mu);
 	while (!d.called)
@@ -166,7 +166,8 @@ static void make_stream(struct fix *f)
 	f->ino = st.st_ino;
 	nrs_core_release(c, h);
 	set_epoch(c, f->ino, 3);	/* handles open after it write under 3 */
-	assert_int_equal(nrs_core_open(c, f->ino, O_WRONLY | O_APPEND, &h), 0);
+	assert_int_equal(nrs_core_open(c, f->ino, O_WRONLY | O_APPEND, true,
+				       &h), 0);
 	append(c, h, "hello");
 	f->id = xattr_u64(c, f->ino, "user.nereus.id");
 	nrs_core_release(c, h);
@@ -248,7 +249,7 @@ static uint64_t recovered_head(struct fix *f)
 	char buf[32] = { 0 };
 
 	/* what is published reads back (I1), and nothing past it (I4) */
-	assert_int_equal(nrs_core_open(c, f->ino, O_RDONLY, &h), 0);
+	assert_int_equal(nrs_core_open(c, f->ino, O_RDONLY, true, &h), 0);
 	assert_int_equal(nrs_core_read(c, h, buf, sizeof(buf), 0),
 			 (ssize_t)head);
 	assert_memory_equal(buf, "hello world", head);
