@@ -108,6 +108,13 @@
  *       start, epoch, inode and unlinked flag are unknown (the daemon
  *       keeps the stream offline).  No repair: only an operator can tell
  *       what the row held.
+ *   F28 Every stream row's id, head and last LSN are in range (recovery.h
+ *       B1: an id in [1, 2^63), a head and a last LSN below 2^63).  A row
+ *       out of range is damage the daemon keeps offline, as it does a row
+ *       that fails F7 or F8; nothing else of it is checked.
+ *   F29 Every WAL record's LSN is at most NRS_WALREC_LSN_MAX (B2).  One
+ *       above it is damage, an orphan the daemon ignores: never pending
+ *       (F13), never a link of a chain (F9).
  */
 #include "config.h"
 
@@ -330,6 +337,27 @@ static void seg_file(char buf[40], uint64_t seg)
 
 /* ---- F3-F6: the WAL ----------------------------------------------------- */
 
+/* F29: a record whose LSN no daemon issues.  Recovery ignores it (B2);
+ * here check_pending skips it, and no chain can reach it (every prev_lsn
+ * is below its record's LSN, every last LSN in range: F28). */
+static void check_lsns(struct nrs_fsck *f)
+{
+	char sf[40];
+
+	for (size_t i = 0; i < f->nrecs; i++) {
+		const struct nrs_wal_rec_info *ri = &f->recs[i];
+
+		if (nrs_recover_lsn_is_possible(ri->rec.lsn))
+			continue;
+		seg_file(sf, ri->pos.seg);
+		ERR(f, "F29 %s at %" PRIu64 ": record of stream %" PRIu64
+		    " has LSN %" PRIu64 ", above the largest possible (%" PRIu64
+		    "): damage; the daemon ignores it (an orphan)", sf,
+		    ri->pos.off, ri->rec.stream_id, ri->rec.lsn,
+		    NRS_WALREC_LSN_MAX);
+	}
+}
+
 static void check_wal(struct nrs_fsck *f)
 {
 	char sf[40], sg[40];
@@ -473,7 +501,10 @@ static int check_pending(struct nrs_fsck *f, const struct ns *ns)
 		ssize_t s = stream_at(f, ri->rec.stream_id);
 		struct nrs_stream_row *c = s < 0 ? NULL : &cur[s];
 
-		if (!c || c->corrupt || c->unlinked || ri->rec.len == 0 ||
+		if (!c || c->corrupt || c->unlinked ||
+		    nrs_recover_row_damage(&f->streams[s]) ||	/* B1 */
+		    !nrs_recover_lsn_is_possible(ri->rec.lsn) ||	/* B2 */
+		    ri->rec.len == 0 ||
 		    ri->rec.lsn <= c->last_lsn || ri->rec.base != c->head ||
 		    ri->rec.prev_lsn != c->last_lsn ||
 		    ri->rec.epoch < c->epoch || !ri->data_ok)
@@ -512,19 +543,9 @@ static struct nrs_objhdr obj_hdr(const struct nrs_obj_row *o)
 	};
 }
 
-/* A row a materializer could have written (objfmt.h). */
-static bool obj_row_is_possible(const struct nrs_obj_row *o)
-{
-	struct nrs_objhdr h = obj_hdr(o);
-
-	return nrs_objfmt_hdr_is_valid(&h) &&
-	       o->length == nrs_objfmt_hdr_len(o->end - o->start) +
-			    (o->end - o->start);
-}
-
 static bool obj_is_checked(const struct nrs_obj_row *o)
 {
-	return o->state == NRS_OBJ_COMMITTED && obj_row_is_possible(o);
+	return o->state == NRS_OBJ_COMMITTED && nrs_recover_obj_is_possible(o);
 }
 
 /*
@@ -1029,7 +1050,7 @@ static int check_objects(struct nrs_fsck *f, const struct ns *ns)
 			err = check_retired(f, key, have_key, what);
 			break;
 		case NRS_OBJ_COMMITTED:
-			if (!obj_row_is_possible(o)) {
+			if (!nrs_recover_obj_is_possible(o)) {
 				ERR(f, "F20 %s: an impossible row (gen %" PRIu64
 				    ", %" PRIu64 " bytes): no materializer wrote"
 				    " it", what, o->gen, o->length);
@@ -1070,6 +1091,7 @@ static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 	for (size_t s = 0; s < f->nstreams; s++) {
 		const struct nrs_stream_row *st = &f->streams[s];
 		uint64_t materialized;
+		const char *why;
 		bool ok = true;
 
 		if (st->corrupt) {
@@ -1085,6 +1107,14 @@ static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 			continue;	/* F19 reports it */
 		snprintf(who, sizeof(who), "stream %" PRIu64 " (%s)", st->id,
 			 path_of(f, ns, st->ino, path, sizeof(path)));
+		if ((why = nrs_recover_row_range(st))) {
+			ERR(f, "F28 %s: %s (id %" PRIu64 ", head %" PRIu64
+			    ", last LSN %" PRIu64 "): damage; the daemon keeps "
+			    "it offline (EIO)", who, why, st->id, st->head,
+			    st->last_lsn);
+			f->chains_intact = false;
+			continue;
+		}
 		if (st->start > st->head) {
 			ERR(f, "F7 %s: start %" PRIu64 " is above the head %"
 			    PRIu64, who, st->start, st->head);
@@ -1277,6 +1307,7 @@ int nrs_fsck_check(struct nrs_fsck *f)
 	for (size_t i = 0; i < f->ninodes; i++)
 		ns.name[i] = -1;
 	check_wal(f);
+	check_lsns(f);
 	check_dirents(f, &ns);
 	check_inodes(f, &ns);
 	check_streams(f, &ns);

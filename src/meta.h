@@ -58,6 +58,12 @@ struct nrs_attr {
 	uint64_t stream_id;	/* 0 for directories */
 };
 
+/* Stream ids are SQLite rowids (1 and up, never above INT64_MAX); a head
+ * is a file size (an off_t).  A row beyond them is damage (recovery.h B1);
+ * no append takes a head past NRS_HEAD_MAX (pipeline.c P1). */
+#define NRS_STREAM_ID_MAX	((uint64_t)INT64_MAX)
+#define NRS_HEAD_MAX		((uint64_t)INT64_MAX)
+
 struct nrs_stream_row {
 	uint64_t id;
 	uint64_t ino;

@@ -27,6 +27,9 @@ struct nrs_stream {
 	 * checksum (meta_sqlite.c C3), so its head, version, start and epoch
 	 * are unknown (0 here) and it is offline (core.c). */
 	bool corrupt;
+	const char *damage;	/* if corrupt: NULL if the row fails its
+				 * checksum (R7), else what is impossible
+				 * in it (recovery.c B1), a static string */
 
 	pthread_mutex_t lock;
 	/* protected by lock: the published view */

@@ -1,7 +1,7 @@
 /*
  * nereusfs-fsck - check a nereusfs data directory offline (man/nereusfs-fsck.8).
  *
- * The checks are src/fsck.c's F1..F27; this file does the I/O: it takes
+ * The checks are src/fsck.c's F1..F29; this file does the I/O: it takes
  * DIR/lock (F1), reads meta.db read-only (F2), scans the WAL read-only and
  * opens the object store read-only (DIR/objects, which F26 lists, or --s3),
  * so without --repair not a byte of DIR (or of the bucket) changes.

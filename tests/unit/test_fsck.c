@@ -185,6 +185,59 @@ static void test_row_checksum(void **state)
 	assert_false(f->chains_intact);
 }
 
+/* F28: a row whose checksum holds but whose head or last LSN is out of
+ * range is damage (recovery.h B1), reported alone: no chain walk, and no
+ * record is pending on it. */
+static void test_row_range(void **state)
+{
+	struct nrs_fsck *f = *state;
+
+	f->streams[0].head = 1ULL << 63;
+	add_rec(f, 4, 1, 1ULL << 63, 50, 3, true);	/* "continues" it */
+	expect(f, 1, "F28 stream 1 (/k/s): its head is out of range",
+	       "the daemon keeps it offline (EIO)");
+	assert_int_equal(f->pending, 0);
+	assert_false(f->chains_intact);
+	f->streams[0].head = 300;
+	f->streams[0].last_lsn = UINT64_MAX;
+	expect(f, 1, "F28 stream 1 (/k/s): its last LSN is out of range", NULL);
+	f->streams[0].last_lsn = 3;
+	f->streams[0].id = 1ULL << 63;
+	expect(f, 3, "F28 stream 9223372036854775808 (/k/s): its id is out of "
+	       "range", NULL);			/* and F18 twice */
+}
+
+/* B1: a row F7 or F8 rejects is offline for the daemon: nothing pending */
+static void test_impossible_row_not_pending(void **state)
+{
+	struct nrs_fsck *f = *state;
+
+	f->streams[0].start = 400;
+	add_rec(f, 4, 1, 300, 50, 3, true);		/* continues the head */
+	expect(f, 1, "F7 stream 1 (/k/s): start 400 is above the head 300",
+	       NULL);
+	assert_int_equal(f->pending, 0);
+}
+
+/* F29: a record whose LSN is above NRS_WALREC_LSN_MAX is damage and an
+ * orphan: reported, never pending (its +1 would wrap R6), never a link. */
+static void test_record_lsn_range(void **state)
+{
+	struct nrs_fsck *f = *state;
+
+	add_rec(f, UINT64_MAX - 1, 1, 300, 50, 3, true);	/* continues */
+	add_rec(f, (1ULL << 63), 1, 300, 50, 3, true);
+	expect(f, 2, "F29 wal/0000000000000001.seg at ",
+	       "record of stream 1 has LSN 18446744073709551614, above the "
+	       "largest possible");
+	assert_int_equal(f->pending, 0);
+	assert_true(f->chains_intact);
+	expect(f, 2, "F29", NULL);			/* checked again */
+	add_rec(f, NRS_WALREC_LSN_MAX, 1, 300, 50, 3, true);	/* possible */
+	expect(f, 2, "F13 stream 1 (/k/s): pending: 1 WAL records", NULL);
+	assert_int_equal(f->pending, 1);
+}
+
 static void test_stale_version(void **state)
 {
 	struct nrs_fsck *f = *state;
@@ -914,6 +967,9 @@ int main(void)
 		T(test_pending),
 		T(test_head_moved),
 		T(test_row_checksum),
+		T(test_row_range),
+		T(test_impossible_row_not_pending),
+		T(test_record_lsn_range),
 		T(test_stale_version),
 		T(test_missing_and_damaged_records),
 		T(test_epochs),
