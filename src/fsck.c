@@ -112,9 +112,9 @@
  *       B1: an id in [1, 2^63), a head and a last LSN below 2^63).  A row
  *       out of range is damage the daemon keeps offline, as it does a row
  *       that fails F7 or F8; nothing else of it is checked.
- *   F29 Every WAL record's LSN is at most NRS_WALREC_LSN_MAX (B2).  One
- *       above it is damage, an orphan the daemon ignores: never pending
- *       (F13), never a link of a chain (F9).
+ *   F29 Every WAL record's LSN is at most NRS_WALREC_LSN_MAX and its end
+ *       at most NRS_HEAD_MAX (recovery.h B2).  Another is damage, an orphan
+ *       the daemon ignores: never pending (F13), never a link of a chain.
  */
 #include "config.h"
 
@@ -337,24 +337,26 @@ static void seg_file(char buf[40], uint64_t seg)
 
 /* ---- F3-F6: the WAL ----------------------------------------------------- */
 
-/* F29: a record whose LSN no daemon issues.  Recovery ignores it (B2);
- * here check_pending skips it, and no chain can reach it (every prev_lsn
- * is below its record's LSN, every last LSN in range: F28). */
-static void check_lsns(struct nrs_fsck *f)
+/* F29: a record no daemon writes.  Recovery ignores it (B2); here
+ * check_pending skips it, and no chain can reach it: every prev_lsn is
+ * below its record's LSN, every last LSN in range (F28), and a chain
+ * ends at the head, in range too. */
+static void check_recs(struct nrs_fsck *f)
 {
 	char sf[40];
 
 	for (size_t i = 0; i < f->nrecs; i++) {
 		const struct nrs_wal_rec_info *ri = &f->recs[i];
+		const char *why = nrs_recover_rec_damage(&ri->rec);
 
-		if (nrs_recover_lsn_is_possible(ri->rec.lsn))
+		if (!why)
 			continue;
 		seg_file(sf, ri->pos.seg);
-		ERR(f, "F29 %s at %" PRIu64 ": record of stream %" PRIu64
-		    " has LSN %" PRIu64 ", above the largest possible (%" PRIu64
-		    "): damage; the daemon ignores it (an orphan)", sf,
-		    ri->pos.off, ri->rec.stream_id, ri->rec.lsn,
-		    NRS_WALREC_LSN_MAX);
+		ERR(f, "F29 %s at %" PRIu64 ": record LSN %" PRIu64 " of stream %"
+		    PRIu64 ", bytes [%" PRIu64 ", +%" PRIu32 "): %s: damage; "
+		    "the daemon ignores it (an orphan)", sf, ri->pos.off,
+		    ri->rec.lsn, ri->rec.stream_id, ri->rec.base, ri->rec.len,
+		    why);
 	}
 }
 
@@ -503,7 +505,7 @@ static int check_pending(struct nrs_fsck *f, const struct ns *ns)
 
 		if (!c || c->corrupt || c->unlinked ||
 		    nrs_recover_row_damage(&f->streams[s]) ||	/* B1 */
-		    !nrs_recover_lsn_is_possible(ri->rec.lsn) ||	/* B2 */
+		    nrs_recover_rec_damage(&ri->rec) ||		/* B2 */
 		    ri->rec.len == 0 ||
 		    ri->rec.lsn <= c->last_lsn || ri->rec.base != c->head ||
 		    ri->rec.prev_lsn != c->last_lsn ||
@@ -1307,7 +1309,7 @@ int nrs_fsck_check(struct nrs_fsck *f)
 	for (size_t i = 0; i < f->ninodes; i++)
 		ns.name[i] = -1;
 	check_wal(f);
-	check_lsns(f);
+	check_recs(f);
 	check_dirents(f, &ns);
 	check_inodes(f, &ns);
 	check_streams(f, &ns);

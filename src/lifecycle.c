@@ -200,9 +200,9 @@ static bool needed(struct nrs_core *c, const struct nrs_obj_row *o)
 	uint64_t start;
 	int err = nrs_meta_stream_get(c->meta, o->stream_id, &s);
 
-	if ((err && err != -ENOENT) || (st && st->corrupt)) {
+	if (err && err != -ENOENT) {
 		nrs_stream_put(st);
-		return true;		/* cannot tell (offline: R7, B1): keep */
+		return true;		/* cannot tell: keep it */
 	}
 	if (err == -ENOENT) {
 		nrs_stream_put(st);

@@ -48,9 +48,10 @@
  *     above NRS_WALREC_LSN_MAX, start above head, a version or last LSN
  *     impossible at its head) is damage: logged, and the stream offline as
  *     in R7 (nothing of the row is trusted).  fsck: F7, F8, F28.
- *  B2 A WAL record with an LSN above NRS_WALREC_LSN_MAX is damage: logged
- *     and an orphan, which takes no part in R3, R5 or R6; so R6's
- *     "largest LSN + 1" never wraps.  When that next LSN is above the
+ *  B2 A WAL record with an LSN above NRS_WALREC_LSN_MAX, or ending past
+ *     NRS_HEAD_MAX, is damage: logged and an orphan, which takes no part
+ *     in R3, R5 or R6; so R6's "largest LSN + 1" never wraps, nor does a
+ *     head R3 moves.  When that next LSN is above the
  *     bound, the pipeline refuses appends (pipeline.c P1).  fsck: F29.
  *  B3 A committed object row a materializer could not have written (an
  *     empty or inverted range, a length that is not header + payload) is
@@ -96,17 +97,18 @@ struct scan {
 static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
 {
 	struct scan *s = ctx;
+	const char *why;
 	struct rec *r;
 
 	if (ri->rec.kind != NRS_WALREC_DATA)
 		return 0;
-	if (!nrs_recover_lsn_is_possible(ri->rec.lsn)) {		/* B2 */
+	if ((why = nrs_recover_rec_damage(&ri->rec))) {		/* B2 */
 		nrs_err("recovery: WAL record at segment %016" PRIx64 " offset %"
-			PRIu64 " (stream %" PRIu64 ") has LSN %" PRIu64 ", above "
-			"the largest possible (%" PRIu64 "): damage, ignored as "
-			"an orphan; see nereusfs-fsck(8)", ri->pos.seg,
-			ri->pos.off, ri->rec.stream_id, ri->rec.lsn,
-			NRS_WALREC_LSN_MAX);
+			PRIu64 " (stream %" PRIu64 ", LSN %" PRIu64 ", bytes [%"
+			PRIu64 ", +%" PRIu32 ")): %s: damage, ignored as an "
+			"orphan; see nereusfs-fsck(8)", ri->pos.seg, ri->pos.off,
+			ri->rec.stream_id, ri->rec.lsn, ri->rec.base,
+			ri->rec.len, why);
 		return 0;
 	}
 	if (s->n == s->cap) {

@@ -59,10 +59,18 @@ static inline const char *nrs_recover_row_damage(const struct nrs_stream_row *r)
 	return NULL;
 }
 
-/* B2: could a WAL record with this LSN have been written (walrec.h)? */
-static inline bool nrs_recover_lsn_is_possible(uint64_t lsn)
+/*
+ * B2: NULL if WAL record r (its CRCs verified, walrec.c V3 passed) could
+ * have been written: its LSN at most NRS_WALREC_LSN_MAX, its end at most
+ * NRS_HEAD_MAX (pipeline.c P1); else what is impossible (a static string).
+ */
+static inline const char *nrs_recover_rec_damage(const struct nrs_walrec *r)
 {
-	return lsn <= NRS_WALREC_LSN_MAX;
+	if (r->lsn > NRS_WALREC_LSN_MAX)
+		return "its LSN is above the largest possible";
+	if (r->base > NRS_HEAD_MAX || r->len > NRS_HEAD_MAX - r->base)
+		return "it ends past the largest head";
+	return NULL;
 }
 
 /* B3: could a materializer have written object row o (objfmt.h)? */

@@ -50,14 +50,18 @@ test_expect_success 'streams a..e, written, then unmounted' '
 	nrs_umount
 '
 
-test_expect_success 'damage: huge id, negative id, head past off_t, start past head, huge sequence, a record at LSN 2^64 - 2' '
+test_expect_success 'damage: huge id, negative id, head past off_t, start past head, huge sequence, an inverted object row, a record at LSN 2^64 - 2' '
 	q "UPDATE streams SET id = $big WHERE id = $id_c;
 	   UPDATE inodes SET stream_id = $big WHERE stream_id = $id_c;
 	   UPDATE streams SET id = -5 WHERE id = $id_d;
 	   UPDATE inodes SET stream_id = -5 WHERE stream_id = $id_d;
 	   UPDATE streams SET head = -16 WHERE id = $id_b;
 	   UPDATE streams SET start = head + 100 WHERE id = $id_e;
-	   UPDATE sqlite_sequence SET seq = $big + 5 WHERE name = '"'streams'"';" &&
+	   UPDATE sqlite_sequence SET seq = $big + 5 WHERE name = '"'streams'"';
+	   INSERT INTO objects(stream_id, start, end, length, sha256, state,
+			       ctime_ns, mtime_ns)
+		VALUES($id_a, 10, 5, 0, zeroblob(32), 2, 0, 0);" &&
+	gen_bad=$(q "SELECT max(gen) FROM objects") &&
 	reseal "$DATA/meta.db" &&
 	test "$(q "SELECT seq FROM sqlite_sequence WHERE name = '"'streams'"'")" = $((big + 5)) &&
 	head_a=$(col $id_a head) && lsn_a=$(col $id_a last_lsn) &&
@@ -73,7 +77,12 @@ test_expect_success 'remount: the daemon comes up, within the mount timeout' '
 test_expect_success 'the record with the impossible LSN is an orphan, logged' '
 	timeout 20 cmp "$K/a" "$TRASH/a.want" &&
 	test "$(stat -c %s "$K/a")" = "$head_a" &&
-	grep "has LSN $lsn_bad, above the largest possible" "$LOG"
+	grep "LSN $lsn_bad, bytes \[$head_a, +12)): its LSN is above the largest possible: damage, ignored as an orphan" "$LOG"
+'
+
+test_expect_success 'the inverted object row is not indexed (not "Invalid argument" for the mount), logged' '
+	grep "stream $id_a: object generation $gen_bad \[10, 5) length 0 is impossible" "$LOG" &&
+	! grep "recovery failed" "$LOG"
 '
 
 test_expect_success 'stream a appends and reads on (no wrapped LSN)' '
@@ -124,12 +133,13 @@ test_expect_success 'remount: the same again, the new bytes kept' '
 	nrs_umount
 '
 
-test_expect_success 'fsck reports each damage: F28, F7, F29; nothing pending' '
+test_expect_success 'fsck reports each damage: F28, F7, F29, F20; nothing pending' '
 	fsck_expect 1 "$DATA" -- \
 		"F28 stream $id_b (/k/b): its head is out of range" \
 		"F28 stream 18446744073709551611 (/k/d): its id is out of range" \
 		"F7 stream $id_e (/k/e): start" \
-		"record of stream $id_a has LSN $lsn_bad, above the largest possible" &&
+		"record LSN $lsn_bad of stream $id_a, bytes [$head_a, +12): its LSN is above the largest possible" \
+		"F20 " "an impossible row (gen $gen_bad" &&
 	grep "F29 wal/" "$TRASH/fsck.out" &&
 	! grep "F13" "$TRASH/fsck.out" &&
 	! grep "F[0-9]* stream $big " "$TRASH/fsck.out" &&

@@ -185,15 +185,13 @@ static void test_row_checksum(void **state)
 	assert_false(f->chains_intact);
 }
 
-/* F28: a row whose checksum holds but whose head or last LSN is out of
- * range is damage (recovery.h B1), reported alone: no chain walk, and no
- * record is pending on it. */
+/* F28: a row whose checksum holds but whose id, head or last LSN is out
+ * of range is damage (recovery.h B1), reported alone: no chain walk. */
 static void test_row_range(void **state)
 {
 	struct nrs_fsck *f = *state;
 
 	f->streams[0].head = 1ULL << 63;
-	add_rec(f, 4, 1, 1ULL << 63, 50, 3, true);	/* "continues" it */
 	expect(f, 1, "F28 stream 1 (/k/s): its head is out of range",
 	       "the daemon keeps it offline (EIO)");
 	assert_int_equal(f->pending, 0);
@@ -207,7 +205,8 @@ static void test_row_range(void **state)
 	       "range", NULL);			/* and F18 twice */
 }
 
-/* B1: a row F7 or F8 rejects is offline for the daemon: nothing pending */
+/* B1: a row F7 or F8 rejects is offline for the daemon: nothing pending
+ * (start above head; version 0, or above the head, at a head > 0) */
 static void test_impossible_row_not_pending(void **state)
 {
 	struct nrs_fsck *f = *state;
@@ -217,10 +216,18 @@ static void test_impossible_row_not_pending(void **state)
 	expect(f, 1, "F7 stream 1 (/k/s): start 400 is above the head 300",
 	       NULL);
 	assert_int_equal(f->pending, 0);
+	f->streams[0].start = 0;
+	f->streams[0].version = 0;
+	expect(f, 1, "F8 stream 1 (/k/s): version 0 is impossible", NULL);
+	assert_int_equal(f->pending, 0);
+	f->streams[0].version = 301;
+	expect(f, 1, "F8 stream 1 (/k/s): version 301 is impossible", NULL);
+	assert_int_equal(f->pending, 0);
 }
 
-/* F29: a record whose LSN is above NRS_WALREC_LSN_MAX is damage and an
- * orphan: reported, never pending (its +1 would wrap R6), never a link. */
+/* F29: a record whose LSN is above NRS_WALREC_LSN_MAX (its +1 would wrap
+ * R6), or which ends past NRS_HEAD_MAX, is damage and an orphan:
+ * reported, never pending. */
 static void test_record_lsn_range(void **state)
 {
 	struct nrs_fsck *f = *state;
@@ -228,11 +235,16 @@ static void test_record_lsn_range(void **state)
 	add_rec(f, UINT64_MAX - 1, 1, 300, 50, 3, true);	/* continues */
 	add_rec(f, (1ULL << 63), 1, 300, 50, 3, true);
 	expect(f, 2, "F29 wal/0000000000000001.seg at ",
-	       "record of stream 1 has LSN 18446744073709551614, above the "
-	       "largest possible");
+	       "record LSN 18446744073709551614 of stream 1, bytes [300, +50): "
+	       "its LSN is above the largest possible");
 	assert_int_equal(f->pending, 0);
 	assert_true(f->chains_intact);
 	expect(f, 2, "F29", NULL);			/* checked again */
+	f->recs[f->nrecs - 1].rec.lsn = 4;	/* possible, but past off_t */
+	f->recs[f->nrecs - 1].rec.base = NRS_HEAD_MAX - 10;
+	expect(f, 2, "F29", "bytes [9223372036854775797, +50): it ends past "
+	       "the largest head");
+	f->recs[f->nrecs - 1].rec.lsn = 1ULL << 63;
 	add_rec(f, NRS_WALREC_LSN_MAX, 1, 300, 50, 3, true);	/* possible */
 	expect(f, 2, "F13 stream 1 (/k/s): pending: 1 WAL records", NULL);
 	assert_int_equal(f->pending, 1);
