@@ -35,8 +35,9 @@
  * Damaged metadata (issue 3: "undamaged streams keep working").  A stream
  * whose row fails its checksum when recovery loads it (meta_sqlite.c C3),
  * or holds values no daemon writes (recovery.c B1: an id, head or last LSN
- * out of range, start above head), is kept in the table marked corrupt, with nothing known but its id: its
- * head cannot be told, so no byte of it is served and none appended.
+ * out of range, start above head), is kept in the table marked corrupt,
+ * with nothing known but its id: its head cannot be told, so no byte of
+ * it is served and none appended.
  * Opening it fails EIO, as do its user.nereus.* attributes but id and the
  * writable ones, each time with a log line naming the stream and the
  * database file; stat shows size 0.  Its name, mode, owner and user.*

@@ -112,6 +112,13 @@
  *       B1: an id in [1, 2^63), a head and a last LSN below 2^63).  A row
  *       out of range is damage the daemon keeps offline, as it does a row
  *       that fails F7 or F8; nothing else of it is checked.
+ *   F30 The AUTOINCREMENT sequences (meta_sqlite.c M3): sqlite_sequence
+ *       holds an integer for inodes and streams, below INT64_MAX (there
+ *       SQLite refuses every new row: no inode or stream can be created),
+ *       and at least every id its table holds, and the streams one every
+ *       stream id an objects row holds (SQLite never lets it fall below
+ *       an id it issued; one below would give a new stream the id of an
+ *       old one, whose object rows it would then take for its own).
  *   F29 Every WAL record's LSN is at most NRS_WALREC_LSN_MAX and its end
  *       at most NRS_HEAD_MAX (recovery.h B2).  Another is damage, an orphan
  *       the daemon ignores: never pending (F13), never a link of a chain.
@@ -1144,6 +1151,55 @@ static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 	}
 }
 
+/* ---- F30: the sequences -------------------------------------------------- */
+
+/* F30 for one sequence: it is an integer below INT64_MAX, and at least
+ * max_id, which holder holds. */
+static void check_seq(struct nrs_fsck *f, const char *table,
+		      const struct nrs_meta_seq *q, uint64_t max_id,
+		      const char *holder)
+{
+	int64_t v = q->integer ? q->v : 0;	/* as SQLite takes it */
+
+	if (!q->integer)
+		ERR(f, "F30 sqlite_sequence %s: not an integer: SQLite takes it "
+		    "for 0", table);
+	else if (v == INT64_MAX)
+		ERR(f, "F30 sqlite_sequence %s: at %" PRId64 ", the largest "
+		    "rowid: SQLite refuses every new row (creating fails "
+		    "ENOSPC)", table, v);
+	if (v < 0 || (uint64_t)v < max_id)
+		ERR(f, "F30 sqlite_sequence %s: at %" PRId64 ", below id %"
+		    PRIu64 " that %s holds: a new one may get an id already "
+		    "used (meta_sqlite.c M3)", table, v, max_id, holder);
+}
+
+static void check_sequences(struct nrs_fsck *f)
+{
+	uint64_t max_sid = 0, max_oid = 0, max_ino = 0;
+
+	if (!f->have_seqs)
+		return;
+	for (size_t i = 0; i < f->ninodes; i++)
+		if (f->inodes[i].ino <= INT64_MAX && f->inodes[i].ino > max_ino)
+			max_ino = f->inodes[i].ino;
+	for (size_t s = 0; s < f->nstreams; s++)
+		if (f->streams[s].id <= NRS_STREAM_ID_MAX &&	/* else F28 */
+		    f->streams[s].id > max_sid)
+			max_sid = f->streams[s].id;
+	for (size_t o = 0; o < f->nobjs; o++)
+		if (f->objs[o].stream_id <= NRS_STREAM_ID_MAX &&
+		    f->objs[o].stream_id > max_oid)
+			max_oid = f->objs[o].stream_id;
+	check_seq(f, "inodes", &f->seq_inodes, max_ino, "an inodes row");
+	if (max_oid > max_sid)
+		check_seq(f, "streams", &f->seq_streams, max_oid,
+			  "an objects row");
+	else
+		check_seq(f, "streams", &f->seq_streams, max_sid,
+			  "a streams row");
+}
+
 /* ---- F14-F19: the namespace --------------------------------------------- */
 
 /* M6, on the name as stored. */
@@ -1310,6 +1366,7 @@ int nrs_fsck_check(struct nrs_fsck *f)
 		ns.name[i] = -1;
 	check_wal(f);
 	check_recs(f);
+	check_sequences(f);
 	check_dirents(f, &ns);
 	check_inodes(f, &ns);
 	check_streams(f, &ns);

@@ -51,8 +51,8 @@
  *  B2 A WAL record with an LSN above NRS_WALREC_LSN_MAX, or ending past
  *     NRS_HEAD_MAX, is damage: logged and an orphan, which takes no part
  *     in R3, R5 or R6; so R6's "largest LSN + 1" never wraps, nor does a
- *     head R3 moves.  When that next LSN is above the
- *     bound, the pipeline refuses appends (pipeline.c P1).  fsck: F29.
+ *     head R3 moves.  When that next LSN is above the bound, the pipeline
+ *     refuses appends (pipeline.c P1).  fsck: F29.
  *  B3 A committed object row a materializer could not have written (an
  *     empty or inverted range, a length that is not header + payload) is
  *     logged and not indexed: the range it claims reads EIO.  fsck: F20.

@@ -146,6 +146,27 @@ test_expect_success 'fsck reports each damage: F28, F7, F29, F20; nothing pendin
 	! grep "F[0-9]* stream $((big + 6)) " "$TRASH/fsck.out"
 '
 
+test_expect_success 'a sequence below an id it issued, or at the largest rowid: F30' '
+	D=$TRASH/seq && cp -a "$DATA" "$D" &&
+	sqlite3 "$D/meta.db" "UPDATE sqlite_sequence SET seq = 3 WHERE name = '"'streams'"'" &&
+	fsck_expect 1 "$D" -- \
+		"F30 sqlite_sequence streams: at 3, below id $((big + 6)) that a streams row holds" &&
+	sqlite3 "$D/meta.db" "UPDATE sqlite_sequence SET seq = $lsn_max WHERE name = '"'streams'"'" &&
+	fsck_expect 1 "$D" -- \
+		"F30 sqlite_sequence streams: at $lsn_max, the largest rowid" &&
+	rm -rf "$D"
+'
+
+test_expect_success 'no stream id left: creating fails ENOSPC, the rest works' '
+	q "UPDATE sqlite_sequence SET seq = $lsn_max WHERE name = '"'streams'"'" &&
+	nrs_mount &&
+	expect_errno ENOSPC append "$K/new" x &&
+	test ! -e "$K/new" &&
+	timeout 20 sh -c "printf c-more >>\"$K/c\"" &&
+	test "$(timeout 20 cat "$K/c")" = c-datac-more &&
+	nrs_umount
+'
+
 # ---- the last LSN ---------------------------------------------------------
 #
 # A record at exactly NRS_WALREC_LSN_MAX is possible and continues a's
@@ -164,7 +185,7 @@ test_expect_success 'a record at the last LSN: published, then appends fail EOVE
 	expect_errno EOVERFLOW append "$K/c" more &&
 	grep "appends fail EOVERFLOW" "$LOG" &&
 	timeout 20 cmp "$K/a" "$TRASH/a.want" &&
-	test "$(timeout 20 cat "$K/c")" = c-data &&
+	test "$(timeout 20 cat "$K/c")" = c-datac-more &&
 	nrs_umount
 '
 

@@ -250,6 +250,37 @@ static void test_record_lsn_range(void **state)
 	assert_int_equal(f->pending, 1);
 }
 
+/* F30: sqlite_sequence, as the tool reads it: an integer below INT64_MAX,
+ * never below an id its table (or, for streams, an objects row) holds. */
+static void test_sequences(void **state)
+{
+	struct nrs_fsck *f = *state;
+	struct nrs_obj_row o = {
+		.gen = 1, .stream_id = 5, .start = 0, .end = 100,
+		.state = NRS_OBJ_RETIRED,
+	};
+
+	f->have_seqs = true;
+	f->seq_inodes = (struct nrs_meta_seq){ 17, true };
+	f->seq_streams = (struct nrs_meta_seq){ 1, true };
+	expect(f, 0, NULL, NULL);
+	f->seq_streams.v = 0;
+	expect(f, 1, "F30 sqlite_sequence streams: at 0, below id 1 that a "
+	       "streams row holds", NULL);
+	f->seq_streams.v = 4;
+	assert_int_equal(nrs_fsck_add_obj(f, &o), 0);	/* a stream long gone */
+	expect(f, 1, "F30 sqlite_sequence streams: at 4, below id 5 that an "
+	       "objects row holds", NULL);
+	f->seq_streams.v = INT64_MAX;
+	expect(f, 1, "F30 sqlite_sequence streams: at 9223372036854775807, the "
+	       "largest rowid", NULL);
+	f->seq_streams.v = 5;
+	f->seq_inodes = (struct nrs_meta_seq){ 1000, false };
+	expect(f, 2, "F30 sqlite_sequence inodes: not an integer",
+	       "F30 sqlite_sequence inodes: at 0, below id 17 that an inodes "
+	       "row holds");
+}
+
 static void test_stale_version(void **state)
 {
 	struct nrs_fsck *f = *state;
@@ -982,6 +1013,7 @@ int main(void)
 		T(test_row_range),
 		T(test_impossible_row_not_pending),
 		T(test_record_lsn_range),
+		T(test_sequences),
 		T(test_stale_version),
 		T(test_missing_and_damaged_records),
 		T(test_epochs),
