@@ -1,6 +1,8 @@
 /* test_idmap.c - the id -> pointer hash map of the stream table (idmap.h):
  * any 64-bit id is a key, memory follows the entries (H1), a walk visits
- * each live entry once (H2), removal keeps every other entry reachable. */
+ * each live entry once (H2), removal keeps every other entry reachable;
+ * and the array-growing helper beside it (grow.h) refuses a size that
+ * would overflow instead of looping or allocating too little. */
 #include "config.h"
 
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "idmap.h"
 
 /* A distinct non-NULL value per key (never dereferenced). */
@@ -155,6 +158,26 @@ static void test_walk_cost(void **state)
 	nrs_idmap_free(&m);
 }
 
+/* On 34f84c2, want above SIZE_MAX / 2 doubled n to 0 and looped forever;
+ * want above SIZE_MAX / sz wrapped n * sz into a small realloc. */
+static void test_grow_overflow(void **state)
+{
+	uint64_t *v = NULL;
+	size_t cap = 0;
+
+	(void)state;
+	assert_int_equal(nrs_grow((void **)&v, &cap, 100, sizeof(*v)), 0);
+	assert_int_equal(cap, 128);
+	v[99] = 1;
+	assert_int_equal(nrs_grow((void **)&v, &cap, SIZE_MAX, sizeof(*v)),
+			 -ENOMEM);
+	assert_int_equal(nrs_grow((void **)&v, &cap, SIZE_MAX / 8 + 1,
+				  sizeof(*v)), -ENOMEM);
+	assert_int_equal(cap, 128);			/* unchanged */
+	assert_int_equal(v[99], 1);
+	free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -162,6 +185,7 @@ int main(void)
 		cmocka_unit_test(test_huge_ids),
 		cmocka_unit_test(test_many),
 		cmocka_unit_test(test_walk_cost),
+		cmocka_unit_test(test_grow_overflow),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
