@@ -157,14 +157,16 @@ test_expect_success 'a sequence below an id it issued, or at the largest rowid: 
 	rm -rf "$D"
 '
 
-test_expect_success 'no stream id left: creating fails ENOSPC, the rest works' '
+test_expect_success 'no stream id left: creating fails ENOSPC, the rest works; an offline stream can be removed' '
 	q "UPDATE sqlite_sequence SET seq = $lsn_max WHERE name = '"'streams'"'" &&
 	nrs_mount &&
 	expect_errno ENOSPC append "$K/new" x &&
 	test ! -e "$K/new" &&
+	rm "$K/d" && test ! -e "$K/d" &&
 	timeout 20 sh -c "printf c-more >>\"$K/c\"" &&
 	test "$(timeout 20 cat "$K/c")" = c-datac-more &&
-	nrs_umount
+	nrs_umount &&
+	test "$(q "SELECT count(*) FROM streams WHERE id = -5")" = 0
 '
 
 # ---- the last LSN ---------------------------------------------------------
