@@ -12,6 +12,9 @@
  *   DIR/objects/  the embedded object store (objstore_dir.c), unless -o s3
  *
  * The stream table maps a stream id to its in-memory state (stream.h).  It
+ * is a hash map (idmap.h), because ids come from the disk: its size
+ * follows the number of streams, never the largest id, and a walk over it
+ * (nrs_core_streams_each) visits only the live streams.  It
  * holds one reference to every stream with a name or an open handle; a
  * stream whose name went (unlink, rename over it) is forgotten, in memory
  * and in the store, when its last handle closes (DESIGN.md section 2).
@@ -32,9 +35,11 @@
  * page: never trimmed bytes).
  *
  * Damaged metadata (issue 3: "undamaged streams keep working").  A stream
- * whose row fails its checksum when recovery loads it (meta_sqlite.c C3)
- * is kept in the table marked corrupt, with nothing known but its id: its
- * head cannot be told, so no byte of it is served and none appended.
+ * whose row fails its checksum when recovery loads it (meta_sqlite.c C3),
+ * or holds values no daemon writes (recovery.c B1: an id, head or last LSN
+ * out of range, start above head), is kept in the table marked corrupt,
+ * with nothing known but its id: its head cannot be told, so no byte of
+ * it is served and none appended.
  * Opening it fails EIO, as do its user.nereus.* attributes but id and the
  * writable ones, each time with a log line naming the stream and the
  * database file; stat shows size 0.  Its name, mode, owner and user.*
@@ -125,40 +130,58 @@ struct nrs_stream *nrs_core_stream_get(struct nrs_core *c, uint64_t id)
 	struct nrs_stream *st = NULL;
 
 	pthread_rwlock_rdlock(&c->tlock);
-	if (id < c->nstreams && c->streams[id]) {
-		st = c->streams[id];
+	st = nrs_idmap_get(&c->streams, id);
+	if (st)
 		atomic_fetch_add(&st->refs, 1);
-	}
 	pthread_rwlock_unlock(&c->tlock);
 	return st;
 }
 
+struct nrs_stream *nrs_core_stream_peek(struct nrs_core *c, uint64_t id)
+{
+	struct nrs_stream *st;
+
+	pthread_rwlock_rdlock(&c->tlock);
+	st = nrs_idmap_get(&c->streams, id);
+	pthread_rwlock_unlock(&c->tlock);
+	return st;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int nrs_core_stream_ids(struct nrs_core *c, uint64_t **ids, size_t *n)
+{
+	uint64_t *v;
+	size_t k = 0, pos = 0;
+	uint64_t id;
+
+	pthread_rwlock_rdlock(&c->tlock);
+	v = malloc((nrs_idmap_count(&c->streams) + 1) * sizeof(*v));
+	if (!v) {
+		pthread_rwlock_unlock(&c->tlock);
+		return -ENOMEM;
+	}
+	while (nrs_idmap_next(&c->streams, &pos, &id))
+		v[k++] = id;
+	pthread_rwlock_unlock(&c->tlock);
+	if (k > 1)
+		qsort(v, k, sizeof(*v), cmp_id);
+	*ids = v;
+	*n = k;
+	return 0;
+}
+
 int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st)
 {
-	int err = 0;
+	int err;
 
 	pthread_rwlock_wrlock(&c->tlock);
-	if (st->id >= c->nstreams) {
-		size_t n = c->nstreams ? c->nstreams : 64;
-		struct nrs_stream **v;
-
-		while (n <= st->id)
-			n *= 2;
-		v = realloc(c->streams, n * sizeof(struct nrs_stream *));
-		if (!v) {
-			err = -ENOMEM;
-			goto out_unlock;
-		}
-		memset(v + c->nstreams, 0,
-		       (n - c->nstreams) * sizeof(struct nrs_stream *));
-		c->streams = v;
-		c->nstreams = n;
-	}
-	if (c->streams[st->id])
-		err = -EEXIST;
-	else
-		c->streams[st->id] = st;
-out_unlock:
+	err = nrs_idmap_put(&c->streams, st->id, st);
 	pthread_rwlock_unlock(&c->tlock);
 	return err;
 }
@@ -167,12 +190,11 @@ void nrs_core_streams_each(struct nrs_core *c,
 			   void (*fn)(void *ctx, struct nrs_stream *st),
 			   void *ctx)
 {
-	pthread_rwlock_rdlock(&c->tlock);
-	for (size_t i = 0; i < c->nstreams; i++) {
-		struct nrs_stream *st = c->streams[i];
+	struct nrs_stream *st;
+	size_t pos = 0;
 
-		if (!st)
-			continue;
+	pthread_rwlock_rdlock(&c->tlock);
+	while ((st = nrs_idmap_next(&c->streams, &pos, NULL))) {	/* H2 */
 		pthread_mutex_lock(&st->lock);
 		fn(ctx, st);
 		pthread_mutex_unlock(&st->lock);
@@ -182,13 +204,10 @@ void nrs_core_streams_each(struct nrs_core *c,
 
 void nrs_core_stream_remove(struct nrs_core *c, uint64_t id)
 {
-	struct nrs_stream *st = NULL;
+	struct nrs_stream *st;
 
 	pthread_rwlock_wrlock(&c->tlock);
-	if (id < c->nstreams) {
-		st = c->streams[id];
-		c->streams[id] = NULL;
-	}
+	st = nrs_idmap_remove(&c->streams, id);
 	pthread_rwlock_unlock(&c->tlock);
 	nrs_stream_put(st);
 }
@@ -401,9 +420,11 @@ int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st)
 {
 	if (!st->corrupt)
 		return 0;
-	nrs_err("stream %" PRIu64 ": its metadata row in %s/meta.db fails its "
-		"checksum: the stream is offline (EIO) until repaired; see "
-		"nereusfs-fsck(8)", st->id, c->data_dir);
+	nrs_err("stream %" PRIu64 ": its metadata row in %s/meta.db %s%s%s: the "
+		"stream is offline (EIO) until repaired; see nereusfs-fsck(8)",
+		st->id, c->data_dir, st->damage ? "is damaged (" :
+		"fails its checksum", st->damage ? st->damage : "",
+		st->damage ? ")" : "");
 	return -EIO;
 }
 
@@ -769,6 +790,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	pthread_mutex_init(&c->admin, NULL);
 	pthread_mutex_init(&c->hlock, NULL);
 	pthread_rwlock_init(&c->tlock, NULL);
+	nrs_idmap_init(&c->streams);
 	/* the reclaimer must get through a steady stream of readers */
 	pthread_rwlockattr_init(&ga);
 	pthread_rwlockattr_setkind_np(&ga,
@@ -842,6 +864,8 @@ out_free:
 
 void nrs_core_free(struct nrs_core *c)
 {
+	struct nrs_stream *st;
+
 	if (!c)
 		return;
 	nrs_core_obj_close(c);
@@ -849,9 +873,9 @@ void nrs_core_free(struct nrs_core *c)
 	/* handles the kernel did not release before the session ended */
 	while (c->handles)
 		nrs_core_release(c, c->handles);
-	for (size_t i = 0; i < c->nstreams; i++)
-		nrs_stream_put(c->streams[i]);
-	free(c->streams);
+	for (size_t pos = 0; (st = nrs_idmap_next(&c->streams, &pos, NULL));)
+		nrs_stream_put(st);
+	nrs_idmap_free(&c->streams);
 	if (c->bcache)
 		nrs_bcache_close(c->bcache);
 	nrs_obj_close(c->store);

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 
 #include "core.h"
+#include "idmap.h"
 #include "meta.h"
 #include "metrics.h"
 #include "reader.h"
@@ -51,9 +52,9 @@ struct nrs_core {
 	struct nrs_handle *handles;
 	pthread_mutex_t admin;
 	pthread_rwlock_t tlock;
-	/* protected by tlock: streams by id (index = id) */
-	struct nrs_stream **streams;
-	size_t nstreams;
+	/* protected by tlock: stream id -> struct nrs_stream * (idmap.h:
+	 * its size follows the number of streams, never the largest id) */
+	struct nrs_idmap streams;
 
 	nrs_inval_fn inval;
 	void *inval_ctx;
@@ -101,6 +102,14 @@ void nrs_core_streams_each(struct nrs_core *c,
 			   void *ctx);
 /* -EIO (logged with the stream and the file) if st is corrupt, else 0. */
 int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st);
+/*
+ * The table's stream id, borrowed (no reference), or NULL: only for
+ * recovery, which runs before any other thread can change the table.
+ */
+struct nrs_stream *nrs_core_stream_peek(struct nrs_core *c, uint64_t id);
+/* The ids in the table, ascending, into *ids (the caller frees it) and *n;
+ * 0 or -ENOMEM. */
+int nrs_core_stream_ids(struct nrs_core *c, uint64_t **ids, size_t *n);
 /* Remove id from the table, dropping the table's reference. */
 void nrs_core_stream_remove(struct nrs_core *c, uint64_t id);
 void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,

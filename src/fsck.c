@@ -108,6 +108,20 @@
  *       start, epoch, inode and unlinked flag are unknown (the daemon
  *       keeps the stream offline).  No repair: only an operator can tell
  *       what the row held.
+ *   F28 Every stream row's id, head and last LSN are in range (recovery.h
+ *       B1: an id in [1, 2^63), a head and a last LSN below 2^63).  A row
+ *       out of range is damage the daemon keeps offline, as it does a row
+ *       that fails F7 or F8; nothing else of it is checked.
+ *   F30 The AUTOINCREMENT sequences (meta_sqlite.c M3): sqlite_sequence
+ *       holds an integer for inodes and streams, below INT64_MAX (there
+ *       SQLite refuses every new row: no inode or stream can be created),
+ *       and at least every id its table holds, and the streams one every
+ *       stream id an objects row holds (SQLite never lets it fall below
+ *       an id it issued; one below would give a new stream the id of an
+ *       old one, whose object rows it would then take for its own).
+ *   F29 Every WAL record's LSN is at most NRS_WALREC_LSN_MAX and its end
+ *       at most NRS_HEAD_MAX (recovery.h B2).  Another is damage, an orphan
+ *       the daemon ignores: never pending (F13), never a link of a chain.
  */
 #include "config.h"
 
@@ -330,6 +344,29 @@ static void seg_file(char buf[40], uint64_t seg)
 
 /* ---- F3-F6: the WAL ----------------------------------------------------- */
 
+/* F29: a record no daemon writes.  Recovery ignores it (B2); here
+ * check_pending skips it, and no chain can reach it: every prev_lsn is
+ * below its record's LSN, every last LSN in range (F28), and a chain
+ * ends at the head, in range too. */
+static void check_recs(struct nrs_fsck *f)
+{
+	char sf[40];
+
+	for (size_t i = 0; i < f->nrecs; i++) {
+		const struct nrs_wal_rec_info *ri = &f->recs[i];
+		const char *why = nrs_recover_rec_damage(&ri->rec);
+
+		if (!why)
+			continue;
+		seg_file(sf, ri->pos.seg);
+		ERR(f, "F29 %s at %" PRIu64 ": record LSN %" PRIu64 " of stream %"
+		    PRIu64 ", bytes [%" PRIu64 ", +%" PRIu32 "): %s: damage; "
+		    "the daemon ignores it (an orphan)", sf, ri->pos.off,
+		    ri->rec.lsn, ri->rec.stream_id, ri->rec.base, ri->rec.len,
+		    why);
+	}
+}
+
 static void check_wal(struct nrs_fsck *f)
 {
 	char sf[40], sg[40];
@@ -473,7 +510,10 @@ static int check_pending(struct nrs_fsck *f, const struct ns *ns)
 		ssize_t s = stream_at(f, ri->rec.stream_id);
 		struct nrs_stream_row *c = s < 0 ? NULL : &cur[s];
 
-		if (!c || c->corrupt || c->unlinked || ri->rec.len == 0 ||
+		if (!c || c->corrupt || c->unlinked ||
+		    nrs_recover_row_damage(&f->streams[s]) ||	/* B1 */
+		    nrs_recover_rec_damage(&ri->rec) ||		/* B2 */
+		    ri->rec.len == 0 ||
 		    ri->rec.lsn <= c->last_lsn || ri->rec.base != c->head ||
 		    ri->rec.prev_lsn != c->last_lsn ||
 		    ri->rec.epoch < c->epoch || !ri->data_ok)
@@ -512,19 +552,9 @@ static struct nrs_objhdr obj_hdr(const struct nrs_obj_row *o)
 	};
 }
 
-/* A row a materializer could have written (objfmt.h). */
-static bool obj_row_is_possible(const struct nrs_obj_row *o)
-{
-	struct nrs_objhdr h = obj_hdr(o);
-
-	return nrs_objfmt_hdr_is_valid(&h) &&
-	       o->length == nrs_objfmt_hdr_len(o->end - o->start) +
-			    (o->end - o->start);
-}
-
 static bool obj_is_checked(const struct nrs_obj_row *o)
 {
-	return o->state == NRS_OBJ_COMMITTED && obj_row_is_possible(o);
+	return o->state == NRS_OBJ_COMMITTED && nrs_recover_obj_is_possible(o);
 }
 
 /*
@@ -1029,7 +1059,7 @@ static int check_objects(struct nrs_fsck *f, const struct ns *ns)
 			err = check_retired(f, key, have_key, what);
 			break;
 		case NRS_OBJ_COMMITTED:
-			if (!obj_row_is_possible(o)) {
+			if (!nrs_recover_obj_is_possible(o)) {
 				ERR(f, "F20 %s: an impossible row (gen %" PRIu64
 				    ", %" PRIu64 " bytes): no materializer wrote"
 				    " it", what, o->gen, o->length);
@@ -1070,6 +1100,7 @@ static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 	for (size_t s = 0; s < f->nstreams; s++) {
 		const struct nrs_stream_row *st = &f->streams[s];
 		uint64_t materialized;
+		const char *why;
 		bool ok = true;
 
 		if (st->corrupt) {
@@ -1085,6 +1116,14 @@ static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 			continue;	/* F19 reports it */
 		snprintf(who, sizeof(who), "stream %" PRIu64 " (%s)", st->id,
 			 path_of(f, ns, st->ino, path, sizeof(path)));
+		if ((why = nrs_recover_row_range(st))) {
+			ERR(f, "F28 %s: %s (id %" PRIu64 ", head %" PRIu64
+			    ", last LSN %" PRIu64 "): damage; the daemon keeps "
+			    "it offline (EIO)", who, why, st->id, st->head,
+			    st->last_lsn);
+			f->chains_intact = false;
+			continue;
+		}
 		if (st->start > st->head) {
 			ERR(f, "F7 %s: start %" PRIu64 " is above the head %"
 			    PRIu64, who, st->start, st->head);
@@ -1110,6 +1149,55 @@ static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 				    nrs_recover_chain_floor(st->start,
 							    materialized));
 	}
+}
+
+/* ---- F30: the sequences -------------------------------------------------- */
+
+/* F30 for one sequence: it is an integer below INT64_MAX, and at least
+ * max_id, which holder holds. */
+static void check_seq(struct nrs_fsck *f, const char *table,
+		      const struct nrs_meta_seq *q, uint64_t max_id,
+		      const char *holder)
+{
+	int64_t v = q->integer ? q->v : 0;	/* as SQLite takes it */
+
+	if (!q->integer)
+		ERR(f, "F30 sqlite_sequence %s: not an integer: SQLite takes it "
+		    "for 0", table);
+	else if (v == INT64_MAX)
+		ERR(f, "F30 sqlite_sequence %s: at %" PRId64 ", the largest "
+		    "rowid: SQLite refuses every new row (creating fails "
+		    "ENOSPC)", table, v);
+	if (v < 0 || (uint64_t)v < max_id)
+		ERR(f, "F30 sqlite_sequence %s: at %" PRId64 ", below id %"
+		    PRIu64 " that %s holds: a new one may get an id already "
+		    "used (meta_sqlite.c M3)", table, v, max_id, holder);
+}
+
+static void check_sequences(struct nrs_fsck *f)
+{
+	uint64_t max_sid = 0, max_oid = 0, max_ino = 0;
+
+	if (!f->have_seqs)
+		return;
+	for (size_t i = 0; i < f->ninodes; i++)
+		if (f->inodes[i].ino <= INT64_MAX && f->inodes[i].ino > max_ino)
+			max_ino = f->inodes[i].ino;
+	for (size_t s = 0; s < f->nstreams; s++)
+		if (f->streams[s].id <= NRS_STREAM_ID_MAX &&	/* else F28 */
+		    f->streams[s].id > max_sid)
+			max_sid = f->streams[s].id;
+	for (size_t o = 0; o < f->nobjs; o++)
+		if (f->objs[o].stream_id <= NRS_STREAM_ID_MAX &&
+		    f->objs[o].stream_id > max_oid)
+			max_oid = f->objs[o].stream_id;
+	check_seq(f, "inodes", &f->seq_inodes, max_ino, "an inodes row");
+	if (max_oid > max_sid)
+		check_seq(f, "streams", &f->seq_streams, max_oid,
+			  "an objects row");
+	else
+		check_seq(f, "streams", &f->seq_streams, max_sid,
+			  "a streams row");
 }
 
 /* ---- F14-F19: the namespace --------------------------------------------- */
@@ -1277,6 +1365,8 @@ int nrs_fsck_check(struct nrs_fsck *f)
 	for (size_t i = 0; i < f->ninodes; i++)
 		ns.name[i] = -1;
 	check_wal(f);
+	check_recs(f);
+	check_sequences(f);
 	check_dirents(f, &ns);
 	check_inodes(f, &ns);
 	check_streams(f, &ns);

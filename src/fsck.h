@@ -7,7 +7,7 @@
  * listing callbacks of meta.h and wal.h, then calls nrs_fsck_check(), which
  * reports every inconsistency through the report callback, one line each.
  * The only I/O happens through the object store the caller may lend (F21,
- * F23-F26).  The checks F1..F26 are listed at the top of fsck.c.
+ * F23-F26).  The checks F1..F30 are listed at the top of fsck.c.
  */
 #ifndef NRS_FSCK_H
 #define NRS_FSCK_H
@@ -52,6 +52,9 @@ struct nrs_fsck {
 						 * start, gen (recovery.h) */
 	size_t nobjs, ocap;
 	int oom;				/* -ENOMEM from add_damage */
+	/* F30, set by the caller (nrs_meta_sequences) with have_seqs */
+	bool have_seqs;
+	struct nrs_meta_seq seq_inodes, seq_streams;
 
 	/* F21, set by the caller before nrs_fsck_check: the store holding
 	 * the objects (borrowed: it must outlive the check); or store_absent:
@@ -100,7 +103,7 @@ void nrs_fsck_say(struct nrs_fsck *f, enum nrs_fsck_sev sev,
 		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /*
- * Run F3..F26 over what was added, F21 and F23-F26 through f->store (F26
+ * Run F3..F30 over what was added, F21 and F23-F26 through f->store (F26
  * lists it if it is an embedded store).  0 when the check ran, whatever it
  * found; -ENOMEM; or the error of a store that could not be read (anything
  * but a missing object, which is a finding): then the objects were not all

@@ -58,6 +58,12 @@ struct nrs_attr {
 	uint64_t stream_id;	/* 0 for directories */
 };
 
+/* Stream ids are SQLite rowids (1 and up, never above INT64_MAX); a head
+ * is a file size (an off_t).  A row beyond them is damage (recovery.h B1);
+ * no append takes a head past NRS_HEAD_MAX (pipeline.c P1). */
+#define NRS_STREAM_ID_MAX	((uint64_t)INT64_MAX)
+#define NRS_HEAD_MAX		((uint64_t)INT64_MAX)
+
 struct nrs_stream_row {
 	uint64_t id;
 	uint64_t ino;
@@ -298,6 +304,15 @@ int nrs_meta_open_readonly(const char *path, struct nrs_meta **out);
 int nrs_meta_integrity_check(struct nrs_meta *m,
 			     int (*cb)(void *ctx, const char *problem),
 			     void *ctx);
+/* An AUTOINCREMENT sequence (meta_sqlite.c M3) as stored in
+ * sqlite_sequence: a missing row reads as 0, as SQLite takes it. */
+struct nrs_meta_seq {
+	int64_t v;
+	bool integer;		/* false: not an integer (SQLite reads 0) */
+};
+/* The sequences of the inodes and streams tables; 0 or -errno. */
+int nrs_meta_sequences(struct nrs_meta *m, struct nrs_meta_seq *inodes,
+		       struct nrs_meta_seq *streams);
 /* Every inode row, linked or not, ino ascending. */
 int nrs_meta_inode_foreach(struct nrs_meta *m,
 			   int (*cb)(void *ctx, const struct nrs_attr *a),

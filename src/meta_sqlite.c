@@ -2288,20 +2288,28 @@ int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams)
 
 /* ---- offline tools ---------------------------------------------------- */
 
-int nrs_meta_integrity_check(struct nrs_meta *m,
-			     int (*cb)(void *ctx, const char *problem),
-			     void *ctx)
+/* A snapshot transaction and a statement sql prepared in it, which the
+ * caller finalizes before tx_end(); 0, or -errno and no transaction. */
+static int read_prepare(struct nrs_meta *m, const char *sql, sqlite3_stmt **s)
 {
-	static const char sql[] = "PRAGMA integrity_check";
-	sqlite3_stmt *s;
-	const char *text;
 	int rc, ret = tx_begin(m, TX_READ);
 
 	if (ret)
 		return ret;
-	rc = sqlite3_prepare_v2(m->db, sql, -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return tx_end(m, sql_fail(m, rc, sql));
+	rc = sqlite3_prepare_v2(m->db, sql, -1, s, NULL);
+	return rc == SQLITE_OK ? 0 : tx_end(m, sql_fail(m, rc, sql));
+}
+
+int nrs_meta_integrity_check(struct nrs_meta *m,
+			     int (*cb)(void *ctx, const char *problem),
+			     void *ctx)
+{
+	sqlite3_stmt *s;
+	const char *text;
+	int ret = read_prepare(m, "PRAGMA integrity_check", &s);
+
+	if (ret)
+		return ret;
 	while ((ret = row(m, s)) > 0) {
 		text = (const char *)sqlite3_column_text(s, 0);
 		if (text && strcmp(text, "ok") != 0)
@@ -2311,6 +2319,35 @@ int nrs_meta_integrity_check(struct nrs_meta *m,
 	}
 	sqlite3_finalize(s);
 	return tx_end(m, ret < 0 ? ret : 0);
+}
+
+int nrs_meta_sequences(struct nrs_meta *m, struct nrs_meta_seq *inodes,
+		       struct nrs_meta_seq *streams)
+{
+	static const char sql[] =
+		"SELECT name, seq, typeof(seq) = 'integer' FROM sqlite_sequence"
+		" WHERE name IN ('inodes', 'streams')";
+	struct nrs_meta_seq in = { 0, true }, st = { 0, true };
+	sqlite3_stmt *s;
+	int ret = read_prepare(m, sql, &s);
+
+	if (ret)
+		return ret;
+	while ((ret = row(m, s)) > 0) {
+		const char *name = (const char *)sqlite3_column_text(s, 0);
+		struct nrs_meta_seq *q = name && strcmp(name, "inodes") == 0 ?
+					 &in : &st;
+
+		q->v = sqlite3_column_int64(s, 1);
+		q->integer = sqlite3_column_int(s, 2) != 0;
+	}
+	sqlite3_finalize(s);
+	ret = tx_end(m, ret);
+	if (!ret) {
+		*inodes = in;
+		*streams = st;
+	}
+	return ret;
 }
 
 int nrs_meta_inode_foreach(struct nrs_meta *m,

@@ -31,7 +31,11 @@
  *     head, and the head moves by its length.  Appends of one stream in one
  *     batch become one WAL record (a fence starts a new record, so a record
  *     has one epoch); each record gets the next LSN and names the stream's
- *     previous commit (prev_lsn): the commit chain.  Each stream touched
+ *     previous commit (prev_lsn): the commit chain.  Neither wraps: an
+ *     append that would take the head past NRS_HEAD_MAX (meta.h) fails
+ *     -EFBIG, and one that needs an LSN above NRS_WALREC_LSN_MAX (which
+ *     only damage recovery accepted can bring near) fails -EOVERFLOW,
+ *     logged once.  Each stream touched
  *     gets one head update, whose CAS goes from the ordering view before the
  *     batch (which batch k-1 will have published by the time batch k is).
  *  P2 Write (commit role), then sync, one of two ways.  Every record of
@@ -160,6 +164,7 @@ struct nrs_pipeline {
 	atomic_bool failed;
 	/* owned by the commit role */
 	uint64_t next_lsn;
+	bool lsn_warned;		/* lsn_exhausted() said it */
 	int cur;			/* the batch buffer it fills next */
 	uint64_t avg_wlen;		/* running average of batch bytes */
 
@@ -358,6 +363,19 @@ static int upd_slot(struct batch *b, struct nrs_stream *st)
 	return st->batch_upd;
 }
 
+/* P1: no LSN is left to issue (logged once); the append fails. */
+static int lsn_exhausted(struct nrs_pipeline *p)
+{
+	if (!p->lsn_warned) {
+		p->lsn_warned = true;
+		nrs_err("pipeline: the next LSN %" PRIu64 " is above the largest"
+			" one (%" PRIu64 "): appends fail EOVERFLOW; reads "
+			"work; see nereusfs-fsck(8)", p->next_lsn,
+			NRS_WALREC_LSN_MAX);
+	}
+	return -EOVERFLOW;
+}
+
 /* P1 for one append; returns 0 or the error to complete it with. */
 static int order_append(struct nrs_pipeline *p, struct batch *b,
 			struct nrs_req *r, size_t ri)
@@ -370,8 +388,12 @@ static int order_append(struct nrs_pipeline *p, struct batch *b,
 		return -ESTALE;
 	if (r->expect != NRS_EXPECT_ANY && r->expect != st->ord_head)
 		return -ESPIPE;
-	if (r->len > NRS_WALREC_MAX_LEN || st->ord_head + r->len < st->ord_head)
-		return -EFBIG;
+	if (r->len > NRS_WALREC_MAX_LEN || r->len > NRS_HEAD_MAX - st->ord_head)
+		return -EFBIG;					/* P1 */
+	if ((st->batch_slot < 0 ||
+	     b->recs[st->batch_slot].rec.len + r->len > NRS_WALREC_MAX_LEN) &&
+	    p->next_lsn > NRS_WALREC_LSN_MAX)			/* P1 */
+		return lsn_exhausted(p);
 	err = upd_slot(b, st);
 	if (err < 0)
 		return err;

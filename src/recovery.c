@@ -41,6 +41,22 @@
  *     stay in the WAL, so nothing of it is lost that a repair of its row
  *     could bring back.
  *
+ * Values from the disk are checked before they enter R3-R6 (recovery.h has
+ * the bounds, shared with fsck.c, which reports each case):
+ *  B1 A stream row whose checksum holds but whose values no daemon writes
+ *     (id 0 or above NRS_STREAM_ID_MAX, head above NRS_HEAD_MAX, last LSN
+ *     above NRS_WALREC_LSN_MAX, start above head, a version or last LSN
+ *     impossible at its head) is damage: logged, and the stream offline as
+ *     in R7 (nothing of the row is trusted).  fsck: F7, F8, F28.
+ *  B2 A WAL record with an LSN above NRS_WALREC_LSN_MAX, or ending past
+ *     NRS_HEAD_MAX, is damage: logged and an orphan, which takes no part
+ *     in R3, R5 or R6; so R6's "largest LSN + 1" never wraps, nor does a
+ *     head R3 moves.  When that next LSN is above the bound, the pipeline
+ *     refuses appends (pipeline.c P1).  fsck: F29.
+ *  B3 A committed object row a materializer could not have written (an
+ *     empty or inverted range, a length that is not header + payload) is
+ *     logged and not indexed: the range it claims reads EIO.  fsck: F20.
+ *
  * Steps R3-R6 are pure functions of the store and the WAL, so a crash
  * during recovery just makes the next start do them again.
  *
@@ -62,6 +78,7 @@
 #include "core_priv.h"
 #include "failpoint.h"
 #include "log.h"
+#include "objfmt.h"
 #include "pipeline.h"
 #include "recovery.h"
 #include "wal.h"
@@ -80,10 +97,20 @@ struct scan {
 static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
 {
 	struct scan *s = ctx;
+	const char *why;
 	struct rec *r;
 
 	if (ri->rec.kind != NRS_WALREC_DATA)
 		return 0;
+	if ((why = nrs_recover_rec_damage(&ri->rec))) {		/* B2 */
+		nrs_err("recovery: WAL record at segment %016" PRIx64 " offset %"
+			PRIu64 " (stream %" PRIu64 ", LSN %" PRIu64 ", bytes [%"
+			PRIu64 ", +%" PRIu32 ")): %s: damage, ignored as an "
+			"orphan; see nereusfs-fsck(8)", ri->pos.seg, ri->pos.off,
+			ri->rec.stream_id, ri->rec.lsn, ri->rec.base,
+			ri->rec.len, why);
+		return 0;
+	}
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 1024;
 		struct rec *v = realloc(s->v, cap * sizeof(*v));
@@ -134,19 +161,26 @@ static const struct rec *find_lsn(const struct scan *s, uint64_t lsn)
 static int load_stream(void *ctx, const struct nrs_stream_row *row)
 {
 	struct nrs_core *c = ctx;
+	struct nrs_stream_row off = { .id = row->id, .corrupt = true };
+	const char *damage = NULL;
 	struct nrs_stream *st;
 	int err;
 
-	if (row->corrupt)	/* R7; whether it is unlinked is unknown too */
-		nrs_err("recovery: stream %" PRIu64 " is offline: its metadata "
-			"row in %s/meta.db fails its checksum; reads and appends "
-			"of it fail EIO, other streams are not affected",
-			row->id, c->data_dir);
-	else if (row->unlinked)
+	if (!row->corrupt && row->unlinked)
 		return 0;
-	st = nrs_stream_new(row);
+	if (!row->corrupt)
+		damage = nrs_recover_row_damage(row);			/* B1 */
+	if (row->corrupt || damage)	/* R7; unlinked or not is unknown */
+		nrs_err("recovery: stream %" PRIu64 " is offline: its metadata "
+			"row in %s/meta.db %s%s%s; reads and appends of it fail "
+			"EIO, other streams are not affected", row->id,
+			c->data_dir, damage ? "is damaged (" :
+			"fails its checksum", damage ? damage : "",
+			damage ? ")" : "");
+	st = nrs_stream_new(damage ? &off : row);
 	if (!st)
 		return -ENOMEM;
+	st->damage = damage;
 	err = nrs_core_stream_insert(c, st);
 	if (err)
 		nrs_stream_put(st);
@@ -199,8 +233,7 @@ static int republish(struct nrs_core *c, const struct scan *s)
 
 	for (size_t i = 0; i < s->n; i++) {
 		const struct rec *r = &s->v[i];
-		struct nrs_stream *st = r->stream_id < c->nstreams ?
-					c->streams[r->stream_id] : NULL;
+		struct nrs_stream *st = nrs_core_stream_peek(c, r->stream_id);
 
 		if (!st || st->corrupt || r->len == 0 ||	/* R7 */
 		    r->lsn <= st->last_lsn)
@@ -231,7 +264,7 @@ static int republish(struct nrs_core *c, const struct scan *s)
 		recs++;
 	}
 	for (size_t i = 0; i < nu; i++) {
-		struct nrs_stream *st = c->streams[u[i].id];
+		struct nrs_stream *st = nrs_core_stream_peek(c, u[i].id);
 
 		u[i].head = st->head;
 		u[i].version = st->version;
@@ -286,21 +319,40 @@ enum nrs_obj_use nrs_recover_obj_use(const struct nrs_obj_row *o,
 	return NRS_OBJ_USE_SERVES;
 }
 
+bool nrs_recover_obj_is_possible(const struct nrs_obj_row *o)
+{
+	struct nrs_objhdr h = {
+		.stream_id = o->stream_id, .start = o->start, .end = o->end,
+		.gen = o->gen,
+	};
+
+	return nrs_objfmt_hdr_is_valid(&h) &&
+	       o->length == nrs_objfmt_hdr_len(o->end - o->start) +
+			    (o->end - o->start);
+}
+
 /* R5, objects: the entries of one stream's committed generations. */
 static int index_objects(struct nrs_stream *st, const struct objs *l,
 			 size_t *i)
 {
 	for (; *i < l->n && l->v[*i].stream_id == st->id; (*i)++) {
 		const struct nrs_obj_row *o = &l->v[*i];
+		uint64_t last_end;
 		struct nrs_index_ent e = {
 			.start = o->start, .end = o->end, .gen = o->gen,
 			.kind = NRS_TARGET_OBJ, .ostart = o->start,
 			.oend = o->end,
 		};
-		uint64_t last_end = st->index.n ?
-				    st->index.v[st->index.n - 1].end : 0;
 		int err;
 
+		if (!nrs_recover_obj_is_possible(o)) {			/* B3 */
+			nrs_err("stream %" PRIu64 ": object generation %" PRIu64
+				" [%" PRIu64 ", %" PRIu64 ") length %" PRIu64
+				" is impossible (damaged metadata row); ignored",
+				st->id, o->gen, o->start, o->end, o->length);
+			continue;
+		}
+		last_end = st->index.n ? st->index.v[st->index.n - 1].end : 0;
 		switch (nrs_recover_obj_use(o, st->start, st->head, last_end)) {
 		case NRS_OBJ_USE_SERVES:
 			break;
@@ -387,7 +439,8 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 {
 	struct scan s = { 0 };
 	struct objs ol = { 0 };
-	size_t oi = 0;
+	uint64_t *ids = NULL;
+	size_t oi = 0, nids = 0;
 	uint64_t max_lsn = 0;
 	int err;
 
@@ -412,8 +465,11 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 		goto out;
 	if (ol.n > 1)
 		qsort(ol.v, ol.n, sizeof(*ol.v), nrs_recover_obj_cmp);
-	for (size_t i = 0; i < c->nstreams; i++) {
-		struct nrs_stream *st = c->streams[i];
+	err = nrs_core_stream_ids(c, &ids, &nids);	/* ascending, as ol */
+	if (err)
+		goto out;
+	for (size_t i = 0; i < nids; i++) {
+		struct nrs_stream *st = nrs_core_stream_peek(c, ids[i]);
 
 		if (!st || st->corrupt)		/* R7 */
 			continue;
@@ -436,10 +492,11 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 	}
 	if (s.n && s.v[s.n - 1].lsn > max_lsn)
 		max_lsn = s.v[s.n - 1].lsn;
-	*next_lsn = max_lsn + 1;	/* R6 */
+	*next_lsn = max_lsn + 1;	/* R6; no wrap: B1, B2 */
 out:
 	if (err)
 		nrs_err("recovery failed: %s", strerror(-err));
+	free(ids);
 	free(ol.v);
 	free(s.v);
 	return err;

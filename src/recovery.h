@@ -14,9 +14,67 @@
 #ifndef NRS_RECOVERY_H
 #define NRS_RECOVERY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "meta.h"
+#include "walrec.h"
+
+/*
+ * B1-B3: what a value read from the disk may be (recovery.c says what
+ * happens to one that is out of range; fsck.c F7, F8, F20, F28, F29 report
+ * them).  The bounds: NRS_STREAM_ID_MAX and NRS_HEAD_MAX (meta.h),
+ * NRS_WALREC_LSN_MAX (walrec.h).
+ */
+
+/*
+ * B1: NULL if stream row r (its checksum verified) holds values a daemon
+ * could have written, else what is impossible about it (a static string).
+ * _range: only the bounds of its id, head and last LSN (fsck F28; F7 and
+ * F8 are the rest).
+ */
+static inline const char *nrs_recover_row_range(const struct nrs_stream_row *r)
+{
+	if (r->id == 0 || r->id > NRS_STREAM_ID_MAX)
+		return "its id is out of range";
+	if (r->head > NRS_HEAD_MAX)
+		return "its head is out of range";
+	if (r->last_lsn > NRS_WALREC_LSN_MAX)
+		return "its last LSN is out of range";
+	return NULL;
+}
+
+static inline const char *nrs_recover_row_damage(const struct nrs_stream_row *r)
+{
+	const char *why = nrs_recover_row_range(r);
+
+	if (why)
+		return why;
+	if (r->start > r->head)
+		return "its start is above its head";
+	if (r->head > 0 ? r->last_lsn == 0 || r->version == 0 ||
+			  r->version > r->head
+			: r->version != 0)
+		return "its version or last LSN is impossible at its head";
+	return NULL;
+}
+
+/*
+ * B2: NULL if WAL record r (its CRCs verified, walrec.c V3 passed) could
+ * have been written: its LSN at most NRS_WALREC_LSN_MAX, its end at most
+ * NRS_HEAD_MAX (pipeline.c P1); else what is impossible (a static string).
+ */
+static inline const char *nrs_recover_rec_damage(const struct nrs_walrec *r)
+{
+	if (r->lsn > NRS_WALREC_LSN_MAX)
+		return "its LSN is above the largest possible";
+	if (r->base > NRS_HEAD_MAX || r->len > NRS_HEAD_MAX - r->base)
+		return "it ends past the largest head";
+	return NULL;
+}
+
+/* B3: could a materializer have written object row o (objfmt.h)? */
+bool nrs_recover_obj_is_possible(const struct nrs_obj_row *o);
 
 /* What R5 does with one committed generation of a stream. */
 enum nrs_obj_use {

@@ -32,6 +32,9 @@ struct nrs_stream {
 	 * (a stream loaded at start), kept under c->admin by chmod and by
 	 * the clearing; read without a lock on the write path. */
 	atomic_bool privs;
+	const char *damage;	/* if corrupt: NULL if the row fails its
+				 * checksum (R7), else what is impossible
+				 * in it (recovery.c B1), a static string */
 
 	pthread_mutex_t lock;
 	/* protected by lock: the published view */

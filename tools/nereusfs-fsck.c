@@ -1,7 +1,7 @@
 /*
  * nereusfs-fsck - check a nereusfs data directory offline (man/nereusfs-fsck.8).
  *
- * The checks are src/fsck.c's F1..F27; this file does the I/O: it takes
+ * The checks are src/fsck.c's F1..F30; this file does the I/O: it takes
  * DIR/lock (F1), reads meta.db read-only (F2), scans the WAL read-only and
  * opens the object store read-only (DIR/objects, which F26 lists, or --s3),
  * so without --repair not a byte of DIR (or of the bucket) changes.
@@ -134,7 +134,9 @@ static int load_meta(const char *dir, struct nrs_fsck *f)
 		nrs_meta_inode_foreach(m, nrs_fsck_add_inode, f) ?:
 		nrs_meta_dirent_foreach(m, nrs_fsck_add_dirent, f) ?:
 		nrs_meta_stream_foreach(m, nrs_fsck_add_stream, f) ?:
-		nrs_meta_obj_foreach(m, 0, nrs_fsck_add_obj, f);
+		nrs_meta_obj_foreach(m, 0, nrs_fsck_add_obj, f) ?:
+		nrs_meta_sequences(m, &f->seq_inodes, &f->seq_streams);
+	f->have_seqs = !err;
 	nrs_meta_close(m);
 	return err ? fail("cannot read the metadata", path, err) : 0;
 }

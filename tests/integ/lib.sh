@@ -473,6 +473,52 @@ nrs_verify_records () {
 	done <"$TRASH/verify.out"
 }
 
+# ---- damage and nereusfs-fsck ----------------------------------------
+
+# fsck_expect STATUS DIR [--repair] -- PATTERN...: nereusfs-fsck exits with
+# STATUS and prints every PATTERN (fixed strings); its output is in
+# $TRASH/fsck.out.
+fsck_expect () {
+	local want=$1 dir=$2 rc
+	shift 2
+	args=
+	while [ "$1" != -- ]; do args="$args $1"; shift; done
+	shift
+	"${NRS_FSCK:-$nrs_top/nereusfs-fsck}" $args "$dir" >"$TRASH/fsck.out" 2>&1
+	rc=$?
+	sed 's/^/| /' "$TRASH/fsck.out"
+	if [ "$rc" != "$want" ]; then
+		echo "nereusfs-fsck exited $rc, expected $want"
+		return 1
+	fi
+	for p in "$@"; do
+		grep -F -e "$p" "$TRASH/fsck.out" >/dev/null ||
+			{ echo "missing in the output: $p"; return 1; }
+	done
+}
+
+# reseal DB: give every stream row the checksum of what it holds now
+# (src/meta_sqlite.c, ROW CHECKSUM), so that a row changed with sqlite3 is
+# wrong but whole, as a bug would leave it, not damaged on disk (F27).
+reseal () {
+	python3 - "$1" <<-\EOF
+	import sqlite3, struct, sys
+	def crc32c(data):
+	    crc = 0xFFFFFFFF
+	    for b in data:
+	        crc ^= b
+	        for _ in range(8):
+	            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+	    return crc ^ 0xFFFFFFFF
+	db = sqlite3.connect(sys.argv[1])
+	for row in db.execute("SELECT id, ino, head, version, start, epoch,"
+	                      " last_lsn, profile, unlinked FROM streams").fetchall():
+	    crc = crc32c(b"".join(struct.pack("<q", v) for v in row))
+	    db.execute("UPDATE streams SET crc = ? WHERE id = ?", (crc, row[0]))
+	db.commit()
+	EOF
+}
+
 # ---- steps ------------------------------------------------------------
 
 test_count=0

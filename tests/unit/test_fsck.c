@@ -185,6 +185,102 @@ static void test_row_checksum(void **state)
 	assert_false(f->chains_intact);
 }
 
+/* F28: a row whose checksum holds but whose id, head or last LSN is out
+ * of range is damage (recovery.h B1), reported alone: no chain walk. */
+static void test_row_range(void **state)
+{
+	struct nrs_fsck *f = *state;
+
+	f->streams[0].head = 1ULL << 63;
+	expect(f, 1, "F28 stream 1 (/k/s): its head is out of range",
+	       "the daemon keeps it offline (EIO)");
+	assert_int_equal(f->pending, 0);
+	assert_false(f->chains_intact);
+	f->streams[0].head = 300;
+	f->streams[0].last_lsn = UINT64_MAX;
+	expect(f, 1, "F28 stream 1 (/k/s): its last LSN is out of range", NULL);
+	f->streams[0].last_lsn = 3;
+	f->streams[0].id = 1ULL << 63;
+	expect(f, 3, "F28 stream 9223372036854775808 (/k/s): its id is out of "
+	       "range", NULL);			/* and F18 twice */
+}
+
+/* B1: a row F7 or F8 rejects is offline for the daemon: nothing pending
+ * (start above head; version 0, or above the head, at a head > 0) */
+static void test_impossible_row_not_pending(void **state)
+{
+	struct nrs_fsck *f = *state;
+
+	f->streams[0].start = 400;
+	add_rec(f, 4, 1, 300, 50, 3, true);		/* continues the head */
+	expect(f, 1, "F7 stream 1 (/k/s): start 400 is above the head 300",
+	       NULL);
+	assert_int_equal(f->pending, 0);
+	f->streams[0].start = 0;
+	f->streams[0].version = 0;
+	expect(f, 1, "F8 stream 1 (/k/s): version 0 is impossible", NULL);
+	assert_int_equal(f->pending, 0);
+	f->streams[0].version = 301;
+	expect(f, 1, "F8 stream 1 (/k/s): version 301 is impossible", NULL);
+	assert_int_equal(f->pending, 0);
+}
+
+/* F29: a record whose LSN is above NRS_WALREC_LSN_MAX (its +1 would wrap
+ * R6), or which ends past NRS_HEAD_MAX, is damage and an orphan:
+ * reported, never pending. */
+static void test_record_lsn_range(void **state)
+{
+	struct nrs_fsck *f = *state;
+
+	add_rec(f, UINT64_MAX - 1, 1, 300, 50, 3, true);	/* continues */
+	add_rec(f, (1ULL << 63), 1, 300, 50, 3, true);
+	expect(f, 2, "F29 wal/0000000000000001.seg at ",
+	       "record LSN 18446744073709551614 of stream 1, bytes [300, +50): "
+	       "its LSN is above the largest possible");
+	assert_int_equal(f->pending, 0);
+	assert_true(f->chains_intact);
+	expect(f, 2, "F29", NULL);			/* checked again */
+	f->recs[f->nrecs - 1].rec.lsn = 4;	/* possible, but past off_t */
+	f->recs[f->nrecs - 1].rec.base = NRS_HEAD_MAX - 10;
+	expect(f, 2, "F29", "bytes [9223372036854775797, +50): it ends past "
+	       "the largest head");
+	f->recs[f->nrecs - 1].rec.lsn = 1ULL << 63;
+	add_rec(f, NRS_WALREC_LSN_MAX, 1, 300, 50, 3, true);	/* possible */
+	expect(f, 2, "F13 stream 1 (/k/s): pending: 1 WAL records", NULL);
+	assert_int_equal(f->pending, 1);
+}
+
+/* F30: sqlite_sequence, as the tool reads it: an integer below INT64_MAX,
+ * never below an id its table (or, for streams, an objects row) holds. */
+static void test_sequences(void **state)
+{
+	struct nrs_fsck *f = *state;
+	struct nrs_obj_row o = {
+		.gen = 1, .stream_id = 5, .start = 0, .end = 100,
+		.state = NRS_OBJ_RETIRED,
+	};
+
+	f->have_seqs = true;
+	f->seq_inodes = (struct nrs_meta_seq){ 17, true };
+	f->seq_streams = (struct nrs_meta_seq){ 1, true };
+	expect(f, 0, NULL, NULL);
+	f->seq_streams.v = 0;
+	expect(f, 1, "F30 sqlite_sequence streams: at 0, below id 1 that a "
+	       "streams row holds", NULL);
+	f->seq_streams.v = 4;
+	assert_int_equal(nrs_fsck_add_obj(f, &o), 0);	/* a stream long gone */
+	expect(f, 1, "F30 sqlite_sequence streams: at 4, below id 5 that an "
+	       "objects row holds", NULL);
+	f->seq_streams.v = INT64_MAX;
+	expect(f, 1, "F30 sqlite_sequence streams: at 9223372036854775807, the "
+	       "largest rowid", NULL);
+	f->seq_streams.v = 5;
+	f->seq_inodes = (struct nrs_meta_seq){ 1000, false };
+	expect(f, 2, "F30 sqlite_sequence inodes: not an integer",
+	       "F30 sqlite_sequence inodes: at 0, below id 17 that an inodes "
+	       "row holds");
+}
+
 static void test_stale_version(void **state)
 {
 	struct nrs_fsck *f = *state;
@@ -914,6 +1010,10 @@ int main(void)
 		T(test_pending),
 		T(test_head_moved),
 		T(test_row_checksum),
+		T(test_row_range),
+		T(test_impossible_row_not_pending),
+		T(test_record_lsn_range),
+		T(test_sequences),
 		T(test_stale_version),
 		T(test_missing_and_damaged_records),
 		T(test_epochs),

@@ -420,9 +420,10 @@ static void test_order_and_batch(void **state)
 	assert_true(nrs_index_check(&f->st[0]->index));
 }
 
-/* Restart the fixture's pipeline with cfg.lead as given. */
-static void restart_sync(struct fix *f, bool lead, size_t max_batch,
-			 size_t group_sync_min)
+/* Restart the fixture's pipeline with cfg.lead as given, issuing LSNs
+ * from next_lsn (0: the next after the streams' last ones). */
+static void restart_at(struct fix *f, bool lead, size_t max_batch,
+		       size_t group_sync_min, uint64_t next_lsn)
 {
 	struct nrs_pipeline_cfg cfg;
 
@@ -431,12 +432,19 @@ static void restart_sync(struct fix *f, bool lead, size_t max_batch,
 	cfg.wal = &f->wal.base;
 	cfg.meta = f->meta;
 	cfg.metrics = &f->metrics;
-	cfg.next_lsn = 1 + f->st[0]->last_lsn + f->st[1]->last_lsn;
+	cfg.next_lsn = next_lsn ? next_lsn :
+		       1 + f->st[0]->last_lsn + f->st[1]->last_lsn;
 	cfg.put = put;
 	cfg.lead = lead;
 	cfg.max_batch_bytes = max_batch;
 	cfg.group_sync_min = group_sync_min;
 	assert_int_equal(nrs_pipeline_start(&cfg, &f->p), 0);
+}
+
+static void restart_sync(struct fix *f, bool lead, size_t max_batch,
+			 size_t group_sync_min)
+{
+	restart_at(f, lead, max_batch, group_sync_min, 0);
 }
 
 static void restart(struct fix *f, bool lead, size_t max_batch)
@@ -550,6 +558,32 @@ static void test_conditional(void **state)
 				  &off), 0);
 	assert_int_equal(off, 3);
 	assert_int_equal(nrs_counter(&f->metrics.espipe), 2);
+}
+
+/* P1: LSNs and heads never wrap.  The last LSN (walrec.h) is issued;
+ * after it every append fails -EOVERFLOW and changes nothing; an append
+ * that would take the head past NRS_HEAD_MAX fails -EFBIG. */
+static void test_lsn_and_head_bounds(void **state)
+{
+	struct fix *f = *state;
+	uint64_t off;
+
+	restart_at(f, false, 0, 0, NRS_WALREC_LSN_MAX);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "abc"), &off), 0);
+	assert_int_equal(f->st[0]->last_lsn, NRS_WALREC_LSN_MAX);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "def"), NULL), -EOVERFLOW);
+	assert_int_equal(wait_req(submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "def"), NULL), -EOVERFLOW);
+	assert_int_equal(f->st[0]->head, 3);
+	assert_int_equal(f->st[0]->version, 1);
+	assert_int_equal(f->st[1]->head, 0);
+
+	f->st[1]->head = f->st[1]->ord_head = NRS_HEAD_MAX - 2;
+	assert_int_equal(wait_req(submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "abc"), NULL), -EFBIG);
+	f->st[1]->head = f->st[1]->ord_head = 0;
 }
 
 static void test_conditional_in_one_batch(void **state)
@@ -745,6 +779,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_order_and_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conditional, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lead, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lsn_and_head_bounds,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conditional_in_one_batch,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
