@@ -672,6 +672,15 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		nrs_err("cannot open metadata %s: %s", path, strerror(-err));
 		goto out_free;
 	}
+	/* Metadata growth stops at twice the WAL's reserve (meta_sqlite.c
+	 * S1): a user filling the disk through names and xattrs leaves
+	 * appends wal_reserve bytes, and removals the rest. */
+	err = nrs_meta_set_reserve(c->meta, o->wal_reserve > UINT64_MAX / 2 ?
+				   UINT64_MAX : 2 * o->wal_reserve);
+	if (err) {
+		nrs_err("metadata %s: %s", path, strerror(-err));
+		goto out_free;
+	}
 	snprintf(path, sizeof(path), "%s/wal", o->data_dir);
 	err = nrs_wal_local_open(path, &wo, &c->wal);
 	if (err) {

@@ -18,6 +18,13 @@
  *    object store: with no object store yet, that is start.
  *  - A stream whose metadata row is damaged (core.c): every user.nereus.*
  *    name but id, profile and retention fails EIO, read or written.
+ *  - XA1 XATTR_CREATE and XATTR_REPLACE hold for the settable user.nereus.*
+ *    names as for every other name: CREATE on a name that exists is
+ *    -EEXIST, REPLACE on one that does not is -ENODATA.  epoch, and a
+ *    stream's profile, always exist; a directory's profile and
+ *    retention.* exist once set on that inode (an inherited value does
+ *    not count).  The write-only trim is an action, not a value: either
+ *    flag is -EINVAL.  Any other flag bit is -EINVAL for every name.
  */
 #include "config.h"
 
@@ -184,8 +191,57 @@ int nrs_core_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v)
 	return 0;
 }
 
+/* XA1: does settable attribute id have a value of inode a's own? */
+static int nereus_exists(struct nrs_core *c, const struct nrs_attr *a, int id,
+			 bool *exists)
+{
+	int p, err;
+
+	switch (id) {
+	case NRS_XA_PROFILE:
+		if (!S_ISDIR(a->mode)) {
+			*exists = true;		/* fixed at creation (M5) */
+			return 0;
+		}
+		err = nrs_meta_get_profile(c->meta, a->ino, &p);
+		if (!err)
+			*exists = p != NRS_PROFILE_UNSET;
+		return err;
+	case NRS_XA_RET_BYTES:
+	case NRS_XA_RET_MS:
+		return nrs_meta_retention_is_set(c->meta, a->ino,
+						 id == NRS_XA_RET_BYTES ?
+						 NRS_RET_BYTES : NRS_RET_MS,
+						 exists);
+	default:
+		*exists = true;			/* epoch */
+		return 0;
+	}
+}
+
+/* XA1: the flags against what exists. */
+static int check_flags(struct nrs_core *c, const struct nrs_attr *a, int id,
+		       int flags)
+{
+	bool exists = false;
+	int err;
+
+	if (flags == 0)
+		return 0;
+	if (id == NRS_XA_TRIM)
+		return -EINVAL;		/* an action, not a value */
+	err = nereus_exists(c, a, id, &exists);
+	if (err)
+		return err;
+	if (flags == XATTR_CREATE && exists)
+		return -EEXIST;
+	if (flags == XATTR_REPLACE && !exists)
+		return -ENODATA;
+	return 0;
+}
+
 static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
-		      const void *value, size_t size)
+		      const void *value, size_t size, int flags)
 {
 	struct nrs_stream *st = NULL;
 	uint64_t v = 0;
@@ -195,6 +251,9 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 		return -EINVAL;
 	if (!(nrs_xattr_desc(id)->flags & NRS_XA_WRITE))
 		return -EPERM;
+	err = check_flags(c, a, id, flags);
+	if (err)
+		return err;
 	if (id == NRS_XA_PROFILE) {
 		err = nrs_xattr_parse_profile(value, size, &p);
 		if (err)
@@ -257,6 +316,8 @@ int nrs_core_setxattr(struct nrs_core *c, uint64_t ino, const char *name,
 		return -EPERM;
 	if (strncmp(name, "user.", 5) != 0)
 		return -EOPNOTSUPP;
+	if (flags != 0 && flags != XATTR_CREATE && flags != XATTR_REPLACE)
+		return -EINVAL;
 	err = nrs_meta_getattr(c->meta, ino, &a);
 	if (err)
 		return err;
@@ -267,7 +328,7 @@ int nrs_core_setxattr(struct nrs_core *c, uint64_t ino, const char *name,
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&c->admin);
-	err = set_nereus(c, &a, id, value, size);
+	err = set_nereus(c, &a, id, value, size, flags);
 	pthread_mutex_unlock(&c->admin);
 	return err;
 }

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -23,4 +24,19 @@ ssize_t nrs_pread_full(int fd, void *buf, size_t len, uint64_t off)
 		done += (size_t)n;
 	}
 	return (ssize_t)done;
+}
+
+int nrs_fs_room(int fd, uint64_t reserve, uint64_t need)
+{
+	struct statvfs sv;
+	uint64_t avail;
+
+	if (reserve == 0)
+		return 0;
+	if (fstatvfs(fd, &sv) < 0)
+		return 0;	/* cannot tell: the write itself will say */
+	if (sv.f_frsize != 0 && sv.f_bavail > UINT64_MAX / sv.f_frsize)
+		return 0;	/* more than anyone reserves */
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return avail < reserve || avail - reserve < need ? -ENOSPC : 0;
 }

@@ -71,7 +71,9 @@
  *   A5  An append that would leave less than the configured reserve of
  *       free space on the file system fails -ENOSPC before writing: that
  *       space is the metadata store's, which must still publish the heads
- *       of records the WAL holds.
+ *       of records the WAL holds.  The check is nrs_fs_room (fileio.h),
+ *       the one the metadata store's growth check uses too
+ *       (meta_sqlite.c S1).
  *   A6  An append that would bring the bytes held in segments past the
  *       configured budget fails -ENOSPC before writing (backpressure while
  *       the object store cannot take the committed bytes, wal.h).
@@ -168,7 +170,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -633,17 +634,7 @@ static int cut_to(struct wal_local *w, struct nrs_wal_pos pos, int err)
  */
 static int check_reserve(struct wal_local *w, size_t total)
 {
-	struct statvfs sv;
-	uint64_t avail;
-
-	if (w->reserve == 0)
-		return 0;
-	if (fstatvfs(w->dirfd, &sv) < 0)
-		return 0;	/* cannot tell: the write itself will say */
-	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	if (avail < w->reserve || avail - w->reserve < total)
-		return -ENOSPC;
-	return 0;
+	return nrs_fs_room(w->dirfd, w->reserve, total);
 }
 
 /* A6: the budget, against the bytes the segment table holds. */
