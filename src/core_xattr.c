@@ -25,6 +25,10 @@
  *    retention.* exist once set on that inode (an inherited value does
  *    not count).  The write-only trim is an action, not a value: either
  *    flag is -EINVAL.  Any other flag bit is -EINVAL for every name.
+ *  - user.nereus.index is bounded (index.c X2); user.nereus.index.OFF
+ *    (OFF decimal) is the same text from the range holding offset OFF
+ *    on, so a reader pages through the whole index (nereusctl index).
+ *    It is not listed.
  */
 #include "config.h"
 
@@ -81,8 +85,8 @@ static uint64_t mat_point(const struct nrs_stream *st)
 }
 
 /* Stream attributes, read under the stream lock in one go. */
-static ssize_t get_stream_attr(struct nrs_stream *st, int id, void *buf,
-			       size_t size)
+static ssize_t get_stream_attr(struct nrs_stream *st, int id, uint64_t from,
+			       void *buf, size_t size)
 {
 	char val[32];
 	uint64_t v = 0;
@@ -99,7 +103,7 @@ static ssize_t get_stream_attr(struct nrs_stream *st, int id, void *buf,
 	case NRS_XA_MATERIALIZED: v = mat_point(st); break;
 	case NRS_XA_WAL_BYTES: v = st->head - mat_point(st); break;
 	case NRS_XA_INDEX:
-		n = nrs_index_format(&st->index, st->id, buf, size);
+		n = nrs_index_format(&st->index, st->id, from, buf, size);
 		pthread_mutex_unlock(&st->lock);
 		return n;
 	default:
@@ -115,12 +119,15 @@ ssize_t nrs_core_getxattr(struct nrs_core *c, uint64_t ino, const char *name,
 			  void *buf, size_t size)
 {
 	int id = nrs_xattr_lookup(name);
+	uint64_t from = 0;
 	struct nrs_attr a;
 	ssize_t n;
 	int err;
 
 	if (nrs_is_virtual(ino) || strncmp(name, "user.", 5) != 0)
 		return -ENODATA;
+	if (id == NRS_XA_UNKNOWN && nrs_xattr_parse_index_page(name, &from) == 0)
+		id = NRS_XA_INDEX;
 	err = nrs_meta_getattr(c->meta, ino, &a);
 	if (err)
 		return err;
@@ -160,7 +167,7 @@ ssize_t nrs_core_getxattr(struct nrs_core *c, uint64_t ino, const char *name,
 		/* a damaged row: only the id (the inode's) is known */
 		n = id == NRS_XA_ID ? 0 : nrs_core_stream_check(c, st);
 		if (n == 0)
-			n = get_stream_attr(st, id, buf, size);
+			n = get_stream_attr(st, id, from, buf, size);
 		nrs_stream_put(st);
 	}
 	return n;
@@ -323,6 +330,8 @@ int nrs_core_setxattr(struct nrs_core *c, uint64_t ino, const char *name,
 		return err;
 	if (id == NRS_XA_NONE)
 		return nrs_meta_xattr_set(c->meta, ino, name, value, size, flags);
+	if (id == NRS_XA_UNKNOWN && nrs_xattr_parse_index_page(name, NULL) == 0)
+		return -EPERM;		/* read-only, as user.nereus.index */
 	if (id == NRS_XA_UNKNOWN) {
 		nrs_warn("inode %" PRIu64 ": no attribute %s", ino, name);
 		return -EINVAL;

@@ -42,8 +42,9 @@ static void usage(void)
 		"       %s trim PATH OFFSET\n"
 		"       %s append PATH [--expect OFFSET]   (stdin, at most 1 MiB)\n"
 		"       %s tail [-f] PATH\n"
-		"       %s status MOUNT\n",
-		prog, prog, prog, prog, prog, prog);
+		"       %s status MOUNT\n"
+		"       %s index PATH\n",
+		prog, prog, prog, prog, prog, prog, prog);
 	exit(EXIT_USAGE);
 }
 
@@ -287,6 +288,52 @@ out_fail:
 	return fail("tail", path, e);
 }
 
+/*
+ * The whole offset index.  user.nereus.index stops at 64 KiB with a line
+ * "# N more ranges" (index.c X2); user.nereus.index.OFF goes on from the
+ * range holding OFF, so page from the end of the last range printed.
+ */
+static int cmd_index(const char *path)
+{
+	static char buf[(1 << 16) + 1];	/* the xattr value limit, and a NUL */
+	char name[64];
+	uint64_t from = 0, end = 0;
+
+	for (;;) {
+		bool more = false;
+		ssize_t n;
+		char *p, *nl;
+
+		snprintf(name, sizeof(name), "user.nereus.index.%" PRIu64, from);
+		n = getxattr(path, name, buf, sizeof(buf) - 1);
+		if (n < 0)
+			return fail("index", path, errno);
+		buf[n] = '\0';
+		for (p = buf; *p; p = nl + 1) {
+			unsigned long long s, e;
+
+			nl = strchr(p, '\n');
+			if (!nl)
+				return fail("index (a line without newline)", path,
+					    EPROTO);
+			if (p[0] == '#') {
+				more = true;
+				break;
+			}
+			if (sscanf(p, "%llu %llu", &s, &e) != 2)
+				return fail("index (a bad line)", path, EPROTO);
+			if (!write_all(p, (size_t)(nl + 1 - p)))
+				return fail("write", "stdout", errno);
+			end = e;
+		}
+		if (!more)
+			return 0;
+		if (end <= from)	/* no progress: never from a daemon */
+			return fail("index (no progress)", path, EPROTO);
+		from = end;
+	}
+}
+
 static int cmd_status(const char *mount)
 {
 	char path[4096];
@@ -346,6 +393,8 @@ int main(int argc, char **argv)
 			return cmd_tail(argv[3], true);
 	} else if (strcmp(cmd, "status") == 0 && argc == 3) {
 		return cmd_status(argv[2]);
+	} else if (strcmp(cmd, "index") == 0 && argc == 3) {
+		return cmd_index(argv[2]);
 	}
 	usage();
 	return EXIT_USAGE;
