@@ -86,6 +86,7 @@
 #include "objstore.h"
 #include "pipeline.h"
 #include "reader.h"
+#include "sat.h"
 #include "wal.h"
 
 struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row)
@@ -825,6 +826,14 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	err = nrs_meta_open(path, &c->meta);
 	if (err) {
 		nrs_err("cannot open metadata %s: %s", path, strerror(-err));
+		goto out_free;
+	}
+	/* Metadata growth stops at twice the WAL's reserve (meta_sqlite.c
+	 * S1): a user filling the disk through names and xattrs leaves
+	 * appends wal_reserve bytes, and removals the rest. */
+	err = nrs_meta_set_reserve(c->meta, nrs_sat_mul(c->wal_reserve, 2));
+	if (err) {
+		nrs_err("metadata %s: %s", path, strerror(-err));
 		goto out_free;
 	}
 	snprintf(path, sizeof(path), "%s/wal", o->data_dir);

@@ -22,6 +22,17 @@
  *    keeps forever (sat.h S1).
  *  - A stream whose metadata row is damaged (core.c): every user.nereus.*
  *    name but id, profile and retention fails EIO, read or written.
+ *  - XA1 XATTR_CREATE and XATTR_REPLACE hold for the settable user.nereus.*
+ *    names as for every other name: CREATE on a name that exists is
+ *    -EEXIST, REPLACE on one that does not is -ENODATA.  epoch, and a
+ *    stream's profile, always exist; a directory's profile and
+ *    retention.* exist once set on that inode (an inherited value does
+ *    not count).  The write-only trim is an action, not a value: either
+ *    flag is -EINVAL.  Any other flag bit is -EINVAL for every name.
+ *  - user.nereus.index is bounded (index.c X2); user.nereus.index.OFF
+ *    (OFF decimal) is the same text from the range holding offset OFF
+ *    on, so a reader pages through the whole index (nereusctl index).
+ *    It is not listed.
  */
 #include "config.h"
 
@@ -78,8 +89,8 @@ static uint64_t mat_point(const struct nrs_stream *st)
 }
 
 /* Stream attributes, read under the stream lock in one go. */
-static ssize_t get_stream_attr(struct nrs_stream *st, int id, void *buf,
-			       size_t size)
+static ssize_t get_stream_attr(struct nrs_stream *st, int id, uint64_t from,
+			       void *buf, size_t size)
 {
 	char val[32];
 	uint64_t v = 0;
@@ -96,7 +107,7 @@ static ssize_t get_stream_attr(struct nrs_stream *st, int id, void *buf,
 	case NRS_XA_MATERIALIZED: v = mat_point(st); break;
 	case NRS_XA_WAL_BYTES: v = st->head - mat_point(st); break;
 	case NRS_XA_INDEX:
-		n = nrs_index_format(&st->index, st->id, buf, size);
+		n = nrs_index_format(&st->index, st->id, from, buf, size);
 		pthread_mutex_unlock(&st->lock);
 		return n;
 	default:
@@ -112,12 +123,15 @@ ssize_t nrs_core_getxattr(struct nrs_core *c, uint64_t ino, const char *name,
 			  void *buf, size_t size)
 {
 	int id = nrs_xattr_lookup(name);
+	uint64_t from = 0;
 	struct nrs_attr a;
 	ssize_t n;
 	int err;
 
 	if (nrs_is_virtual(ino) || strncmp(name, "user.", 5) != 0)
 		return -ENODATA;
+	if (id == NRS_XA_UNKNOWN && nrs_xattr_parse_index_page(name, &from) == 0)
+		id = NRS_XA_INDEX;
 	err = nrs_meta_getattr(c->meta, ino, &a);
 	if (err)
 		return err;
@@ -157,7 +171,7 @@ ssize_t nrs_core_getxattr(struct nrs_core *c, uint64_t ino, const char *name,
 		/* a damaged row: only the id (the inode's) is known */
 		n = id == NRS_XA_ID ? 0 : nrs_core_stream_check(c, st);
 		if (n == 0)
-			n = get_stream_attr(st, id, buf, size);
+			n = get_stream_attr(st, id, from, buf, size);
 		nrs_stream_put(st);
 	}
 	return n;
@@ -188,8 +202,57 @@ int nrs_core_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v)
 	return 0;
 }
 
+/* XA1: does settable attribute id have a value of inode a's own? */
+static int nereus_exists(struct nrs_core *c, const struct nrs_attr *a, int id,
+			 bool *exists)
+{
+	int p, err;
+
+	switch (id) {
+	case NRS_XA_PROFILE:
+		if (!S_ISDIR(a->mode)) {
+			*exists = true;		/* fixed at creation (M5) */
+			return 0;
+		}
+		err = nrs_meta_get_profile(c->meta, a->ino, &p);
+		if (!err)
+			*exists = p != NRS_PROFILE_UNSET;
+		return err;
+	case NRS_XA_RET_BYTES:
+	case NRS_XA_RET_MS:
+		return nrs_meta_retention_is_set(c->meta, a->ino,
+						 id == NRS_XA_RET_BYTES ?
+						 NRS_RET_BYTES : NRS_RET_MS,
+						 exists);
+	default:
+		*exists = true;			/* epoch */
+		return 0;
+	}
+}
+
+/* XA1: the flags against what exists. */
+static int check_flags(struct nrs_core *c, const struct nrs_attr *a, int id,
+		       int flags)
+{
+	bool exists = false;
+	int err;
+
+	if (flags == 0)
+		return 0;
+	if (id == NRS_XA_TRIM)
+		return -EINVAL;		/* an action, not a value */
+	err = nereus_exists(c, a, id, &exists);
+	if (err)
+		return err;
+	if (flags == XATTR_CREATE && exists)
+		return -EEXIST;
+	if (flags == XATTR_REPLACE && !exists)
+		return -ENODATA;
+	return 0;
+}
+
 static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
-		      const void *value, size_t size)
+		      const void *value, size_t size, int flags)
 {
 	struct nrs_stream *st = NULL;
 	uint64_t v = 0;
@@ -199,6 +262,9 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 		return -EINVAL;
 	if (!(nrs_xattr_desc(id)->flags & NRS_XA_WRITE))
 		return -EPERM;
+	err = check_flags(c, a, id, flags);
+	if (err)
+		return err;
 	if (id == NRS_XA_PROFILE) {
 		err = nrs_xattr_parse_profile(value, size, &p);
 		if (err)
@@ -264,17 +330,21 @@ int nrs_core_setxattr(struct nrs_core *c, uint64_t ino, const char *name,
 		return -EPERM;
 	if (strncmp(name, "user.", 5) != 0)
 		return -EOPNOTSUPP;
+	if (flags != 0 && flags != XATTR_CREATE && flags != XATTR_REPLACE)
+		return -EINVAL;
 	err = nrs_meta_getattr(c->meta, ino, &a);
 	if (err)
 		return err;
 	if (id == NRS_XA_NONE)
 		return nrs_meta_xattr_set(c->meta, ino, name, value, size, flags);
+	if (id == NRS_XA_UNKNOWN && nrs_xattr_parse_index_page(name, NULL) == 0)
+		return -EPERM;		/* read-only, as user.nereus.index */
 	if (id == NRS_XA_UNKNOWN) {
 		nrs_warn("inode %" PRIu64 ": no attribute %s", ino, name);
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&c->admin);
-	err = set_nereus(c, &a, id, value, size);
+	err = set_nereus(c, &a, id, value, size, flags);
 	pthread_mutex_unlock(&c->admin);
 	return err;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -58,4 +59,19 @@ int nrs_dir_check_private(const char *path, const char *what)
 		return -EPERM;
 	}
 	return 0;
+}
+
+int nrs_fs_room(int fd, uint64_t reserve, uint64_t need)
+{
+	struct statvfs sv;
+	uint64_t avail;
+
+	if (reserve == 0)
+		return 0;
+	if (fstatvfs(fd, &sv) < 0)
+		return 0;	/* cannot tell: the write itself will say */
+	if (sv.f_frsize != 0 && sv.f_bavail > UINT64_MAX / sv.f_frsize)
+		return 0;	/* more than anyone reserves */
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return avail < reserve || avail - reserve < need ? -ENOSPC : 0;
 }

@@ -1,7 +1,8 @@
 /*
  * fileio.h - file I/O loops shared by the modules that own files (the
- * local WAL, the embedded object store), and the rule for the modes of
- * the daemon's state.
+ * local WAL, the embedded object store, the metadata store), the one
+ * free-space check they share (the reserve, wal_local.c A5 and
+ * meta_sqlite.c S1), and the rule for the modes of the daemon's state.
  *
  * S1  Every state file is created 0600 and every state directory 0700,
  *     given explicitly at creation and so whatever the umask (SQLite's
@@ -26,5 +27,14 @@ ssize_t nrs_pread_full(int fd, void *buf, size_t len, uint64_t off);
  * this user; else -EPERM, -ENOTDIR or the errno of stat, logged with
  * the mode, the owner and the command that fixes it. */
 int nrs_dir_check_private(const char *path, const char *what);
+
+/*
+ * The reserve check: 0 if writing need more bytes to the file system that
+ * holds fd leaves at least reserve bytes free for unprivileged users
+ * (f_bavail), -ENOSPC if not.  reserve 0 is no limit; a file system whose
+ * free space cannot be told (fstatvfs fails) passes: the write itself
+ * will say.
+ */
+int nrs_fs_room(int fd, uint64_t reserve, uint64_t need);
 
 #endif

@@ -4,6 +4,17 @@
  * A sorted array: appends add at the end (the committer thread, once per
  * record), readers binary-search.  Invariant X1: for i > 0,
  * v[i-1].end <= v[i].start and v[i].start < v[i].end.
+ *
+ * The text form (user.nereus.index, nrs_index_format):
+ *   X2 A value never exceeds NRS_INDEX_TEXT_MAX (64 KiB, the kernel's
+ *      xattr value limit): lines are written while they fit in
+ *      NRS_INDEX_TEXT_MAX - TRAILER_MAX bytes; if any is left out, the
+ *      value ends with one line "# N more ranges" (N of them).  A reader
+ *      goes on from the end of the last range it got
+ *      (user.nereus.index.OFF, core_xattr.c).
+ *   X3 Adjacent WAL entries in one segment are one line: "start end 0
+ *      wal:SEG:OFF", OFF where its first record starts.  Thousands of
+ *      small appends not yet materialized are then a line per segment.
  */
 #include "config.h"
 
@@ -127,37 +138,92 @@ static int format_line(char *line, size_t len, uint64_t start, uint64_t end,
 			start, end, e->gen, e->seg, e->off);
 }
 
+/* Room kept for "# N more ranges\n" (X2); N has at most 20 digits. */
+#define TRAILER_MAX	64
+
+/* One line of the text form: a gap (e NULL) or entries from e on. */
+struct text_line {
+	uint64_t start, end;
+	const struct nrs_index_ent *e;
+};
+
+/*
+ * The line at entry *i, where the previous line ended at *prev_end: the
+ * gap before that entry, or the entry with the WAL entries that continue
+ * it in its segment (X3).  Advances *i past what the line covers.
+ */
+static void next_line(const struct nrs_index *ix, size_t *i,
+		      uint64_t *prev_end, struct text_line *l)
+{
+	const struct nrs_index_ent *e = &ix->v[*i];
+
+	if (e->start > *prev_end) {
+		l->start = *prev_end;
+		l->end = e->start;
+		l->e = NULL;
+	} else {
+		l->start = e->start;
+		l->end = e->end;
+		l->e = e;
+		for ((*i)++; *i < ix->n && e->kind == NRS_TARGET_WAL &&
+		     ix->v[*i].kind == NRS_TARGET_WAL &&
+		     ix->v[*i].seg == e->seg && ix->v[*i].start == l->end;
+		     (*i)++)
+			l->end = ix->v[*i].end;
+	}
+	*prev_end = l->end;
+}
+
+/* Append n bytes of line at *total (when size > 0); -ERANGE if over. */
+static int put(char *buf, size_t size, size_t *total, const char *line,
+	       size_t n)
+{
+	if (size > 0) {
+		if (*total + n > size)
+			return -ERANGE;
+		memcpy(buf + *total, line, n);
+	}
+	*total += n;
+	return 0;
+}
+
 ssize_t nrs_index_format(const struct nrs_index *ix, uint64_t stream_id,
-			 char *buf, size_t size)
+			 uint64_t from, char *buf, size_t size)
 {
 	char line[128 + NRS_OBJKEY_MAX];
-	size_t total = 0;
-	uint64_t prev_end = ix->n ? ix->v[0].start : 0;
+	size_t i = nrs_index_find(ix, from), total = 0, left = 0;
+	uint64_t prev_end;
+	struct text_line l;
+	int n, err;
 
-	for (size_t i = 0; i < ix->n; i++) {
-		const struct nrs_index_ent *e = &ix->v[i];
-		int pass;
-
-		/* pass 0: the gap before e, if any; pass 1: e itself */
-		for (pass = 0; pass < 2; pass++) {
-			int n;
-
-			if (pass == 0 && e->start == prev_end)
-				continue;
-			n = pass == 0 ? format_line(line, sizeof(line), prev_end,
-						    e->start, NULL, 0)
-				      : format_line(line, sizeof(line), e->start,
-						    e->end, e, stream_id);
-			if (n < 0 || (size_t)n >= sizeof(line))
-				return -EOVERFLOW;
-			if (size > 0) {
-				if (total + (size_t)n > size)
-					return -ERANGE;
-				memcpy(buf + total, line, (size_t)n);
-			}
-			total += (size_t)n;
+	if (i >= ix->n)
+		return 0;
+	/* the gap below the first entry shown counts only if from is in it */
+	prev_end = i > 0 && ix->v[i].start > from ? ix->v[i - 1].end
+						  : ix->v[i].start;
+	while (i < ix->n) {
+		next_line(ix, &i, &prev_end, &l);
+		if (left > 0) {
+			left++;
+			continue;
 		}
-		prev_end = e->end;
+		n = format_line(line, sizeof(line), l.start, l.end, l.e,
+				stream_id);
+		if (n < 0 || (size_t)n >= sizeof(line))
+			return -EOVERFLOW;
+		if (total + (size_t)n > NRS_INDEX_TEXT_MAX - TRAILER_MAX) {
+			left++;		/* X2 */
+			continue;
+		}
+		err = put(buf, size, &total, line, (size_t)n);
+		if (err)
+			return err;
+	}
+	if (left > 0) {
+		n = snprintf(line, sizeof(line), "# %zu more ranges\n", left);
+		err = put(buf, size, &total, line, (size_t)n);
+		if (err)
+			return err;
 	}
 	return (ssize_t)total;
 }

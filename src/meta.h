@@ -36,6 +36,14 @@
 #define NRS_NAME_MAX		255
 #define NRS_XATTR_VALUE_MAX	65536	/* durable user.* value limit */
 #define NRS_XATTR_NAME_MAX	255
+/*
+ * Per inode (meta_sqlite.c S2): at most this many durable user.* names, and
+ * this many bytes of names plus values; a set past either is -ENOSPC, as
+ * ext4 answers when an inode's xattr space is full.  128 names of at most
+ * 255 bytes keep listxattr within the kernel's 64 KiB list limit.
+ */
+#define NRS_XATTR_COUNT_MAX	128
+#define NRS_XATTR_BYTES_MAX	(256u << 10)
 
 enum nrs_profile {
 	NRS_PROFILE_UNSET = 0,	/* directories only: nothing to pass down */
@@ -95,13 +103,22 @@ struct nrs_meta;
 int nrs_meta_open(const char *path, struct nrs_meta **out);
 /* Close of NULL is a no-op. */
 void nrs_meta_close(struct nrs_meta *m);
+/*
+ * The metadata reserve (meta_sqlite.c S1): a call that grows the store
+ * (mkdir, create, a user.* xattr set that adds bytes) fails -ENOSPC unless
+ * the file system holding the database keeps reserve bytes free after it.
+ * Calls that remove or change in place are never refused for space.
+ * 0 (the default) is no reserve.  -errno if the database file cannot be
+ * opened for the check.
+ */
+int nrs_meta_set_reserve(struct nrs_meta *m, uint64_t reserve);
 
 /* -ENOENT */
 int nrs_meta_getattr(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out);
 /* -ENOENT, -ENOTDIR (parent is a stream) */
 int nrs_meta_lookup(struct nrs_meta *m, uint64_t parent, const char *name,
 		    struct nrs_attr *out);
-/* -EEXIST, -ENOENT, -ENOTDIR, -ENAMETOOLONG */
+/* -EEXIST, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -ENOSPC (S1) */
 int nrs_meta_mkdir(struct nrs_meta *m, uint64_t parent, const char *name,
 		   uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
 		   struct nrs_attr *out);
@@ -156,7 +173,8 @@ int nrs_meta_readdir(struct nrs_meta *m, uint64_t ino, uint64_t after,
 /* Returns the value length (copies it when size > 0); -ENODATA, -ERANGE */
 ssize_t nrs_meta_xattr_get(struct nrs_meta *m, uint64_t ino, const char *name,
 			   void *buf, size_t size);
-/* flags: 0, XATTR_CREATE (-EEXIST), XATTR_REPLACE (-ENODATA); -E2BIG */
+/* flags: 0, XATTR_CREATE (-EEXIST), XATTR_REPLACE (-ENODATA); -E2BIG;
+ * -ENOSPC past the per-inode bounds (S2) or the reserve (S1) */
 int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,
 		       const void *value, size_t size, int flags);
 /* -ENODATA */
@@ -182,6 +200,9 @@ int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 /* Inodes read so far to resolve inherited retention (meta_sqlite.c M8):
  * flat while nothing changes, however deep the streams are. */
 uint64_t nrs_meta_chain_steps(struct nrs_meta *m);
+/* Whether inode ino has its own retention value which (not inherited). */
+int nrs_meta_retention_is_set(struct nrs_meta *m, uint64_t ino, int which,
+			      bool *set);
 
 /* Raise a stream's start offset (durable).  -ENOENT, -EINVAL if below
  * the current start or above the head, -EUCLEAN (damaged row). */

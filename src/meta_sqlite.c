@@ -151,6 +151,28 @@
  * publish, xattr get), bound and stepped under the lock and reset after
  * use; an error path also resets any statement left busy.
  *
+ * SPACE
+ *
+ * SQLite needs free space for every transaction, deletes included (its
+ * -wal file takes the changed pages first).  So growth stops before the
+ * disk is full, and what frees space can always run:
+ *
+ *   S1 A call that grows the store -- a new inode and name (mkdir,
+ *      create) or a user.* xattr set that adds bytes to its inode -- first
+ *      checks that the file system keeps m->reserve bytes free after it
+ *      (nrs_fs_room, the one check the local WAL's A5 uses too; the core
+ *      sets twice wal_reserve, so a user filling the disk through
+ *      metadata stops while appends can still use wal_reserve's worth);
+ *      else -ENOSPC before anything is written.  Removals and in-place
+ *      changes (unlink, rmdir, removexattr, a set that adds no bytes,
+ *      trim, epoch, settings, setattr, rename, publish) are never refused
+ *      for space: they may use the reserve, so space can always be freed
+ *      through the mount, also after a remount on a full disk.
+ *   S2 Per inode at most NRS_XATTR_COUNT_MAX user.* names and
+ *      NRS_XATTR_BYTES_MAX bytes of names plus values (meta.h): a set
+ *      that adds a name or bytes past either is -ENOSPC; one that adds
+ *      nothing always passes (an inode over the bounds can shrink).
+ *
  * ERRORS
  *
  * SQLITE_FULL -ENOSPC, SQLITE_IOERR_* -EIO, CORRUPT and NOTADB -EUCLEAN,
@@ -180,6 +202,7 @@
 
 #include "crc32c.h"
 #include "failpoint.h"
+#include "fileio.h"
 #include "grow.h"
 #include "log.h"
 #include "meta.h"
@@ -209,7 +232,7 @@ enum stmt_id {
 	ST_STREAM_SET_PROFILE, ST_STREAM_SET_START, ST_STREAM_SET_EPOCH,
 	ST_STREAM_LIST, ST_PUBLISH, ST_STREAM_SET_MTIME,
 	ST_XATTR_GET, ST_XATTR_INSERT, ST_XATTR_UPDATE, ST_XATTR_UPSERT,
-	ST_XATTR_REMOVE, ST_XATTR_TOTAL, ST_XATTR_LIST, ST_XATTR_DROP,
+	ST_XATTR_REMOVE, ST_XATTR_TOTAL, ST_XATTR_USAGE, ST_XATTR_LIST, ST_XATTR_DROP,
 	ST_UNLINKED_LIST, ST_COUNTS, ST_INODE_LIST, ST_DIRENT_LIST,
 	ST_OBJ_INSERT, ST_OBJ_STATE, ST_OBJ_PUBLISH, ST_OBJ_DELETE, ST_OBJ_LIST,
 	ST_OBJ_LIST_STREAM, ST_OBJ_LIST_STATE,
@@ -315,6 +338,12 @@ static const char *const stmt_sql[ST_NR] = {
 	[ST_XATTR_REMOVE] = "DELETE FROM xattrs WHERE ino = ?1 AND name = ?2",
 	[ST_XATTR_TOTAL] = "SELECT coalesce(sum(length(name) + 1), 0)"
 		" FROM xattrs WHERE ino = ?1",
+	[ST_XATTR_USAGE] = "SELECT count(*),"
+		" coalesce(sum(length(name) + length(value)), 0),"
+		" count(CASE WHEN name = ?2 THEN 1 END),"
+		" coalesce(sum(CASE WHEN name = ?2"
+		" THEN length(name) + length(value) END), 0)"
+		" FROM xattrs WHERE ino = ?1",
 	[ST_XATTR_LIST] = "SELECT name FROM xattrs WHERE ino = ?1 ORDER BY name",
 	[ST_XATTR_DROP] = "DELETE FROM xattrs WHERE ino = ?1",
 	[ST_UNLINKED_LIST] = "SELECT ino FROM inodes WHERE nlink = 0 ORDER BY ino",
@@ -395,6 +424,8 @@ struct nrs_meta {
 	struct ret_ent *memo;		/* protected by lock: open addressing */
 	size_t memo_cap, memo_n;	/* protected by lock; cap a power of 2 */
 	atomic_uint_fast64_t chain_steps;	/* inodes read by M8 walks */
+	int space_fd;			/* the database file, for S1; -1 */
+	uint64_t reserve;		/* S1: free bytes growth leaves */
 };
 
 /* TX_NONE: one statement, no transaction needed; TX_READ: a snapshot for
@@ -1292,6 +1323,7 @@ static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
+	m->space_fd = -1;
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
 	ret = -pthread_mutex_init(&m->lock, &ma);
@@ -1381,8 +1413,39 @@ void nrs_meta_close(struct nrs_meta *m)
 		nrs_err("meta: close: %s", sqlite3_errstr(rc));
 	pthread_mutex_destroy(&m->lock);
 	free(m->memo);
+	if (m->space_fd >= 0)
+		close(m->space_fd);
 	free(m->path);
 	free(m);
+}
+
+int nrs_meta_set_reserve(struct nrs_meta *m, uint64_t reserve)
+{
+	int fd = -1;
+
+	if (reserve > 0 && m->space_fd < 0) {
+		fd = open(m->path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+	}
+	pthread_mutex_lock(&m->lock);
+	if (fd >= 0)
+		m->space_fd = fd;
+	m->reserve = reserve;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+/*
+ * S1: room for a transaction that adds about need bytes (plus the pages
+ * SQLite rewrites around them).  Under m->lock.
+ */
+#define GROWTH_PAGES	(2 * 4096)
+static int room(struct nrs_meta *m, uint64_t need)
+{
+	if (m->space_fd < 0)
+		return 0;
+	return nrs_fs_room(m->space_fd, m->reserve, need + GROWTH_PAGES);
 }
 
 /* ---- namespace -------------------------------------------------------- */
@@ -1485,9 +1548,10 @@ static int make_tx(struct nrs_meta *m, uint64_t parent, const char *name,
 	struct nrs_stream_row sr = { 0 };
 	int ret = tx_begin(m, TX_DURABLE);
 
-	if (!ret)
-		ret = tx_end(m, do_make(m, parent, name, dir, mode, uid, gid,
-					now_ns, &a, &sr));
+	if (!ret)			/* S1: a new inode, a new name */
+		ret = tx_end(m, room(m, strnlen(name, NRS_NAME_MAX + 1)) ?:
+			     do_make(m, parent, name, dir, mode, uid, gid,
+				     now_ns, &a, &sr));
 	if (!ret && out)
 		*out = a;
 	if (!ret && srow)
@@ -1767,6 +1831,41 @@ ssize_t nrs_meta_xattr_get(struct nrs_meta *m, uint64_t ino, const char *name,
 	return ret ? ret : (ssize_t)len;
 }
 
+/*
+ * The flags against what exists, then S2 and S1 for what the set adds.
+ * Under m->lock, in the set's transaction.
+ */
+static int xattr_room(struct nrs_meta *m, uint64_t ino, const char *name,
+		      size_t nlen, size_t size, int flags)
+{
+	sqlite3_stmt *s = bind_xattr(m, ST_XATTR_USAGE, ino, name, nlen);
+	uint64_t count, total, old, now;
+	bool exists;
+	int ret = row(m, s);
+
+	if (ret <= 0)
+		return ret ? ret : -EIO;
+	count = col_u64(s, 0);
+	total = col_u64(s, 1);
+	exists = col_u64(s, 2) > 0;
+	old = col_u64(s, 3);
+	sqlite3_reset(s);
+	if (flags == XATTR_CREATE && exists)
+		return -EEXIST;
+	if (flags == XATTR_REPLACE && !exists)
+		return -ENODATA;
+	if (old > total)
+		return -EUCLEAN;	/* one snapshot: cannot */
+	now = total - old + nlen + size;	/* both bounded: no wrap */
+	if (!exists && count >= NRS_XATTR_COUNT_MAX)
+		return -ENOSPC;		/* S2 */
+	if (now <= total)
+		return 0;		/* adds nothing: always (S1, S2) */
+	if (now > NRS_XATTR_BYTES_MAX)
+		return -ENOSPC;		/* S2 */
+	return room(m, now - total);	/* S1 */
+}
+
 int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,
 		       const void *value, size_t size, int flags)
 {
@@ -1785,7 +1884,7 @@ int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,
 		ret = tx_begin(m, TX_DURABLE);
 	if (ret)
 		return ret;
-	ret = or_enoent(m, ino, 0);
+	ret = or_enoent(m, ino, 0) ?: xattr_room(m, ino, name, nlen, size, flags);
 	if (!ret) {
 		s = bind_xattr(m, id, ino, name, nlen);
 		bind_bytes(s, 3, value, size);
@@ -1919,6 +2018,22 @@ int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 uint64_t nrs_meta_chain_steps(struct nrs_meta *m)
 {
 	return atomic_load_explicit(&m->chain_steps, memory_order_relaxed);
+}
+
+int nrs_meta_retention_is_set(struct nrs_meta *m, uint64_t ino, int which,
+			      bool *set)
+{
+	struct settings st;
+	int ret;
+
+	if (which != NRS_RET_BYTES && which != NRS_RET_MS)
+		return -EINVAL;
+	ret = tx_begin(m, TX_NONE);
+	if (!ret)
+		ret = tx_end(m, settings_get(m, ino, &st));
+	if (!ret)
+		*set = st.has_ret[which];
+	return ret;
 }
 
 /* ---- streams ---------------------------------------------------------- */

@@ -75,6 +75,8 @@
  *       file system (nrs_wal_reserve_scaled): 5%, at least 4 MiB, at most
  *       64 MiB, so that a small one is not all reserve; the daemon warns
  *       at mount when the reserve leaves no room (core.c).
+ *       The check is nrs_fs_room (fileio.h), the one the metadata
+ *       store's growth check uses too (meta_sqlite.c S1).
  *   A6  An append that would bring the bytes held in segments past the
  *       configured budget fails -ENOSPC before writing (backpressure while
  *       the object store cannot take the committed bytes, wal.h).
@@ -171,7 +173,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -636,17 +637,7 @@ static int cut_to(struct wal_local *w, struct nrs_wal_pos pos, int err)
  */
 static int check_reserve(struct wal_local *w, size_t total)
 {
-	struct statvfs sv;
-	uint64_t avail;
-
-	if (w->reserve == 0)
-		return 0;
-	if (fstatvfs(w->dirfd, &sv) < 0)
-		return 0;	/* cannot tell: the write itself will say */
-	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	if (avail < w->reserve || avail - w->reserve < total)
-		return -ENOSPC;
-	return 0;
+	return nrs_fs_room(w->dirfd, w->reserve, total);
 }
 
 /* A6: the budget, against the bytes the segment table holds. */

@@ -88,3 +88,20 @@ int nrs_xattr_parse_profile(const void *val, size_t len, int *profile)
 	}
 	return -EINVAL;
 }
+
+int nrs_xattr_parse_index_page(const char *name, uint64_t *from)
+{
+	static const char prefix[] = NRS_XATTR_PREFIX "index.";
+	uint64_t v;
+	int err;
+
+	if (strncmp(name, prefix, sizeof(prefix) - 1) != 0)
+		return -EINVAL;
+	name += sizeof(prefix) - 1;
+	err = nrs_xattr_parse_u64(name, strlen(name), &v);
+	if (err)
+		return err;
+	if (from)
+		*from = v;
+	return 0;
+}

@@ -48,6 +48,11 @@ const struct nrs_xattr_desc *nrs_xattr_desc(int id);
 /* Does attribute id apply to a directory (is_dir) or a stream? */
 bool nrs_xattr_applies(int id, bool is_dir);
 
+/*
+ * Is name "user.nereus.index.OFF" (OFF a decimal u64 as below)?  0 and
+ * *from = OFF (when from is not NULL), -EINVAL if not.
+ */
+int nrs_xattr_parse_index_page(const char *name, uint64_t *from);
 /* Parse a decimal u64 as parse.h's N1 says (1..20 digits, no sign, no
  * spaces, no overflow); -EINVAL otherwise. */
 int nrs_xattr_parse_u64(const void *val, size_t len, uint64_t *out);

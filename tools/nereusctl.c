@@ -49,6 +49,7 @@ static const char usage_text[] =
 	"       %1$s append PATH [--expect OFFSET]   (stdin, at most 1 MiB)\n"
 	"       %1$s tail [-f] PATH\n"
 	"       %1$s status MOUNT\n"
+	"       %1$s index PATH\n"
 	"       %1$s --help | --version\n"
 	"Options may come anywhere on the line.  Exit status: 0 done,\n"
 	"1 failed, 2 usage, 3 ESTALE (fenced), 4 ESPIPE (not at the offset).\n";
@@ -298,6 +299,52 @@ out_fail:
 	return fail("tail", path, e);
 }
 
+/*
+ * The whole offset index.  user.nereus.index stops at 64 KiB with a line
+ * "# N more ranges" (index.c X2); user.nereus.index.OFF goes on from the
+ * range holding OFF, so page from the end of the last range printed.
+ */
+static int cmd_index(const char *path)
+{
+	static char buf[(1 << 16) + 1];	/* the xattr value limit, and a NUL */
+	char name[64];
+	uint64_t from = 0, end = 0;
+
+	for (;;) {
+		bool more = false;
+		ssize_t n;
+		char *p, *nl;
+
+		snprintf(name, sizeof(name), "user.nereus.index.%" PRIu64, from);
+		n = getxattr(path, name, buf, sizeof(buf) - 1);
+		if (n < 0)
+			return fail("index", path, errno);
+		buf[n] = '\0';
+		for (p = buf; *p; p = nl + 1) {
+			unsigned long long s, e;
+
+			nl = strchr(p, '\n');
+			if (!nl)
+				return fail("index (a line without newline)", path,
+					    EPROTO);
+			if (p[0] == '#') {
+				more = true;
+				break;
+			}
+			if (sscanf(p, "%llu %llu", &s, &e) != 2)
+				return fail("index (a bad line)", path, EPROTO);
+			if (!write_all(p, (size_t)(nl + 1 - p)))
+				return fail("write", "stdout", errno);
+			end = e;
+		}
+		if (!more)
+			return 0;
+		if (end <= from)	/* no progress: never from a daemon */
+			return fail("index (no progress)", path, EPROTO);
+		from = end;
+	}
+}
+
 static int cmd_status(const char *mount)
 {
 	char path[4096];
@@ -369,6 +416,11 @@ static int run_status(const struct ctl_args *a)
 	return cmd_status(a->arg[0]);
 }
 
+static int run_index(const struct ctl_args *a)
+{
+	return cmd_index(a->arg[0]);
+}
+
 static const struct ctl_cmd {
 	const char *name;
 	int nargs;		/* operands after the command's name */
@@ -381,6 +433,7 @@ static const struct ctl_cmd {
 	{ "append", 1, OPT_EXPECT, run_append },
 	{ "tail", 1, OPT_FOLLOW, run_tail },
 	{ "status", 1, 0, run_status },
+	{ "index", 1, 0, run_index },
 };
 
 int main(int argc, char **argv)

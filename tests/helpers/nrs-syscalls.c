@@ -42,8 +42,8 @@
  *   link OLD NEW, symlink TARGET NEW, mknod PATH fifo|chr|blk|sock|reg,
  *   mkdir PATH [MODE], rmdir PATH, unlink PATH,
  *   rename OLD NEW [noreplace|exchange]
- *   setxattr PATH NAME VALUE [create|replace]
- *   setxattrn PATH NAME SIZE [create|replace]	(SIZE bytes of 'v')
+ *   setxattr PATH NAME VALUE [create|replace|both]
+ *   setxattrn PATH NAME SIZE [create|replace|both]	(SIZE bytes of 'v')
  *   getxattr PATH NAME, fgetxattr S NAME	-> ok N VALUE
  *   listxattr PATH		-> ok NAME... (in the order returned)
  *   removexattr PATH NAME
@@ -227,9 +227,11 @@ static int xattr_flags(int argc, char **argv, int i)
 		return XATTR_CREATE;
 	if (!strcmp(argv[i], "replace"))
 		return XATTR_REPLACE;
+	if (!strcmp(argv[i], "both"))	/* the kernel passes both on */
+		return XATTR_CREATE | XATTR_REPLACE;
 	if (!strcmp(argv[i], "0"))
 		return 0;
-	usage("xattr flags: create, replace or 0");
+	usage("xattr flags: create, replace, both or 0");
 	return 0;
 }
 

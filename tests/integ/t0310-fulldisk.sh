@@ -2,12 +2,9 @@
 test_description='full disk: appends fail ENOSPC, nothing acknowledged is lost, reads go on, appends resume when space returns'
 . "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
 
-# The data directory lives on an 16 MiB tmpfs mounted at $SMALL, which also
-# holds a 2 MiB filler file: deleting it is "space returns".  lib.sh's EXIT
-# trap removes $TRASH with --one-file-system, so it would leave the tmpfs
-# mounted: our own trap stops the daemon and unmounts the tmpfs first, then
-# hands over to lib.sh's (with the script's exit status).
-SMALL=$TRASH/small
+# The data directory lives on an 16 MiB tmpfs (smallfs.sh), which also
+# holds a 2 MiB filler file: deleting it is "space returns".
+. "$(dirname "$0")/smallfs.sh"
 streams="$MNT/f/a $MNT/f/b"
 
 # The WAL is not the only writer on a full disk: SQLite must still publish
@@ -27,38 +24,9 @@ pipeline_failed () {
 }
 acks=
 
-command -v mount >/dev/null && command -v umount >/dev/null ||
-	nrs_error "mount/umount missing"
-
-small_is_mounted () {
-	awk -v m="$SMALL" '$5 == m { found = 1 } END { exit !found }' \
-		/proc/self/mountinfo
-}
-
-fulldisk_cleanup () {
-	fd_rc=$?
-	set +e
-	if [ -n "$NRS_PID" ] && kill -0 "$NRS_PID" 2>/dev/null; then
-		fusermount3 -u "$MNT" 2>/dev/null
-		nrs_wait_exit 10 || kill -9 "$NRS_PID" 2>/dev/null
-		wait "$NRS_PID" 2>/dev/null
-		nrs_forget_daemon
-	fi
-	nrs_detach
-	if small_is_mounted; then
-		umount "$SMALL" 2>/dev/null || umount -l "$SMALL"
-	fi
-	(exit $fd_rc)
-	nrs_cleanup
-}
-trap fulldisk_cleanup EXIT
-
 test_expect_success 'a 16 MiB tmpfs with a 2 MiB filler holds the data directory' '
-	mkdir "$SMALL" &&
-	mount -t tmpfs -o size=16m,mode=0700 nrs-fulldisk "$SMALL" &&
+	smallfs_mount 16m nrs-fulldisk &&
 	dd if=/dev/zero of="$SMALL/filler" bs=1M count=2 status=none &&
-	DATA=$SMALL/data &&
-	mkdir -m 700 "$DATA" &&
 	nrs_mount -o "$OPTS" &&
 	mkdir "$MNT/f" &&
 	for s in $streams; do : >>"$s" || return 1; done

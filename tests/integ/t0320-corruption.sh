@@ -11,16 +11,19 @@ test_description='a flipped byte in a WAL record or in a stream row of meta.db: 
 A=$MNT/k/a
 B=$MNT/k/b
 
-# offset of byte N of the payload of the record that holds logical offset
-# START, from user.nereus.index ("start end gen wal:SEG:OFF" per line);
-# a record has a 64-byte header and 4 bytes of CRC per 64 KiB chunk.
+# offset of byte N of the payload of the 4 KiB record that holds logical
+# offset START, from user.nereus.index ("start end gen wal:SEG:OFF" per
+# line; adjacent records of one segment are one line, OFF where its first
+# record starts).  The appends to a are written back to back, so the
+# records of its line follow one another in the segment: each is a 64-byte
+# header, 4 bytes of CRC (one chunk) and 4096 bytes of payload, 4168 bytes
+# in all (8-byte aligned).
 payload_byte () { # FILE START N -> "SEGFILE OFFSET"
 	nrs_xattr "$1" user.nereus.index | awk -v s="$2" -v n="$3" -v d="$DATA" '
-		$1 == s {
+		$1 <= s && s < $2 && $4 ~ /^wal:/ {
 			split($4, t, ":")
-			len = $2 - $1
-			chunks = int((len + 65535) / 65536)
-			printf "%s/wal/%016x.seg %d\n", d, t[2], t[3] + 64 + 4 * chunks + n
+			rec = int((s - $1) / 4096)
+			printf "%s/wal/%016x.seg %d\n", d, t[2], t[3] + rec * 4168 + 64 + 4 + n
 			found = 1
 		}
 		END { exit !found }'

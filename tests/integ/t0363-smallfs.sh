@@ -2,21 +2,11 @@
 test_description='a small file system: the default wal_reserve scales down (wal_local.c A5), and the mount says so in its log and /.nereus/status'
 . "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
 
-# The data directory lives on a 32 MiB tmpfs at $SMALL: below the 64 MiB
-# the reserve used to be, so every append failed ENOSPC and nothing said
-# why.  It is unmounted at exit once the daemon is gone (nrs_at_exit),
-# before lib.sh removes $TRASH.
-SMALL=$TRASH/small
+# The data directory lives on a 32 MiB tmpfs at $SMALL (smallfs.sh):
+# below the 64 MiB the reserve used to be, so every append failed ENOSPC
+# and nothing said why.
+. "$(dirname "$0")/smallfs.sh"
 S=$MNT/s
-
-command -v mount >/dev/null && command -v umount >/dev/null ||
-	nrs_error "mount/umount missing"
-
-small_is_mounted () {
-	awk -v m="$SMALL" '$5 == m { found = 1 } END { exit !found }' \
-		/proc/self/mountinfo
-}
-nrs_at_exit 'small_is_mounted && { umount "$SMALL" || umount -l "$SMALL"; }; :'
 
 # space KEY: a field of the "space" object of /.nereus/status.
 space () {
@@ -28,10 +18,7 @@ space () {
 HOLD="materialize_bytes=1073741824,materialize_age_ms=3600000"
 
 test_expect_success 'a 32 MiB tmpfs holds the data directory' '
-	mkdir "$SMALL" &&
-	mount -t tmpfs -o size=32m,mode=0700 nrs-smallfs "$SMALL" &&
-	DATA=$SMALL/data &&
-	mkdir -m 700 "$DATA"
+	smallfs_mount 32m nrs-smallfs
 '
 
 test_expect_success 'default reserve: scaled to 4 MiB, said at mount, appends work' '
@@ -58,7 +45,7 @@ test_expect_success 'a reserve no smaller than the file system: every append fai
 
 test_expect_success 'less free than the reserve: said at mount, and live in the status' '
 	nrs_umount &&
-	avail=$(df -B1 --output=avail "$SMALL" | tail -n 1) &&
+	avail=$(smallfs_avail) &&
 	dd if=/dev/zero of="$SMALL/filler" bs=1M \
 		count=$(( (avail - 6 * 1048576) / 1048576 )) status=none &&
 	nrs_mount -o "$HOLD,wal_reserve=8388608" &&

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "index.h"
@@ -102,20 +103,19 @@ static void test_format(void **state)
 	struct nrs_index ix = { 0 };
 	char buf[512];
 	ssize_t n;
+	/* X3: the adjacent records of segment 1 are one line */
 	const char *want =
-		"0 10 0 wal:1:64\n10 20 0 wal:1:164\n20 30 0 wal:1:264\n"
-		"30 40 0 wal:1:364\n40 50 0 wal:1:464\n50 60 0 missing\n"
-		"60 70 0 wal:1:664\n";
+		"0 50 0 wal:1:64\n50 60 0 missing\n60 70 0 wal:1:664\n";
 
 	(void)state;
 	build(&ix, 7);
-	n = nrs_index_format(&ix, 7, NULL, 0);
+	n = nrs_index_format(&ix, 7, 0, NULL, 0);
 	assert_int_equal(n, (ssize_t)strlen(want));
-	assert_int_equal(nrs_index_format(&ix, 7, buf, (size_t)n - 1), -ERANGE);
-	assert_int_equal(nrs_index_format(&ix, 7, buf, sizeof(buf)), n);
+	assert_int_equal(nrs_index_format(&ix, 7, 0, buf, (size_t)n - 1), -ERANGE);
+	assert_int_equal(nrs_index_format(&ix, 7, 0, buf, sizeof(buf)), n);
 	assert_memory_equal(buf, want, (size_t)n);
 	nrs_index_free(&ix);
-	assert_int_equal(nrs_index_format(&ix, 7, buf, sizeof(buf)), 0);
+	assert_int_equal(nrs_index_format(&ix, 7, 0, buf, sizeof(buf)), 0);
 }
 
 static struct nrs_index_ent obj(uint64_t s, uint64_t e, uint64_t gen,
@@ -192,9 +192,97 @@ static void test_format_obj(void **state)
 	assert_int_equal(nrs_index_append(&ix, &e), 0);
 	e = ent(30, 40, 4, 364);
 	assert_int_equal(nrs_index_append(&ix, &e), 0);
-	n = nrs_index_format(&ix, 7, buf, sizeof(buf));
+	n = nrs_index_format(&ix, 7, 0, buf, sizeof(buf));
 	assert_int_equal(n, (ssize_t)strlen(want));
 	assert_memory_equal(buf, want, (size_t)n);
+	nrs_index_free(&ix);
+}
+
+/* X3: only adjacent WAL entries of one segment merge; paging from an
+ * offset starts at the range (or gap) holding it. */
+static void test_format_merge_page(void **state)
+{
+	struct nrs_index ix = { 0 };
+	struct nrs_index_ent e;
+	char buf[512];
+	ssize_t n;
+	const char *want =
+		"0 20 0 wal:1:64\n20 40 0 wal:2:264\n40 50 0 missing\n"
+		"50 60 0 wal:2:564\n";
+
+	(void)state;
+	for (uint64_t i = 0; i < 6; i++) {
+		if (i == 4)
+			continue;
+		e = ent(10 * i, 10 * i + 10, i < 2 ? 1 : 2, 64 + 100 * i);
+		assert_int_equal(nrs_index_append(&ix, &e), 0);
+	}
+	n = nrs_index_format(&ix, 7, 0, buf, sizeof(buf));
+	assert_int_equal(n, (ssize_t)strlen(want));
+	assert_memory_equal(buf, want, (size_t)n);
+	/* from 25: the line of [20, 40) (it holds 25) on */
+	n = nrs_index_format(&ix, 7, 25, buf, sizeof(buf));
+	assert_int_equal(n, (ssize_t)strlen(want + 16));
+	assert_memory_equal(buf, want + 16, (size_t)n);
+	/* from 45: the gap holding it, then the rest */
+	n = nrs_index_format(&ix, 7, 45, buf, sizeof(buf));
+	assert_int_equal(n, (ssize_t)strlen(want + 34));
+	assert_memory_equal(buf, want + 34, (size_t)n);
+	/* from 40: the gap starts there */
+	assert_int_equal(nrs_index_format(&ix, 7, 40, buf, sizeof(buf)), n);
+	assert_int_equal(nrs_index_format(&ix, 7, 60, buf, sizeof(buf)), 0);
+	nrs_index_free(&ix);
+}
+
+/* X2: 5,000 ranges that cannot merge: at most 64 KiB, a trailer that
+ * counts the rest, and pages from the last end cover every range once. */
+static void test_format_bound(void **state)
+{
+	struct nrs_index ix = { 0 };
+	struct nrs_index_ent e;
+	static char buf[NRS_INDEX_TEXT_MAX + 1];
+	uint64_t from = 0, next = 0, lines = 0;
+	ssize_t n;
+
+	(void)state;
+	for (uint64_t i = 0; i < 5000; i++) {
+		e = ent(10 * i, 10 * i + 10, 1 + i, 64);	/* one per segment */
+		assert_int_equal(nrs_index_append(&ix, &e), 0);
+	}
+	for (int page = 0;; page++) {
+		char *p, *last, *nl;
+		unsigned long long more = 0, s, t;
+
+		assert_true(page < 5000);
+		n = nrs_index_format(&ix, 7, from, NULL, 0);
+		assert_true(n > 0 && n <= NRS_INDEX_TEXT_MAX);
+		assert_int_equal(nrs_index_format(&ix, 7, from, buf, sizeof(buf)), n);
+		buf[n] = '\0';
+		assert_int_equal(buf[n - 1], '\n');
+		last = NULL;
+		for (p = buf; *p; p = nl + 1) {
+			nl = strchr(p, '\n');
+			assert_non_null(nl);
+			if (p[0] == '#') {
+				assert_int_equal(sscanf(p, "# %llu more ranges", &more), 1);
+				assert_ptr_equal(nl + 1, buf + n);	/* the last line */
+				break;
+			}
+			assert_int_equal(sscanf(p, "%llu %llu", &s, &t), 2);
+			assert_int_equal(s, next);	/* every range, once, in order */
+			next = t;
+			lines++;
+			last = p;
+		}
+		assert_non_null(last);
+		if (!more)
+			break;
+		/* the trailer counts exactly what the next pages hold */
+		assert_int_equal(more, 5000 - lines);
+		from = next;
+	}
+	assert_int_equal(lines, 5000);
+	assert_int_equal(next, 50000);
 	nrs_index_free(&ix);
 }
 
@@ -207,6 +295,8 @@ int main(void)
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_replace),
 		cmocka_unit_test(test_format_obj),
+		cmocka_unit_test(test_format_merge_page),
+		cmocka_unit_test(test_format_bound),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

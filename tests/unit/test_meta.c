@@ -850,6 +850,120 @@ static void test_xattrs(void **state)
 			 -ENOENT);
 }
 
+/* S2: per inode, a bound on the names and on their bytes; a set that adds
+ * nothing always passes, a remove always works. */
+static void test_xattr_bounds(void **state)
+{
+	struct fx *f = *state;
+	uint64_t s = create_ok(f->m, ROOT, "s", NULL), t;
+	char name[32], *big;
+	int i;
+
+	for (i = 0; i < NRS_XATTR_COUNT_MAX; i++) {
+		snprintf(name, sizeof(name), "user.n%03d", i);
+		assert_int_equal(nrs_meta_xattr_set(f->m, s, name, "v", 1, 0), 0);
+	}
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.one-more", "v", 1, 0),
+			 -ENOSPC);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.one-more", NULL, 0),
+			 -ENODATA);
+	/* the flags are answered first */
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.n000", "w", 1,
+					    XATTR_CREATE), -EEXIST);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.one-more", "w", 1,
+					    XATTR_REPLACE), -ENODATA);
+	/* an existing name still takes a new value */
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.n000", "vvvv", 4, 0),
+			 0);
+	assert_int_equal(nrs_meta_xattr_remove(f->m, s, "user.n001"), 0);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.one-more", "v", 1, 0),
+			 0);
+	/* the other inodes have their own bound */
+	t = create_ok(f->m, ROOT, "t", NULL);
+	assert_int_equal(nrs_meta_xattr_set(f->m, t, "user.a", "v", 1, 0), 0);
+
+	/* bytes: names plus values */
+	big = calloc(1, NRS_XATTR_VALUE_MAX);
+	assert_non_null(big);
+	for (i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "user.big%d", i);
+		assert_int_equal(nrs_meta_xattr_set(f->m, t, name, big,
+						    NRS_XATTR_VALUE_MAX, 0), 0);
+	}
+	/* 3 * (9 + 65536) + 7: a fourth value of 65536 is past 256 KiB */
+	assert_int_equal(nrs_meta_xattr_set(f->m, t, "user.big3", big,
+					    NRS_XATTR_VALUE_MAX, 0), -ENOSPC);
+	assert_int_equal(nrs_meta_xattr_set(f->m, t, "user.big3", big,
+					    NRS_XATTR_BYTES_MAX - 3 * (9 + 65536) - 7 - 9,
+					    0), 0);	/* exactly the bound */
+	assert_int_equal(nrs_meta_xattr_set(f->m, t, "user.x", "", 0, 0),
+			 -ENOSPC);
+	/* growing a value past it is refused, keeping or shrinking is not */
+	assert_int_equal(nrs_meta_xattr_set(f->m, t, "user.a", "vv", 2, 0),
+			 -ENOSPC);
+	assert_int_equal(nrs_meta_xattr_set(f->m, t, "user.a", "w", 1,
+					    XATTR_REPLACE), 0);
+	assert_int_equal(nrs_meta_xattr_set(f->m, t, "user.big0", big, 10, 0), 0);
+	assert_int_equal(nrs_meta_xattr_set(f->m, t, "user.x", "", 0, 0), 0);
+	free(big);
+}
+
+/* S1: past the reserve, growth is -ENOSPC and changes nothing; removals
+ * and in-place changes still work. */
+static void test_space_reserve(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row sr;
+	struct nrs_attr a;
+	uint64_t d, s, e, v;
+	bool set = true;
+
+	d = mkdir_ok(f->m, ROOT, "d");
+	e = mkdir_ok(f->m, ROOT, "empty");
+	s = create_ok(f->m, d, "s", &sr);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.a", "abcd", 4, 0), 0);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.b", "abcd", 4, 0), 0);
+	/* more than any file system has free */
+	assert_int_equal(nrs_meta_set_reserve(f->m, UINT64_MAX / 2), 0);
+	assert_int_equal(nrs_meta_mkdir(f->m, ROOT, "x", 0700, 0, 0, NOW, &a),
+			 -ENOSPC);
+	assert_int_equal(nrs_meta_create(f->m, d, "x", 0600, 0, 0, NOW, &a,
+					 NULL), -ENOSPC);
+	assert_int_equal(nrs_meta_lookup(f->m, d, "x", &a), -ENOENT);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.c", "v", 1, 0),
+			 -ENOSPC);
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.a", "abcde", 5, 0),
+			 -ENOSPC);
+	assert_int_equal(nrs_meta_xattr_get(f->m, s, "user.c", NULL, 0),
+			 -ENODATA);
+	/* what adds nothing, changes in place or frees space */
+	assert_int_equal(nrs_meta_xattr_set(f->m, s, "user.a", "ab", 2, 0), 0);
+	assert_int_equal(nrs_meta_xattr_remove(f->m, s, "user.b"), 0);
+	assert_int_equal(nrs_meta_set_retention(f->m, d, NRS_RET_MS, 5), 0);
+	assert_int_equal(nrs_meta_rename(f->m, d, "s", ROOT, "s2", 0, NOW, NULL),
+			 0);
+	assert_int_equal(nrs_meta_rmdir(f->m, ROOT, "empty", NOW), 0);
+	assert_int_equal(nrs_meta_unlink(f->m, ROOT, "s2", NOW, NULL), 0);
+	assert_int_equal(nrs_meta_forget_inode(f->m, s), 0);
+	(void)e;
+	/* space again */
+	assert_int_equal(nrs_meta_set_reserve(f->m, 0), 0);
+	assert_int_equal(nrs_meta_mkdir(f->m, ROOT, "x", 0700, 0, 0, NOW, &a), 0);
+	assert_int_equal(nrs_meta_get_retention(f->m, a.ino, NRS_RET_MS, &v), 0);
+	/* own retention, not inherited (core_xattr.c XA1) */
+	assert_int_equal(nrs_meta_retention_is_set(f->m, d, NRS_RET_MS, &set), 0);
+	assert_true(set);
+	assert_int_equal(nrs_meta_retention_is_set(f->m, d, NRS_RET_BYTES, &set),
+			 0);
+	assert_false(set);
+	set = true;
+	assert_int_equal(nrs_meta_retention_is_set(f->m, a.ino, NRS_RET_MS, &set),
+			 0);
+	assert_false(set);
+	assert_int_equal(nrs_meta_retention_is_set(f->m, 999, NRS_RET_MS, &set),
+			 -ENOENT);
+}
+
 static void test_profile_inheritance(void **state)
 {
 	struct fx *f = *state;
@@ -2001,6 +2115,8 @@ int main(void)
 		T(test_readdir_cookies),
 		T(test_dir_nlink),
 		T(test_xattrs),
+		T(test_xattr_bounds),
+		T(test_space_reserve),
 		T(test_profile_inheritance),
 		T(test_retention),
 		T(test_retention_memo),

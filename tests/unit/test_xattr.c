@@ -81,12 +81,42 @@ static void test_profiles(void **state)
 	assert_null(nrs_profile_name(42));
 }
 
+/* user.nereus.index.OFF: the index from offset OFF (core_xattr.c) */
+static void test_index_page(void **state)
+{
+	uint64_t v = 1;
+
+	(void)state;
+	assert_int_equal(nrs_xattr_parse_index_page("user.nereus.index.0", &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(nrs_xattr_parse_index_page(
+			"user.nereus.index.18446744073709551615", &v), 0);
+	assert_true(v == UINT64_MAX);
+	assert_int_equal(nrs_xattr_parse_index_page("user.nereus.index.12", NULL),
+			 0);
+	assert_int_equal(nrs_xattr_parse_index_page("user.nereus.index", &v),
+			 -EINVAL);
+	assert_int_equal(nrs_xattr_parse_index_page("user.nereus.index.", &v),
+			 -EINVAL);
+	assert_int_equal(nrs_xattr_parse_index_page("user.nereus.index.-1", &v),
+			 -EINVAL);
+	assert_int_equal(nrs_xattr_parse_index_page("user.nereus.index.1x", &v),
+			 -EINVAL);
+	assert_int_equal(nrs_xattr_parse_index_page(
+			"user.nereus.index.18446744073709551616", &v), -EINVAL);
+	assert_int_equal(nrs_xattr_parse_index_page("user.nereus.head.1", &v),
+			 -EINVAL);
+	/* not a name of the table: lookup leaves it to the caller */
+	assert_int_equal(nrs_xattr_lookup("user.nereus.index.5"), NRS_XA_UNKNOWN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_u64),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_profiles),
+		cmocka_unit_test(test_index_page),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
