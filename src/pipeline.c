@@ -79,9 +79,10 @@
  *     The WAL's current segment is sealed only by the holder of the commit
  *     role, taken the way a submitter takes it (so no write or cut runs
  *     beside it), and only while the pipeline is idle: no request queued,
- *     no batch at the syncer (nothing written is unsynced, no failed sync
- *     to settle) or at the publisher, and no batch floor below UINT64_MAX
- *     (every record written is indexed), and no batch taken for the
+ *     every batch's floor at UINT64_MAX -- a batch holds it down from its
+ *     write until P4 indexed it, so none is at the syncer (nothing written
+ *     is unsynced, no failed sync to settle, no cut to come) or waits for
+ *     the publisher -- and no batch taken for the
  *     caller's idle time (so that a light load is not cut into a segment
  *     per append).  Otherwise it does nothing: appends are on their way,
  *     and the next idle moment seals.
@@ -779,20 +780,15 @@ int nrs_pipeline_wal_seal(struct nrs_pipeline *p, uint64_t seg,
 	    nrs_now_mono_ns() - atomic_load(&p->last_batch_ns) < idle_ns)
 		return 0;
 	pthread_mutex_lock(&p->qlock);
-	idle = !p->busy && !p->stopping && !p->qhead &&
-	       !atomic_load(&p->sfail);
+	idle = !p->busy && !p->stopping && !p->qhead;
 	if (idle)
 		p->busy = true;		/* the commit role: P6 */
 	pthread_mutex_unlock(&p->qlock);
 	if (!idle)
 		return 0;
-	pthread_mutex_lock(&p->slock);
-	idle = p->wq_len == 0;
-	pthread_mutex_unlock(&p->slock);
-	pthread_mutex_lock(&p->hlock);
-	idle = idle && !publisher_holds_any(p);
-	pthread_mutex_unlock(&p->hlock);
-	if (idle && nrs_pipeline_wal_floor(p) == UINT64_MAX)
+	/* a batch written and not yet published (at the syncer, failed
+	 * there, or at the publisher) holds the floor down: P6 */
+	if (nrs_pipeline_wal_floor(p) == UINT64_MAX)
 		rc = nrs_wal_seal(p->cfg.wal, seg);
 	release_role(p);
 	return rc;

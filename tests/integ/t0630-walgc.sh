@@ -110,6 +110,7 @@ test_expect_success 'retention; live bytes of another stream not yet materialize
 	sleep 1 &&
 	test "$(nrs_xattr "$MNT/k/small" user.nereus.materialized)" = 0 &&
 	test "$(file_bytes "$DATA/wal")" -gt $((3 << 20)) &&	# held by small
+	test "$(ls "$DATA/wal" | wc -l)" = 1 &&	# and not sealed: M7
 	show &&
 	nrs_wait_for 20 within_bound &&
 	show &&

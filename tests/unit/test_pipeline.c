@@ -543,39 +543,6 @@ static void test_lead(void **state)
 	assert_int_equal(off, 17);
 }
 
-/* P6: the WAL is sealed only by the commit role, and only when idle. */
-static void test_seal_idle(void **state)
-{
-	struct fix *f = *state;
-	struct treq *t;
-	pthread_t th;
-	uint64_t off;
-
-	restart(f, true, 0);
-	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 1);	/* idle */
-	assert_int_equal(f->wal.seals, 1);
-	/* a thread holds the commit role (nothing queued yet): no seal */
-	assert_true(nrs_pipeline_try_lead(f->p));
-	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 0);
-	nrs_pipeline_lead(f->p, NULL);
-	assert_int_equal(f->wal.seals, 1);
-	/* an append in the middle of its WAL write: no seal */
-	hold(f, &f->wal.write_gate, true);
-	t = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "held");
-	t->req.cookie = f->p;
-	assert_int_equal(pthread_create(&th, NULL, lead_one, t), 0);
-	wait_held(f, &f->wal.write_gate);
-	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 0);
-	assert_int_equal(f->wal.seals, 1);
-	hold(f, &f->wal.write_gate, false);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	assert_int_equal(wait_req(t, &off), 0);
-	/* the role given back: idle again, unless it must be idle longer */
-	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 3600000000000ull), 0);
-	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 1);
-	assert_int_equal(f->wal.seals, 2);
-}
-
 static void test_conditional(void **state)
 {
 	struct fix *f = *state;
@@ -762,6 +729,54 @@ static void test_sync_failure_alone(void **state)
 	assert_false(nrs_pipeline_failed(f->p));
 }
 
+/* P6: the WAL is sealed only by the commit role, and only when idle. */
+static void test_seal_idle(void **state)
+{
+	struct fix *f = *state;
+	struct treq *t;
+	pthread_t th;
+	uint64_t off;
+
+	restart(f, true, 0);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 1);	/* idle */
+	assert_int_equal(f->wal.seals, 1);
+	/* a thread holds the commit role (nothing queued yet): no seal */
+	assert_true(nrs_pipeline_try_lead(f->p));
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 0);
+	nrs_pipeline_lead(f->p, NULL);
+	assert_int_equal(f->wal.seals, 1);
+	/* an append in the middle of its WAL write: no seal */
+	hold(f, &f->wal.write_gate, true);
+	t = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "held");
+	t->req.cookie = f->p;
+	assert_int_equal(pthread_create(&th, NULL, lead_one, t), 0);
+	wait_held(f, &f->wal.write_gate);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 0);
+	assert_int_equal(f->wal.seals, 1);
+	hold(f, &f->wal.write_gate, false);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(wait_req(t, &off), 0);
+	/* the role given back: idle again, unless it must be idle longer */
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 3600000000000ull), 0);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 1);
+	assert_int_equal(f->wal.seals, 2);
+}
+
+/* P6: the role free, but batches written and not synced: no seal. */
+static void test_seal_unsynced(void **state)
+{
+	struct fix *f = *state;
+	struct treq *a, *b;
+
+	hold_a_sync_b_written(f, &a, &b);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 0);
+	hold(f, &f->wal.sync_gate, false);
+	assert_int_equal(wait_req(a, NULL), 0);
+	assert_int_equal(wait_req(b, NULL), 0);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 1);
+	assert_int_equal(f->wal.seals, 1);
+}
+
 static void test_lost_cas_fails_pipeline(void **state)
 {
 	struct fix *f = *state;
@@ -802,6 +817,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sync_failure_alone, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_seal_idle, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seal_unsynced, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_lost_cas_fails_pipeline, setup,
 						teardown),
 	};
