@@ -37,7 +37,9 @@
  * holds what memory holds and more, being larger).  Written when fetched,
  * rather than when evicted from memory, so that the write is done by the
  * thread that did the GET, outside the lock, and the eviction path (under
- * the lock) never does I/O.  Files are not fsynced: the tier is a cache and
+ * the lock) never does I/O.  A prefetched block is in memory (and may be
+ * read from there) before its file is written; nrs_bcache_drain() returns
+ * once both are done.  Files are not fsynced: the tier is a cache and
  * a torn file fails its check.  Bounded by disk_bytes (file data counted),
  * LRU.  The header and table are not kept on disk: one small GET refetches
  * them.

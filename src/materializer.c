@@ -35,6 +35,18 @@
  *     read gate exclusively once: every read that started with an older
  *     index snapshot has finished by then (reader.h).  Trimmed and unlinked
  *     ranges drop out of the indexes the same way, so their segments go too.
+ *  M7 Seal (issue 12).  M5 never deletes the segment appends go to, so on
+ *     an idle mount the space of its dead records would stay taken for
+ *     good.  When the current segment holds a record, the pipeline holds
+ *     none in it unindexed (the floor, read first) and no stream's index
+ *     names it, the idle builder has it sealed (nrs_pipeline_wal_seal:
+ *     only while no append is in flight and none came for SEAL_IDLE_MS,
+ *     pipeline.c P6; wal_local.c D2),
+ *     and the reclaim that follows deletes it by M5's rules -- which look
+ *     again, so a record indexed in between keeps it.  A segment that
+ *     still holds live bytes not yet materialized is not sealed: M1 makes
+ *     them due after materialize_age_ms at most, and then it is.  A failed
+ *     seal (a full disk) is tried again after SEAL_RETRY_MS.
  *  M6 Start-up.  Prepared rows left by a crash are orphans: their objects
  *     are deleted (a missing one is fine) and then the rows.  Committed
  *     rows were restored into the indexes by recovery.  The orphans are
@@ -119,6 +131,8 @@
 #define DEFAULT_RETRY_MAX_MS	10000
 #define DEFAULT_COMPACT_SIZE	(64ull << 20)
 #define MAX_COMPACT		64	/* objects merged at most at once */
+#define SEAL_RETRY_MS		10000	/* M7 */
+#define SEAL_IDLE_MS		1000	/* M7: no append for this long */
 #define RUN_MAX			4	/* objects of one stream in a row while
 					 * another stream is due (W1) */
 
@@ -142,6 +156,7 @@ struct nrs_mat {
 	size_t orphans_next;		/* the first not removed yet */
 	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
 	uint64_t reclaimed_below;	/* protected by reclaim_lock */
+	uint64_t seal_after_ns;		/* protected by reclaim_lock: M7 */
 };
 
 enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,
@@ -913,6 +928,39 @@ static void reclaim(struct nrs_mat *m)
 	pthread_mutex_unlock(&m->reclaim_lock);
 }
 
+/* M7: seal the current segment if it holds records and none is live. */
+static void seal_dead(struct nrs_mat *m)
+{
+	struct nrs_core *c = m->c;
+	struct nrs_wal_stats ws;
+	uint64_t floor, named = UINT64_MAX, now = nrs_now_mono_ns();
+	int rc;
+
+	nrs_wal_stats(c->wal, &ws);
+	if (!ws.cur_seg || ws.cur_bytes == 0)
+		return;
+	floor = nrs_pipeline_wal_floor(c->pipe);
+	nrs_core_streams_each(c, oldest_seg, &named);
+	if (floor <= ws.cur_seg || named <= ws.cur_seg)
+		return;		/* a live record in it: M7 */
+	pthread_mutex_lock(&m->reclaim_lock);
+	if (now < m->seal_after_ns) {
+		pthread_mutex_unlock(&m->reclaim_lock);
+		return;
+	}
+	rc = nrs_pipeline_wal_seal(c->pipe, ws.cur_seg,
+				   (uint64_t)SEAL_IDLE_MS * 1000000);
+	if (rc > 0)
+		nrs_count(&c->metrics.wal_sealed_segments, 1);
+	if (rc < 0) {
+		nrs_warn("sealing idle WAL segment %016" PRIx64 ": %s (tried "
+			 "again in %d s)", ws.cur_seg, strerror(-rc),
+			 SEAL_RETRY_MS / 1000);
+		m->seal_after_ns = now + (uint64_t)SEAL_RETRY_MS * 1000000;
+	}
+	pthread_mutex_unlock(&m->reclaim_lock);
+}
+
 /* M6: delete the objects of the orphans found at start, then their rows;
  * the ones removed are not tried again.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
@@ -972,6 +1020,7 @@ static void *builder_main(void *arg)
 		struct nrs_stream *st = pick(m);
 
 		if (!st) {
+			seal_dead(m);
 			reclaim(m);
 			if (!compact_some(w))
 				idle_wait(m, TICK_MS);

@@ -201,6 +201,9 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	counter(&t, "wal_reclaimed_bytes_total",
 		"Bytes of the WAL segments deleted.",
 		nrs_counter(&m->wal_reclaimed_bytes));
+	counter(&t, "wal_sealed_segments_total",
+		"Idle current WAL segments sealed once no live record was left.",
+		nrs_counter(&m->wal_sealed_segments));
 	counter(&t, "compactions_total",
 		"Objects published by compaction.", nrs_counter(&m->compactions));
 	counter(&t, "compacted_objects_total",

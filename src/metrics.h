@@ -47,6 +47,7 @@ struct nrs_metrics {
 	atomic_uint_fast64_t obj_orphans_removed;
 	atomic_uint_fast64_t wal_reclaimed_segments;
 	atomic_uint_fast64_t wal_reclaimed_bytes;
+	atomic_uint_fast64_t wal_sealed_segments;	/* idle seals, M7 */
 	atomic_uint_fast64_t compactions;	/* compacted objects published */
 	atomic_uint_fast64_t compacted_objects;	/* objects they replaced */
 	/* lifecycle.c */

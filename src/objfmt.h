@@ -179,7 +179,7 @@ void nrs_bcache_stats(struct nrs_bcache *c, struct nrs_bcache_stats *out);
  * the cache's lock. */
 bool nrs_bcache_check(struct nrs_bcache *c);
 /* Wait until no prefetch is queued or running (tests: what a read set off
- * has landed or failed). */
+ * has landed or failed, and its blocks are on the disk tier). */
 void nrs_bcache_drain(struct nrs_bcache *c);
 
 #endif

@@ -79,6 +79,18 @@
  *  P5 Reply (publisher).  Each request's callback runs; then the commit
  *     hook (page cache invalidation in the FUSE layer).
  *
+ *  P6 Seal (nrs_pipeline_wal_seal, for the reclaimer: wal_local.c D2).
+ *     The WAL's current segment is sealed only by the holder of the commit
+ *     role, taken the way a submitter takes it (so no write or cut runs
+ *     beside it), and only while the pipeline is idle: no request queued,
+ *     every batch's floor at UINT64_MAX -- a batch holds it down from its
+ *     write until P4 indexed it, so none is at the syncer (nothing written
+ *     is unsynced, no failed sync to settle, no cut to come) or waits for
+ *     the publisher -- and no batch taken for the
+ *     caller's idle time (so that a light load is not cut into a segment
+ *     per append).  Otherwise it does nothing: appends are on their way,
+ *     and the next idle moment seals.
+ *
  * Appends to one stream are therefore published in the order they were
  * submitted, and a request is completed only after both its WAL write is
  * durable and its head is published.
@@ -162,6 +174,7 @@ struct nrs_pipeline {
 	bool busy;			/* a thread holds the commit role */
 
 	atomic_bool failed;
+	_Atomic uint64_t last_batch_ns;	/* when a batch was last taken: P6 */
 	/* owned by the commit role */
 	uint64_t next_lsn;
 	bool lsn_warned;		/* lsn_exhausted() said it */
@@ -778,6 +791,31 @@ static bool publisher_holds_any(const struct nrs_pipeline *p)
 	return false;
 }
 
+/* P6 */
+int nrs_pipeline_wal_seal(struct nrs_pipeline *p, uint64_t seg,
+			  uint64_t idle_ns)
+{
+	bool idle;
+	int rc = 0;
+
+	if (atomic_load(&p->failed) ||
+	    nrs_now_mono_ns() - atomic_load(&p->last_batch_ns) < idle_ns)
+		return 0;
+	pthread_mutex_lock(&p->qlock);
+	idle = !p->busy && !p->stopping && !p->qhead;
+	if (idle)
+		p->busy = true;		/* the commit role: P6 */
+	pthread_mutex_unlock(&p->qlock);
+	if (!idle)
+		return 0;
+	/* a batch written and not yet published (at the syncer, failed
+	 * there, or at the publisher) holds the floor down: P6 */
+	if (nrs_pipeline_wal_floor(p) == UINT64_MAX)
+		rc = nrs_wal_seal(p->cfg.wal, seg);
+	release_role(p);
+	return rc;
+}
+
 /* Batch i to the publisher, in batch order. */
 static void to_publisher(struct nrs_pipeline *p, int i)
 {
@@ -944,6 +982,7 @@ static void run_batch(struct nrs_pipeline *p, struct nrs_req *list)
 	struct batch *b = &p->b[i];
 	int err;
 
+	atomic_store(&p->last_batch_ns, nrs_now_mono_ns());	/* P6 */
 	settle_failure(p, NULL);	/* before P1 orders on top of them */
 	pthread_mutex_lock(&p->slock);
 	while (p->busy_buf[i])
@@ -1156,6 +1195,7 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 	p->qtail = &p->qhead;
 	atomic_init(&p->sfail, 0);
 	atomic_init(&p->failed, false);
+	atomic_init(&p->last_batch_ns, 0);
 	for (int i = 0; i < NBUF; i++)
 		atomic_init(&p->b[i].floor, UINT64_MAX);
 	pthread_mutex_init(&p->qlock, NULL);

@@ -113,6 +113,16 @@ bool nrs_pipeline_failed(struct nrs_pipeline *p);
  */
 uint64_t nrs_pipeline_wal_floor(struct nrs_pipeline *p);
 
+/*
+ * P6: seal the WAL's current segment seg (wal.h, seal) if the pipeline is
+ * idle -- the commit role free, no request queued, no batch in flight, and
+ * no batch taken in the last idle_ns nanoseconds -- taking the commit role
+ * for it, so it never runs beside an append.  Returns 1 if sealed, 0 if
+ * not (busy, nothing to seal), or -errno.
+ */
+int nrs_pipeline_wal_seal(struct nrs_pipeline *p, uint64_t seg,
+			  uint64_t idle_ns);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t nrs_now_mono_ns(void);
 /* Wall clock in nanoseconds since the epoch. */

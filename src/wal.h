@@ -47,6 +47,7 @@ struct nrs_wal_stats {
 	uint64_t bytes;		/* bytes held in segments on disk */
 	uint64_t segments;
 	uint64_t cur_seg;
+	uint64_t cur_bytes;	/* record bytes in cur_seg (0: none yet) */
 	bool broken;		/* a failed append could not be undone */
 };
 
@@ -103,6 +104,15 @@ struct nrs_wal_ops {
 	 * segments removed (*bytes: their size) or -errno.
 	 */
 	int (*reclaim)(struct nrs_wal *w, uint64_t below, uint64_t *bytes);
+	/*
+	 * Seal the segment appends go to, if it is seg and holds a record:
+	 * the next write goes to a new segment, so that reclaim() may delete
+	 * seg once none of its records is needed.  Seals nothing, only moves
+	 * the next write.  Called by the writing thread (the commit role),
+	 * only while every batch it wrote is synced.  Returns 1 if sealed,
+	 * 0 if there was nothing to seal, or -errno (nothing changed).
+	 */
+	int (*seal)(struct nrs_wal *w, uint64_t seg);
 	void (*close)(struct nrs_wal *w);
 };
 
@@ -171,6 +181,11 @@ static inline int nrs_wal_reclaim(struct nrs_wal *w, uint64_t below,
 				  uint64_t *bytes)
 {
 	return w->ops->reclaim(w, below, bytes);
+}
+
+static inline int nrs_wal_seal(struct nrs_wal *w, uint64_t seg)
+{
+	return w->ops->seal ? w->ops->seal(w, seg) : 0;
 }
 
 /* Close of NULL is a no-op. */

@@ -46,7 +46,8 @@
  *       holds a record: then rotate first, to segment max + 1: create it
  *       O_CREAT|O_EXCL, write its header, fdatasync it, fsync DIR.  A
  *       segment that existed before this open is never appended to.  A
- *       batch larger than segment_size fills a segment alone.
+ *       batch larger than segment_size fills a segment alone.  seal()
+ *       rotates the same way, with no batch (D2).
  *   A2  write(): the batch is written at the tracked end with pwritev (in
  *       windows of about 1 MiB, whose writeback a batch larger than that
  *       starts at once with sync_file_range, so the disk works while the
@@ -107,6 +108,26 @@
  *       unlinked) and that no reader still reads them; their fds are closed.
  *       A crash part way leaves some of them, which the next reclaim
  *       removes; recovery ignores records a head does not reach (I3).
+ *   D2  Sealing an idle segment (issue 12).  D1 never removes the current
+ *       segment, so on an idle mount the space of its dead records (every
+ *       stream that had a record in it unlinked, trimmed past it, or
+ *       materialized) would never come back: up to segment_size bytes,
+ *       forever.  seal(seg) rotates (A1) to a new, empty segment when seg
+ *       is current and holds a record; D1 then removes seg by the
+ *       caller's rules, like any older segment.  Sealing deletes nothing
+ *       and only moves the next write, so a seal of a segment that still
+ *       holds a live record costs a rotation, never a byte.  The caller
+ *       (pipeline.c P6) seals only while no batch is in flight: under the
+ *       commit role, with every batch synced and indexed.  An empty
+ *       current segment is never sealed, so an idle mount rotates once,
+ *       then stays put.  The alternative, punching holes in the current
+ *       segment, would make every scanner (recovery, fsck) tell punched
+ *       zeros from damage inside a segment; a new segment costs a 64-byte
+ *       header and keeps R1-R9 as they are.  The bound that follows: on
+ *       an idle mount, within materialize_age_ms + gc_grace_ms + about a
+ *       second of the last append, unlink or trim, the segments hold at
+ *       most one 64-byte header beyond the records of live bytes not yet
+ *       materialized (README, nereusfs(8)).
  *
  * RECOVERY (scan: before the first append; again only before one)
  *
@@ -1254,6 +1275,10 @@ static void local_stats(struct nrs_wal *base, struct nrs_wal_stats *out)
 		out->bytes += w->segs[i].size;
 	out->segments = w->nsegs;
 	out->cur_seg = w->cur_no;
+	for (size_t i = 0; i < w->nsegs; i++)
+		if (w->cur_no && w->segs[i].no == w->cur_no &&
+		    w->segs[i].size > SEG_HDR)
+			out->cur_bytes = w->segs[i].size - SEG_HDR;
 	out->broken = w->broken;
 	pthread_mutex_unlock(&w->lock);
 }
@@ -1307,6 +1332,33 @@ static int local_reclaim(struct nrs_wal *base, uint64_t below, uint64_t *bytes)
 	return rc < 0 ? rc : removed;
 }
 
+/* D2 (the writing thread) */
+static int local_seal(struct nrs_wal *base, uint64_t seg)
+{
+	struct wal_local *w = (struct wal_local *)base;
+	bool broken;
+	uint64_t cur;
+	int rc;
+
+	if (w->read_only)
+		return -EROFS;
+	if (!w->scanned)
+		return -EINVAL;
+	pthread_mutex_lock(&w->lock);
+	broken = w->broken;
+	cur = w->cur_no;
+	pthread_mutex_unlock(&w->lock);
+	if (broken || w->cur_fd < 0 || seg == 0 || seg != cur ||
+	    w->cur_end <= SEG_HDR)
+		return 0;	/* nothing to seal: D2 */
+	rc = rotate(w);
+	if (rc < 0)
+		return rc;
+	nrs_debug("local WAL %s: sealed segment %016" PRIx64 " (idle, no live"
+		  " record): appends go to %016" PRIx64, w->dir, seg, w->cur_no);
+	return 1;
+}
+
 static void local_close(struct nrs_wal *base)
 {
 	struct wal_local *w = (struct wal_local *)base;
@@ -1336,6 +1388,7 @@ static const struct nrs_wal_ops local_ops = {
 	.scan = local_scan,
 	.stats = local_stats,
 	.reclaim = local_reclaim,
+	.seal = local_seal,
 	.close = local_close,
 };
 

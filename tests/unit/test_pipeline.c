@@ -44,7 +44,7 @@ struct mock_wal {
 	unsigned char *buf;
 	size_t len, cap;
 	size_t synced;		/* bytes [0, synced) are durable */
-	unsigned int batches, syncs, cuts;
+	unsigned int batches, syncs, cuts, seals;
 	int fail_next;		/* error for the next write */
 	int fail_sync;		/* error for the next sync */
 	struct gate write_gate, sync_gate;
@@ -151,6 +151,17 @@ static void mock_stats(struct nrs_wal *w, struct nrs_wal_stats *out)
 	out->bytes = ((struct mock_wal *)w)->len;
 }
 
+static int mock_seal(struct nrs_wal *w, uint64_t seg)
+{
+	struct mock_wal *m = (struct mock_wal *)w;
+
+	(void)seg;
+	pthread_mutex_lock(&m->lock);
+	m->seals++;
+	pthread_mutex_unlock(&m->lock);
+	return 1;
+}
+
 static void mock_close(struct nrs_wal *w)
 {
 	(void)w;
@@ -159,7 +170,8 @@ static void mock_close(struct nrs_wal *w)
 static const struct nrs_wal_ops mock_ops = {
 	.name = "mock", .write = mock_write, .sync = mock_sync, .cut = mock_cut,
 	.read = mock_read,
-	.scan = mock_scan, .stats = mock_stats, .close = mock_close,
+	.scan = mock_scan, .stats = mock_stats, .seal = mock_seal,
+	.close = mock_close,
 };
 
 /* ---- fixture ---------------------------------------------------------- */
@@ -751,6 +763,54 @@ static void test_sync_failure_alone(void **state)
 	assert_false(nrs_pipeline_failed(f->p));
 }
 
+/* P6: the WAL is sealed only by the commit role, and only when idle. */
+static void test_seal_idle(void **state)
+{
+	struct fix *f = *state;
+	struct treq *t;
+	pthread_t th;
+	uint64_t off;
+
+	restart(f, true, 0);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 1);	/* idle */
+	assert_int_equal(f->wal.seals, 1);
+	/* a thread holds the commit role (nothing queued yet): no seal */
+	assert_true(nrs_pipeline_try_lead(f->p));
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 0);
+	nrs_pipeline_lead(f->p, NULL);
+	assert_int_equal(f->wal.seals, 1);
+	/* an append in the middle of its WAL write: no seal */
+	hold(f, &f->wal.write_gate, true);
+	t = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "held");
+	t->req.cookie = f->p;
+	assert_int_equal(pthread_create(&th, NULL, lead_one, t), 0);
+	wait_held(f, &f->wal.write_gate);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 0);
+	assert_int_equal(f->wal.seals, 1);
+	hold(f, &f->wal.write_gate, false);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(wait_req(t, &off), 0);
+	/* the role given back: idle again, unless it must be idle longer */
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 3600000000000ull), 0);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 1);
+	assert_int_equal(f->wal.seals, 2);
+}
+
+/* P6: the role free, but batches written and not synced: no seal. */
+static void test_seal_unsynced(void **state)
+{
+	struct fix *f = *state;
+	struct treq *a, *b;
+
+	hold_a_sync_b_written(f, &a, &b);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 0);
+	hold(f, &f->wal.sync_gate, false);
+	assert_int_equal(wait_req(a, NULL), 0);
+	assert_int_equal(wait_req(b, NULL), 0);
+	assert_int_equal(nrs_pipeline_wal_seal(f->p, 1, 0), 1);
+	assert_int_equal(f->wal.seals, 1);
+}
+
 static void test_lost_cas_fails_pipeline(void **state)
 {
 	struct fix *f = *state;
@@ -791,6 +851,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sync_failure_fails_next,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_failure_alone, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_seal_idle, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seal_unsynced, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lost_cas_fails_pipeline, setup,
 						teardown),

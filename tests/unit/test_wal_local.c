@@ -1282,6 +1282,67 @@ static void test_budget_reclaim(void **state)
 	nrs_wal_close(w);
 }
 
+/*
+ * D2: seal() moves the next write to a new, empty segment only when seg is
+ * the current one and holds a record; reclaim then removes the sealed one
+ * (and only it); the records left read back, also after a reopen.
+ */
+static void test_seal(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	struct nrs_wal_pos pos[3];
+	static const uint32_t plen[3] = { 100, 2000, 300 };
+	struct nrs_wal_stats st;
+	uint64_t bytes = 0;
+	char path[256];
+	struct seen *s;
+
+	assert_int_equal(nrs_wal_seal(w, 1), -EINVAL);	/* before scan */
+	free(scan_all(w));
+	assert_int_equal(nrs_wal_seal(w, 1), 0);	/* no current segment */
+	append_recs(w, 1, plen, 2, pos);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.cur_seg, 1);
+	assert_int_equal(st.cur_bytes, nrs_walrec_total_len(100) +
+			 nrs_walrec_total_len(2000));
+	assert_int_equal(nrs_wal_seal(w, 2), 0);	/* not the current one */
+	assert_int_equal(nrs_wal_seal(w, 0), 0);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.cur_seg, 1);
+	assert_int_equal(st.segments, 1);
+	assert_int_equal(nrs_wal_seal(w, 1), 1);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.cur_seg, 2);
+	assert_int_equal(st.cur_bytes, 0);
+	assert_int_equal(st.segments, 2);
+	seg_path(path, sizeof(path), f->dir, 1);	/* cut back: A7 */
+	assert_int_equal(file_size(path), pos[1].off + nrs_walrec_total_len(2000));
+	seg_path(path, sizeof(path), f->dir, 2);
+	assert_int_equal(file_size(path), 64);
+	/* an empty current segment is never sealed: an idle WAL stays put */
+	assert_int_equal(nrs_wal_seal(w, 2), 0);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.cur_seg, 2);
+	check_read(w, pos[0], 1, plen[0]);
+	/* the sealed segment is an older one now: reclaim removes it */
+	assert_int_equal(nrs_wal_reclaim(w, st.cur_seg, &bytes), 1);
+	assert_int_equal(bytes, pos[1].off + nrs_walrec_total_len(2000));
+	seg_path(path, sizeof(path), f->dir, 1);
+	assert_int_equal(access(path, F_OK), -1);
+	append_recs(w, 3, plen + 2, 1, pos + 2);
+	assert_int_equal(pos[2].seg, 2);		/* the sealed one's successor */
+	assert_int_equal(pos[2].off, 64);
+	nrs_wal_close(w);
+
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 1);
+	assert_int_equal(s->ri[0].rec.lsn, 3);
+	free(s);
+	nrs_wal_close(w);
+}
+
 /* Copy file from to file to (the test's stand-in for a crash: what the
  * disk held before close cut the zeros off). */
 static void copy_file(const char *from, const char *to)
@@ -1476,6 +1537,7 @@ int main(void)
 		T(test_read_only),
 		T(test_reserve),
 		T(test_budget_reclaim),
+		T(test_seal),
 		T(test_zero_ahead),
 		T(test_zero_ahead_split),
 #undef T
