@@ -190,6 +190,21 @@ static int forget_unlinked(struct nrs_core *c)
 	return err;
 }
 
+/*
+ * R4: what the scan returned may be only in the page cache (a process
+ * crash between a batch's write and its sync); every byte of it is made
+ * durable before anything is published on it (I7).
+ */
+static int sync_scanned(struct nrs_core *c)
+{
+	int err = nrs_wal_sync_all(c->wal);
+
+	if (err)
+		nrs_err("recovery: cannot make the WAL in %s/wal durable: %s; "
+			"nothing is re-published", c->data_dir, strerror(-err));
+	return err;
+}
+
 /* R3, R4 */
 static int republish(struct nrs_core *c, const struct scan *s)
 {
@@ -402,6 +417,9 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 		nrs_err("recovery: WAL scan failed: %s", strerror(-err));
 		goto out;
 	}
+	err = sync_scanned(c);
+	if (err)
+		goto out;
 	if (s.n > 1)
 		qsort(s.v, s.n, sizeof(*s.v), cmp_lsn);
 	err = republish(c, &s);
