@@ -129,6 +129,20 @@
  *       most one 64-byte header beyond the records of live bytes not yet
  *       materialized (README, nereusfs(8)).
  *
+ * DURABILITY OF WHAT IS THERE
+ *
+ *   S1  sync_all() fdatasyncs every segment in the table (the current one
+ *       cut back to its last batch first, A7) and then fsyncs DIR.  A scan
+ *       reads what the page cache holds, which after a process crash
+ *       includes batches written but never synced (a kill between A2's
+ *       write and its sync): recovery calls sync_all() before it publishes
+ *       any of them (recovery.c R4, DESIGN.md I7), and a clean close calls
+ *       it so that nothing of the log is left unsynced.  A segment whose
+ *       fdatasync failed (A4) is not synced again: whatever it holds below
+ *       the failed batches an earlier sync made durable, and those batches
+ *       were cut by a synced truncate (A3) -- if that failed, the WAL is
+ *       broken and sync_all() fails -EIO.
+ *
  * RECOVERY (scan: before the first append; again only before one)
  *
  *   R1  A last segment of at most 64 bytes with a bad header is a torn
@@ -524,7 +538,9 @@ static void cut_back(struct wal_local *w, bool sync)
 	if (w->cur_fd < 0 || w->zeroed <= w->cur_end)
 		return;
 	rc = truncate_fd(w->cur_fd, w->cur_end, sync);
-	if (rc < 0)
+	if (rc == 0)
+		w->zeroed = w->cur_end;
+	else
 		nrs_warn("local WAL %s: cutting segment %016" PRIx64 " back to "
 			 "%" PRIu64 ": %s", w->dir, w->cur_no, w->cur_end,
 			 strerror(-rc));
@@ -1265,6 +1281,52 @@ static int local_scan(struct nrs_wal *base, nrs_wal_scan_cb cb, void *ctx)
 	return rc;
 }
 
+/* S1 */
+static int local_sync_all(struct nrs_wal *base)
+{
+	struct wal_local *w = (struct wal_local *)base;
+	bool broken_now;
+	int rc = 0;
+
+	if (w->read_only)
+		return -EROFS;
+	pthread_mutex_lock(&w->lock);
+	broken_now = w->broken;
+	pthread_mutex_unlock(&w->lock);
+	if (broken_now)
+		return -EIO;
+	cut_back(w, false);
+	pthread_mutex_lock(&w->sync_lock);
+	for (size_t i = 0;; i++) {
+		char name[SEG_NAME_MAX];
+		uint64_t no;
+		bool failed;
+		int fd;
+
+		pthread_mutex_lock(&w->lock);
+		if (i >= w->nsegs) {
+			pthread_mutex_unlock(&w->lock);
+			break;
+		}
+		no = w->segs[i].no;
+		failed = w->segs[i].sync_failed;
+		pthread_mutex_unlock(&w->lock);
+		if (failed)
+			continue;	/* see S1 */
+		seg_name(name, no);
+		rc = seg_fd(w, no, &fd, NULL);
+		if (rc == 0 && fdatasync(fd) < 0)
+			rc = -errno;
+		if (rc < 0) {
+			nrs_err("local WAL %s: sync of segment %s: %s", w->dir,
+				name, strerror(-rc));
+			break;
+		}
+	}
+	pthread_mutex_unlock(&w->sync_lock);
+	return rc < 0 ? rc : fsync_dir(w);
+}
+
 static void local_stats(struct nrs_wal *base, struct nrs_wal_stats *out)
 {
 	struct wal_local *w = (struct wal_local *)base;
@@ -1386,6 +1448,7 @@ static const struct nrs_wal_ops local_ops = {
 	.cut = local_cut,
 	.read = local_read,
 	.scan = local_scan,
+	.sync_all = local_sync_all,
 	.stats = local_stats,
 	.reclaim = local_reclaim,
 	.seal = local_seal,
