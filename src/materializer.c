@@ -887,6 +887,21 @@ static void oldest_seg(void *ctx, struct nrs_stream *st)
 		*below = s;
 }
 
+/*
+ * M5: the first segment a reclaim that read ws may not touch.  With a
+ * current segment, that one; with none (after start-up, before the first
+ * append), the first number a new segment could take: every segment
+ * made after ws was read holds records the index walk that follows may
+ * not have seen, and a rotation or a seal between that walk and the
+ * delete would no longer protect one as the current segment.
+ */
+uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws)
+{
+	if (ws->cur_seg)
+		return ws->cur_seg;
+	return ws->last_seg < UINT64_MAX ? ws->last_seg + 1 : UINT64_MAX;
+}
+
 /* M5 */
 static void reclaim(struct nrs_mat *m)
 {
@@ -896,7 +911,7 @@ static void reclaim(struct nrs_mat *m)
 	int n;
 
 	nrs_wal_stats(c->wal, &ws);
-	below = ws.cur_seg ? ws.cur_seg : UINT64_MAX;
+	below = nrs_mat_reclaim_bound(&ws);
 	floor = nrs_pipeline_wal_floor(c->pipe);
 	if (floor < below)
 		below = floor;

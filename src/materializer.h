@@ -46,6 +46,11 @@ enum nrs_put_verdict {
 				 * overwrite; a new generation gets a new key */
 };
 
+struct nrs_wal_stats;
+/* M5: every segment a reclaim after stats ws may delete is numbered
+ * below this (materializer.c). */
+uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws);
+
 /* head_err and got: the result of nrs_obj_head() for the key. */
 enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,
 				    uint64_t len,

@@ -48,6 +48,7 @@ struct nrs_wal_stats {
 	uint64_t bytes;		/* bytes held in segments on disk */
 	uint64_t segments;
 	uint64_t cur_seg;
+	uint64_t last_seg;	/* the highest segment number held (0: none) */
 	uint64_t cur_bytes;	/* record bytes in cur_seg (0: none yet) */
 	bool broken;		/* a failed append could not be undone */
 };

@@ -1338,6 +1338,9 @@ static void local_stats(struct nrs_wal *base, struct nrs_wal_stats *out)
 	out->segments = w->nsegs;
 	out->cur_seg = w->cur_no;
 	for (size_t i = 0; i < w->nsegs; i++)
+		if (w->segs[i].no > out->last_seg)
+			out->last_seg = w->segs[i].no;
+	for (size_t i = 0; i < w->nsegs; i++)
 		if (w->cur_no && w->segs[i].no == w->cur_no &&
 		    w->segs[i].size > SEG_HDR)
 			out->cur_bytes = w->segs[i].size - SEG_HDR;
