@@ -753,9 +753,9 @@ static int disk_open(struct nrs_bcache *c, const char *dir)
 	DIR *d;
 	int err;
 
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)	/* fileio.h S1 */
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)	/* fileio.h DM1 */
 		return -errno;
-	err = nrs_dir_check_private(dir, "disk cache directory");	/* S2 */
+	err = nrs_dir_check_private(dir, "disk cache directory");	/* DM2 */
 	if (err)
 		return err;
 	c->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

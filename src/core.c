@@ -4,8 +4,8 @@
  * virtual files in core_xattr.c, recovery in recovery.c.
  *
  * Data directory layout (DESIGN.md section 7), every file 0600 and every
- * directory 0700 (fileio.h S1), the directory itself refused at start if
- * anyone else may read or write it (S2):
+ * directory 0700 (fileio.h DM1), the directory itself refused at start if
+ * anyone else may read or write it (DM2):
  *   DIR/lock      flock(2)ed by the daemon that owns the directory
  *   DIR/meta.db   the metadata store (meta_sqlite.c)
  *   DIR/wal/      local WAL segments (wal_local.c)
@@ -45,7 +45,7 @@
  *
  * Damaged metadata (issue 3: "undamaged streams keep working").  A stream
  * whose row fails its checksum when recovery loads it (meta_sqlite.c C3),
- * or holds values no daemon writes (recovery.c B1: an id, head or last LSN
+ * or holds values no daemon writes (recovery.c RD1: an id, head or last LSN
  * out of range, start above head), is kept in the table marked corrupt,
  * with nothing known but its id: its head cannot be told, so no byte of
  * it is served and none appended.
@@ -819,7 +819,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 			strerror(-err));
 		goto out_free;
 	}
-	err = nrs_dir_check_private(o->data_dir, "data directory");	/* S2 */
+	err = nrs_dir_check_private(o->data_dir, "data directory");	/* DM2 */
 	if (err)
 		goto out_free;
 	err = lock_data_dir(o->data_dir, &c->lock_fd);
@@ -838,7 +838,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		goto out_free;
 	}
 	/* Metadata growth stops at twice the WAL's reserve (meta_sqlite.c
-	 * S1): a user filling the disk through names and xattrs leaves
+	 * MS1): a user filling the disk through names and xattrs leaves
 	 * appends wal_reserve bytes, and removals the rest. */
 	err = nrs_meta_set_reserve(c->meta, nrs_sat_mul(c->wal_reserve, 2));
 	if (err) {

@@ -19,7 +19,7 @@
  *  - retention.bytes and retention.ms: -1 (what Kafka writes for "forever")
  *    is taken as 0, keep forever, and reads back as 0; any other negative
  *    is -EINVAL.  A value too large to mean anything (2^63 - 1 ms) also
- *    keeps forever (sat.h S1).
+ *    keeps forever (sat.h SAT1).
  *  - A stream whose metadata row is damaged (core.c): every user.nereus.*
  *    name but id, profile and retention fails EIO, read or written.
  *  - XA1 XATTR_CREATE and XATTR_REPLACE hold for the settable user.nereus.*

@@ -1,5 +1,5 @@
 /* fileio.c - file I/O loops shared by the modules that own files, and
- * the state directory check (S2 of fileio.h). */
+ * the state directory check (DM2 of fileio.h). */
 #include "config.h"
 
 #include <errno.h>
@@ -45,13 +45,13 @@ int nrs_dir_check_private(const char *path, const char *what)
 		nrs_err("%s %s is not a directory", what, path);
 		return -ENOTDIR;
 	}
-	if (st.st_mode & 077) {		/* S2 */
+	if (st.st_mode & 077) {		/* DM2 */
 		nrs_err("%s %s has mode %04o: other users could read or change"
 			" the daemon's state; refusing it (run: chmod 700 %s)",
 			what, path, (unsigned int)(st.st_mode & 07777), path);
 		return -EPERM;
 	}
-	if (st.st_uid != me && st.st_uid != 0) {	/* S2 */
+	if (st.st_uid != me && st.st_uid != 0) {	/* DM2 */
 		nrs_err("%s %s is owned by uid %u, not by this daemon's (%u) or"
 			" root; refusing it (run: chown %u %s)", what, path,
 			(unsigned int)st.st_uid, (unsigned int)me,

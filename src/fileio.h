@@ -2,13 +2,13 @@
  * fileio.h - file I/O loops shared by the modules that own files (the
  * local WAL, the embedded object store, the metadata store), the one
  * free-space check they share (the reserve, wal_local.c A5 and
- * meta_sqlite.c S1), and the rule for the modes of the daemon's state.
+ * meta_sqlite.c MS1), and the rule for the modes of the daemon's state.
  *
- * S1  Every state file is created 0600 and every state directory 0700,
+ * DM1  Every state file is created 0600 and every state directory 0700,
  *     given explicitly at creation and so whatever the umask (SQLite's
  *     database is created by us first: SQLite gives its -wal and -shm the
  *     database file's mode).
- * S2  A state directory that others can read, write or enter (any group
+ * DM2  A state directory that others can read, write or enter (any group
  *     or other bit), or that another user owns, is refused at start, with
  *     a message naming its mode and the fix -- as sshd's StrictModes.
  */
@@ -23,7 +23,7 @@
  * short reads are retried).  Bytes read, or a negative errno. */
 ssize_t nrs_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
-/* S2: 0 if the directory path (what: "data directory") is private to
+/* DM2: 0 if the directory path (what: "data directory") is private to
  * this user; else -EPERM, -ENOTDIR or the errno of stat, logged with
  * the mode, the owner and the command that fixes it. */
 int nrs_dir_check_private(const char *path, const char *what);

@@ -111,7 +111,7 @@
  *       keeps the stream offline).  No repair: only an operator can tell
  *       what the row held.
  *   F28 Every stream row's id, head and last LSN are in range (recovery.h
- *       B1: an id in [1, 2^63), a head and a last LSN below 2^63).  A row
+ *       RD1: an id in [1, 2^63), a head and a last LSN below 2^63).  A row
  *       out of range is damage the daemon keeps offline, as it does a row
  *       that fails F7 or F8; nothing else of it is checked.
  *   F30 The AUTOINCREMENT sequences (meta_sqlite.c M3): sqlite_sequence
@@ -122,7 +122,7 @@
  *       an id it issued; one below would give a new stream the id of an
  *       old one, whose object rows it would then take for its own).
  *   F29 Every WAL record's LSN is at most NRS_WALREC_LSN_MAX and its end
- *       at most NRS_HEAD_MAX (recovery.h B2).  Another is damage, an orphan
+ *       at most NRS_HEAD_MAX (recovery.h RD2).  Another is damage, an orphan
  *       the daemon ignores: never pending (F13), never a link of a chain.
  */
 #include "config.h"
@@ -346,7 +346,7 @@ static void seg_file(char buf[40], uint64_t seg)
 
 /* ---- F3-F6: the WAL ----------------------------------------------------- */
 
-/* F29: a record no daemon writes.  Recovery ignores it (B2); here
+/* F29: a record no daemon writes.  Recovery ignores it (RD2); here
  * check_pending skips it, and no chain can reach it: every prev_lsn is
  * below its record's LSN, every last LSN in range (F28), and a chain
  * ends at the head, in range too. */
@@ -538,8 +538,8 @@ static int check_pending(struct nrs_fsck *f, const struct ns *ns)
 		struct nrs_stream_row *c = s < 0 ? NULL : &cur[s];
 
 		if (!c || c->corrupt || c->unlinked ||
-		    nrs_recover_row_damage(&f->streams[s]) ||	/* B1 */
-		    nrs_recover_rec_damage(&ri->rec) ||		/* B2 */
+		    nrs_recover_row_damage(&f->streams[s]) ||	/* RD1 */
+		    nrs_recover_rec_damage(&ri->rec) ||		/* RD2 */
 		    ri->rec.len == 0 ||
 		    ri->rec.lsn <= c->last_lsn || ri->rec.base != c->head ||
 		    ri->rec.prev_lsn != c->last_lsn ||

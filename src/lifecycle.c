@@ -108,7 +108,7 @@ uint64_t nrs_retention_cut(const struct nrs_obj_row *v, size_t n, uint64_t head,
 		if (ret_bytes && head - o->end >= ret_bytes && o->end > cut)
 			cut = o->end;
 		if (ret_ms && nrs_elapsed_ms(now_ns, o->ctime_ns, ret_ms) &&
-		    o->end > cut)	/* S1: a huge ret_ms never elapses */
+		    o->end > cut)	/* SAT1: a huge ret_ms never elapses */
 			cut = o->end;
 	}
 	return cut;
@@ -327,7 +327,7 @@ static void g2_pass(struct nrs_lc *l)
 	for (size_t i = 0; i < r.n; i++) {
 		const struct nrs_obj_row *o = &r.v[i];
 
-		if (!nrs_elapsed_ms(now, o->mtime_ns, l->grace_ms)) {	/* S1 */
+		if (!nrs_elapsed_ms(now, o->mtime_ns, l->grace_ms)) {	/* SAT1 */
 			draining += o->length;
 			continue;
 		}

@@ -309,7 +309,7 @@ static bool worth(const struct nrs_mat *m, const struct nrs_stream *st,
 		return false;
 	if (pending >= m->o.min_bytes)
 		return true;
-	return st->unmat_since_ns &&	/* S1 */
+	return st->unmat_since_ns &&	/* SAT1 */
 	       nrs_elapsed_ms((int64_t)now, st->unmat_since_ns, m->o.max_age_ms);
 }
 
@@ -788,7 +788,7 @@ static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 	uint64_t small = m->o.compact_size / 4;
 	bool idle = st->materialized >= st->head && st->mtime_ns > 0 &&
 		    nrs_elapsed_ms(nrs_now_real_ns(), st->mtime_ns,
-				   nrs_sat_mul(m->o.max_age_ms, 10));	/* S1 */
+				   nrs_sat_mul(m->o.max_age_ms, 10));	/* SAT1 */
 
 	for (size_t i = 0; i < st->index.n; i++) {
 		const struct nrs_index_ent *e = &st->index.v[i];

@@ -37,7 +37,7 @@
 #define NRS_XATTR_VALUE_MAX	65536	/* durable user.* value limit */
 #define NRS_XATTR_NAME_MAX	255
 /*
- * Per inode (meta_sqlite.c S2): at most this many durable user.* names, and
+ * Per inode (meta_sqlite.c MS2): at most this many durable user.* names, and
  * this many bytes of names plus values; a set past either is -ENOSPC, as
  * ext4 answers when an inode's xattr space is full.  128 names of at most
  * 255 bytes keep listxattr within the kernel's 64 KiB list limit.
@@ -67,7 +67,7 @@ struct nrs_attr {
 };
 
 /* Stream ids are SQLite rowids (1 and up, never above INT64_MAX); a head
- * is a file size (an off_t).  A row beyond them is damage (recovery.h B1);
+ * is a file size (an off_t).  A row beyond them is damage (recovery.h RD1);
  * no append takes a head past NRS_HEAD_MAX (pipeline.c P1). */
 #define NRS_STREAM_ID_MAX	((uint64_t)INT64_MAX)
 #define NRS_HEAD_MAX		((uint64_t)INT64_MAX)
@@ -104,7 +104,7 @@ int nrs_meta_open(const char *path, struct nrs_meta **out);
 /* Close of NULL is a no-op. */
 void nrs_meta_close(struct nrs_meta *m);
 /*
- * The metadata reserve (meta_sqlite.c S1): a call that grows the store
+ * The metadata reserve (meta_sqlite.c MS1): a call that grows the store
  * (mkdir, create, a user.* xattr set that adds bytes) fails -ENOSPC unless
  * the file system holding the database keeps reserve bytes free after it.
  * Calls that remove or change in place are never refused for space.
@@ -118,7 +118,7 @@ int nrs_meta_getattr(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out);
 /* -ENOENT, -ENOTDIR (parent is a stream) */
 int nrs_meta_lookup(struct nrs_meta *m, uint64_t parent, const char *name,
 		    struct nrs_attr *out);
-/* -EEXIST, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -ENOSPC (S1) */
+/* -EEXIST, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -ENOSPC (MS1) */
 int nrs_meta_mkdir(struct nrs_meta *m, uint64_t parent, const char *name,
 		   uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
 		   struct nrs_attr *out);
@@ -174,7 +174,7 @@ int nrs_meta_readdir(struct nrs_meta *m, uint64_t ino, uint64_t after,
 ssize_t nrs_meta_xattr_get(struct nrs_meta *m, uint64_t ino, const char *name,
 			   void *buf, size_t size);
 /* flags: 0, XATTR_CREATE (-EEXIST), XATTR_REPLACE (-ENODATA); -E2BIG;
- * -ENOSPC past the per-inode bounds (S2) or the reserve (S1) */
+ * -ENOSPC past the per-inode bounds (MS2) or the reserve (MS1) */
 int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,
 		       const void *value, size_t size, int flags);
 /* -ENODATA */

@@ -157,7 +157,7 @@
  * -wal file takes the changed pages first).  So growth stops before the
  * disk is full, and what frees space can always run:
  *
- *   S1 A call that grows the store -- a new inode and name (mkdir,
+ *   MS1 A call that grows the store -- a new inode and name (mkdir,
  *      create) or a user.* xattr set that adds bytes to its inode -- first
  *      checks that the file system keeps m->reserve bytes free after it
  *      (nrs_fs_room, the one check the local WAL's A5 uses too; the core
@@ -168,7 +168,7 @@
  *      trim, epoch, settings, setattr, rename, publish) are never refused
  *      for space: they may use the reserve, so space can always be freed
  *      through the mount, also after a remount on a full disk.
- *   S2 Per inode at most NRS_XATTR_COUNT_MAX user.* names and
+ *   MS2 Per inode at most NRS_XATTR_COUNT_MAX user.* names and
  *      NRS_XATTR_BYTES_MAX bytes of names plus values (meta.h): a set
  *      that adds a name or bytes past either is -ENOSPC; one that adds
  *      nothing always passes (an inode over the bounds can shrink).
@@ -424,8 +424,8 @@ struct nrs_meta {
 	struct ret_ent *memo;		/* protected by lock: open addressing */
 	size_t memo_cap, memo_n;	/* protected by lock; cap a power of 2 */
 	atomic_uint_fast64_t chain_steps;	/* inodes read by M8 walks */
-	int space_fd;			/* the database file, for S1; -1 */
-	uint64_t reserve;		/* S1: free bytes growth leaves */
+	int space_fd;			/* the database file, for MS1; -1 */
+	uint64_t reserve;		/* MS1: free bytes growth leaves */
 };
 
 /* TX_NONE: one statement, no transaction needed; TX_READ: a snapshot for
@@ -1278,7 +1278,7 @@ static int quick_check(struct nrs_meta *m)
 }
 
 /*
- * S1 of fileio.h: the database file is created 0600 here, before SQLite
+ * DM1 of fileio.h: the database file is created 0600 here, before SQLite
  * opens it (SQLite would create it 0644 less the umask), and SQLite
  * creates its -wal and -shm with the mode of the database file.  A
  * database an older version left readable by others loses those bits,
@@ -1341,7 +1341,7 @@ static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 		if (ret)
 			goto out_close_db;
 	} else {
-		ret = create_private(path);	/* S1 */
+		ret = create_private(path);	/* DM1 */
 		if (ret) {
 			nrs_err("meta: cannot create %s: %s", path,
 				strerror(-ret));
@@ -1437,7 +1437,7 @@ int nrs_meta_set_reserve(struct nrs_meta *m, uint64_t reserve)
 }
 
 /*
- * S1: room for a transaction that adds about need bytes (plus the pages
+ * MS1: room for a transaction that adds about need bytes (plus the pages
  * SQLite rewrites around them).  Under m->lock.
  */
 #define GROWTH_PAGES	(2 * 4096)
@@ -1548,7 +1548,7 @@ static int make_tx(struct nrs_meta *m, uint64_t parent, const char *name,
 	struct nrs_stream_row sr = { 0 };
 	int ret = tx_begin(m, TX_DURABLE);
 
-	if (!ret)			/* S1: a new inode, a new name */
+	if (!ret)			/* MS1: a new inode, a new name */
 		ret = tx_end(m, room(m, strnlen(name, NRS_NAME_MAX + 1)) ?:
 			     do_make(m, parent, name, dir, mode, uid, gid,
 				     now_ns, &a, &sr));
@@ -1832,7 +1832,7 @@ ssize_t nrs_meta_xattr_get(struct nrs_meta *m, uint64_t ino, const char *name,
 }
 
 /*
- * The flags against what exists, then S2 and S1 for what the set adds.
+ * The flags against what exists, then MS2 and MS1 for what the set adds.
  * Under m->lock, in the set's transaction.
  */
 static int xattr_room(struct nrs_meta *m, uint64_t ino, const char *name,
@@ -1858,12 +1858,12 @@ static int xattr_room(struct nrs_meta *m, uint64_t ino, const char *name,
 		return -EUCLEAN;	/* one snapshot: cannot */
 	now = total - old + nlen + size;	/* both bounded: no wrap */
 	if (!exists && count >= NRS_XATTR_COUNT_MAX)
-		return -ENOSPC;		/* S2 */
+		return -ENOSPC;		/* MS2 */
 	if (now <= total)
-		return 0;		/* adds nothing: always (S1, S2) */
+		return 0;		/* adds nothing: always (MS1, MS2) */
 	if (now > NRS_XATTR_BYTES_MAX)
-		return -ENOSPC;		/* S2 */
-	return room(m, now - total);	/* S1 */
+		return -ENOSPC;		/* MS2 */
+	return room(m, now - total);	/* MS1 */
 }
 
 int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,

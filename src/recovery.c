@@ -23,7 +23,7 @@
  *     orphan cannot later be mistaken for a continuation: every new record
  *     gets a larger LSN and names the published last LSN, never an orphan's.
  *  R4 Before anything is published, every segment the scan read is made
- *     durable (wal.h sync_all, wal_local.c S1): a process crash between a
+ *     durable (wal.h sync_all, wal_local.c A8): a process crash between a
  *     batch's write and its fdatasync leaves it only in the page cache,
  *     where the scan finds it, and a head published on it would name
  *     bytes a power loss then takes (DESIGN.md I7).  If that sync fails,
@@ -63,17 +63,17 @@
  *
  * Values from the disk are checked before they enter R3-R6 (recovery.h has
  * the bounds, shared with fsck.c, which reports each case):
- *  B1 A stream row whose checksum holds but whose values no daemon writes
+ *  RD1 A stream row whose checksum holds but whose values no daemon writes
  *     (id 0 or above NRS_STREAM_ID_MAX, head above NRS_HEAD_MAX, last LSN
  *     above NRS_WALREC_LSN_MAX, start above head, a version or last LSN
  *     impossible at its head) is damage: logged, and the stream offline as
  *     in R7 (nothing of the row is trusted).  fsck: F7, F8, F28.
- *  B2 A WAL record with an LSN above NRS_WALREC_LSN_MAX, or ending past
+ *  RD2 A WAL record with an LSN above NRS_WALREC_LSN_MAX, or ending past
  *     NRS_HEAD_MAX, is damage: logged and an orphan, which takes no part
  *     in R3, R5 or R6; so R6's "largest LSN + 1" never wraps, nor does a
  *     head R3 moves.  When that next LSN is above the bound, the pipeline
  *     refuses appends (pipeline.c P1).  fsck: F29.
- *  B3 A committed object row a materializer could not have written (an
+ *  RD3 A committed object row a materializer could not have written (an
  *     empty or inverted range, a length that is not header + payload) is
  *     logged and not indexed: the range it claims reads EIO.  fsck: F20.
  *
@@ -115,7 +115,7 @@ static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
 
 	if (ri->rec.kind != NRS_WALREC_DATA)
 		return 0;
-	if ((why = nrs_recover_rec_damage(&ri->rec))) {		/* B2 */
+	if ((why = nrs_recover_rec_damage(&ri->rec))) {		/* RD2 */
 		nrs_err("recovery: WAL record at segment %016" PRIx64 " offset %"
 			PRIu64 " (stream %" PRIu64 ", LSN %" PRIu64 ", bytes [%"
 			PRIu64 ", +%" PRIu32 ")): %s: damage, ignored as an "
@@ -174,7 +174,7 @@ static int load_stream(void *ctx, const struct nrs_stream_row *row)
 	if (!row->corrupt && row->unlinked)
 		return 0;
 	if (!row->corrupt)
-		damage = nrs_recover_row_damage(row);			/* B1 */
+		damage = nrs_recover_row_damage(row);			/* RD1 */
 	if (row->corrupt || damage)	/* R7; unlinked or not is unknown */
 		nrs_err("recovery: stream %" PRIu64 " is offline: its metadata "
 			"row in %s/meta.db %s%s%s; reads and appends of it fail "
@@ -365,7 +365,7 @@ static int index_objects(struct nrs_stream *st, const struct objs *l,
 		};
 		int err;
 
-		if (!nrs_recover_obj_is_possible(o)) {			/* B3 */
+		if (!nrs_recover_obj_is_possible(o)) {			/* RD3 */
 			nrs_err("stream %" PRIu64 ": object generation %" PRIu64
 				" [%" PRIu64 ", %" PRIu64 ") length %" PRIu64
 				" is impossible (damaged metadata row); ignored",
@@ -666,7 +666,7 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 	}
 	if (s.n && s.v[s.n - 1].rec.lsn > max_lsn)
 		max_lsn = s.v[s.n - 1].rec.lsn;
-	*next_lsn = max_lsn + 1;	/* R6; no wrap: B1, B2 */
+	*next_lsn = max_lsn + 1;	/* R6; no wrap: RD1, RD2 */
 out:
 	if (err)
 		nrs_err("recovery failed: %s", strerror(-err));

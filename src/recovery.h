@@ -25,14 +25,14 @@
 #include "walrec.h"
 
 /*
- * B1-B3: what a value read from the disk may be (recovery.c says what
+ * RD1-RD3: what a value read from the disk may be (recovery.c says what
  * happens to one that is out of range; fsck.c F7, F8, F20, F28, F29 report
  * them).  The bounds: NRS_STREAM_ID_MAX and NRS_HEAD_MAX (meta.h),
  * NRS_WALREC_LSN_MAX (walrec.h).
  */
 
 /*
- * B1: NULL if stream row r (its checksum verified) holds values a daemon
+ * RD1: NULL if stream row r (its checksum verified) holds values a daemon
  * could have written, else what is impossible about it (a static string).
  * _range: only the bounds of its id, head and last LSN (fsck F28; F7 and
  * F8 are the rest).
@@ -64,7 +64,7 @@ static inline const char *nrs_recover_row_damage(const struct nrs_stream_row *r)
 }
 
 /*
- * B2: NULL if WAL record r (its CRCs verified, walrec.c V3 passed) could
+ * RD2: NULL if WAL record r (its CRCs verified, walrec.c V3 passed) could
  * have been written: its LSN at most NRS_WALREC_LSN_MAX, its end at most
  * NRS_HEAD_MAX (pipeline.c P1); else what is impossible (a static string).
  */
@@ -77,7 +77,7 @@ static inline const char *nrs_recover_rec_damage(const struct nrs_walrec *r)
 	return NULL;
 }
 
-/* B3: could a materializer have written object row o (objfmt.h)? */
+/* RD3: could a materializer have written object row o (objfmt.h)? */
 bool nrs_recover_obj_is_possible(const struct nrs_obj_row *o);
 
 /* What R5 does with one committed generation of a stream. */

@@ -34,7 +34,7 @@ struct nrs_stream {
 	atomic_bool privs;
 	const char *damage;	/* if corrupt: NULL if the row fails its
 				 * checksum (R7), else what is impossible
-				 * in it (recovery.c B1), a static string */
+				 * in it (recovery.c RD1), a static string */
 
 	pthread_mutex_t lock;
 	/* protected by lock: the published view */

@@ -77,7 +77,7 @@
  *       64 MiB, so that a small one is not all reserve; the daemon warns
  *       at mount when the reserve leaves no room (core.c).
  *       The check is nrs_fs_room (fileio.h), the one the metadata
- *       store's growth check uses too (meta_sqlite.c S1).
+ *       store's growth check uses too (meta_sqlite.c MS1).
  *   A6  An append that would bring the bytes held in segments past the
  *       configured budget fails -ENOSPC before writing (backpressure while
  *       the object store cannot take the committed bytes, wal.h).
@@ -131,7 +131,7 @@
  *
  * DURABILITY OF WHAT IS THERE
  *
- *   S1  sync_all() fdatasyncs every segment in the table (the current one
+ *   A8  sync_all() fdatasyncs every segment in the table (the current one
  *       cut back to its last batch first, A7) and then fsyncs DIR.  A scan
  *       reads what the page cache holds, which after a process crash
  *       includes batches written but never synced (a kill between A2's
@@ -1281,7 +1281,7 @@ static int local_scan(struct nrs_wal *base, nrs_wal_scan_cb cb, void *ctx)
 	return rc;
 }
 
-/* S1 */
+/* A8 */
 static int local_sync_all(struct nrs_wal *base)
 {
 	struct wal_local *w = (struct wal_local *)base;
@@ -1312,7 +1312,7 @@ static int local_sync_all(struct nrs_wal *base)
 		failed = w->segs[i].sync_failed;
 		pthread_mutex_unlock(&w->lock);
 		if (failed)
-			continue;	/* see S1 */
+			continue;	/* see A8 */
 		seg_name(name, no);
 		rc = seg_fd(w, no, &fd, NULL);
 		if (rc == 0 && fdatasync(fd) < 0)

@@ -20,7 +20,7 @@
 #define NRS_WALREC_MAX_LEN	(64u << 20)	/* largest payload accepted */
 #define NRS_WALREC_ALIGN	8
 /* The largest LSN ever issued (2^63 - 1: a million commits a second for
- * 290,000 years).  A record above it is damage (recovery.h B2), and the
+ * 290,000 years).  A record above it is damage (recovery.h RD2), and the
  * commit pipeline refuses to issue one (pipeline.c P7). */
 #define NRS_WALREC_LSN_MAX	((uint64_t)INT64_MAX)
 

@@ -98,7 +98,7 @@ MNT=$TRASH/mnt
 DATA=$TRASH/data
 LOG=$TRASH/daemon.log
 # The data directory is private: nereusfs refuses one that others can read
-# or write (fileio.h S2), and mkdir would make it 0755 under umask 022.
+# or write (fileio.h DM2), and mkdir would make it 0755 under umask 022.
 if ! mkdir "$MNT" || ! mkdir -m 700 "$DATA" || ! : >"$LOG"; then
 	nrs_error "cannot populate $TRASH"
 fi

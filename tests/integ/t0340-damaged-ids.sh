@@ -4,7 +4,7 @@ test_description='stream ids, heads and LSNs from a damaged disk: the daemon mou
 
 # The damage is written offline with the sqlite3 shell, every changed row
 # resealed (lib.sh reseal: its checksum holds, so the row reaches the value
-# checks of recovery.c B1 instead of failing C3), and with nrs-walrec, which
+# checks of recovery.c RD1 instead of failing C3), and with nrs-walrec, which
 # appends a record formatted by the project's own encoder (all its CRCs
 # verify) to the last WAL segment.  Every wait is bounded: a daemon that
 # spins or hangs fails a step, it does not stall the suite.

@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='state files 0600 and directories 0700 whatever the umask (fileio.h S1); a data directory others can read or write is refused (S2)'
+test_description='state files 0600 and directories 0700 whatever the umask (fileio.h DM1); a data directory others can read or write is refused (DM2)'
 . "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
 . "$(dirname "$0")/objlib.sh"
 

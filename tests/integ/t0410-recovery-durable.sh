@@ -11,7 +11,7 @@ test_description='recovery publishes only durable WAL bytes; a clean unmount lea
 # disk holds after a power loss at a journal point, keeping only what a
 # sync made durable (tests/helpers/nrs-powerreplay.c D1-D3).
 #
-#  - recovery.c R4 / wal_local.c S1: the re-published batch is synced
+#  - recovery.c R4 / wal_local.c A8: the re-published batch is synced
 #    before its head is published, so a power loss right after that
 #    recovery (before a clean unmount could sync anything) leaves a
 #    directory that nereusfs-fsck finds clean, that mounts with no broken

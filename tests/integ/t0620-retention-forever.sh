@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='a retention or grace period too long to count means forever, never now (sat.h S1); retention -1 is Kafka'\''s forever, kept as 0 (issue 12 item 2)'
+test_description='a retention or grace period too long to count means forever, never now (sat.h SAT1); retention -1 is Kafka'\''s forever, kept as 0 (issue 12 item 2)'
 . "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
 . "$(dirname "$0")/objlib.sh"
 

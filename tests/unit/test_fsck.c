@@ -187,7 +187,7 @@ static void test_row_checksum(void **state)
 }
 
 /* F28: a row whose checksum holds but whose id, head or last LSN is out
- * of range is damage (recovery.h B1), reported alone: no chain walk. */
+ * of range is damage (recovery.h RD1), reported alone: no chain walk. */
 static void test_row_range(void **state)
 {
 	struct nrs_fsck *f = *state;
@@ -206,7 +206,7 @@ static void test_row_range(void **state)
 	       "range", NULL);			/* and F18 twice */
 }
 
-/* B1: a row F7 or F8 rejects is offline for the daemon: nothing pending
+/* RD1: a row F7 or F8 rejects is offline for the daemon: nothing pending
  * (start above head; version 0, or above the head, at a head > 0) */
 static void test_impossible_row_not_pending(void **state)
 {

@@ -1,6 +1,6 @@
 /* test_lifecycle.c - the retention cut (lifecycle.c L2): the larger of the
  * size and time cuts, at object boundaries, committed objects only; a
- * retention too long to count in nanoseconds keeps forever (sat.h S1). */
+ * retention too long to count in nanoseconds keeps forever (sat.h SAT1). */
 #include "config.h"
 
 #include <stdarg.h>
@@ -55,7 +55,7 @@ static void test_cut(void **state)
 	assert_int_equal(nrs_retention_cut(v, 4, 450, 0, 1, 9000 * MS), 100);
 }
 
-/* S1: Java's Long.MAX_VALUE ms (what adapters pass for "forever") and
+/* SAT1: Java's Long.MAX_VALUE ms (what adapters pass for "forever") and
  * anything up to 2^64 - 1 keeps every object, however old. */
 static void test_cut_forever(void **state)
 {
@@ -92,7 +92,7 @@ static void test_cut_forever(void **state)
 			 0);
 }
 
-/* S1 helpers: saturate, never wrap. */
+/* SAT1 helpers: saturate, never wrap. */
 static void test_sat(void **state)
 {
 	(void)state;

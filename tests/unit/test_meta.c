@@ -850,7 +850,7 @@ static void test_xattrs(void **state)
 			 -ENOENT);
 }
 
-/* S2: per inode, a bound on the names and on their bytes; a set that adds
+/* MS2: per inode, a bound on the names and on their bytes; a set that adds
  * nothing always passes, a remove always works. */
 static void test_xattr_bounds(void **state)
 {
@@ -908,7 +908,7 @@ static void test_xattr_bounds(void **state)
 	free(big);
 }
 
-/* S1: past the reserve, growth is -ENOSPC and changes nothing; removals
+/* MS1: past the reserve, growth is -ENOSPC and changes nothing; removals
  * and in-place changes still work. */
 static void test_space_reserve(void **state)
 {
@@ -2060,7 +2060,7 @@ static mode_t mode_of(const char *path, const char *sfx)
 	return st.st_mode & 07777;
 }
 
-/* fileio.h S1: the database and its -wal are 0600 whatever the umask
+/* fileio.h DM1: the database and its -wal are 0600 whatever the umask
  * (exclusive locking: no -shm); one an older version left 0644 is made
  * 0600. */
 static void test_file_modes(void **state)

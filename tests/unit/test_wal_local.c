@@ -934,7 +934,7 @@ static void write_rec(struct nrs_wal *w, uint64_t lsn, uint32_t plen,
 }
 
 /*
- * S1: sync_all() fdatasyncs every segment a scan found -- records written
+ * A8: sync_all() fdatasyncs every segment a scan found -- records written
  * and never synced by the process before are among them -- except one
  * whose sync failed (A4), and fails on a broken WAL or a read-only one.
  */
