@@ -58,11 +58,11 @@
  * A record is whole when the file holds all of its total bytes and its
  * magic is right; a kill -9 from outside can leave the last record torn:
  * the replayer ignores it, and a process that continues the journal (see
- * SEVERAL PROCESSES) first cuts it off.  CREATE is written only when the call created the
- * name (open with O_CREAT of a name that did not exist, mkdir); an open
- * with O_TRUNC of an existing file also writes TRUNC 0.  A failed call,
- * and in particular a failed fsync, records nothing: it made nothing
- * durable.
+ * SEVERAL PROCESSES) first cuts it off.  CREATE is written only when the
+ * call created the name (open with O_CREAT of a name that did not exist,
+ * mkdir); an open with O_TRUNC of an existing file also writes TRUNC 0.  A
+ * failed call, and in particular a failed fsync, records nothing: it made
+ * nothing durable.
  *
  * SEVERAL PROCESSES, ONE JOURNAL (crash, recovery, power cut)
  *

@@ -144,12 +144,26 @@ acks_so_far () {
 	awk '{ print $2, $3, $4, $5 }' "$TRASH/ack" >"$TRASH/ack.live"
 }
 
+# The daemon exited and nrs_wait_exit reaped it: forget it (its pid may
+# be reused now: never kill it), detach its dead mount.
+daemon_reaped () {
+	nrs_forget_daemon
+	nrs_detach || { echo "cannot detach $MNT"; return 1; }
+}
+
 # Kill the recorded daemon between two recorded calls (nrs-powerfail.c
 # Q1), reap it, detach the dead mount.
 quiesced_kill () {
 	: >"$kill_file" &&
 	{ nrs_wait_exit 20 || { echo "the daemon ignored $kill_file"; return 1; }; } &&
-	nrs_kill9
+	daemon_reaped
+}
+
+# crashed_by SPEC: the daemon that just died was killed by failpoint
+# SPEC (POINT=crash@HIT), not by anything else.
+crashed_by () {
+	nrs_log_since_mount | grep "failpoint ${1%%=*}: crash at hit ${1##*@}\$" ||
+		{ echo "the daemon died, but not by $1 (status ${NRS_EXIT:-?})"; return 1; }
 }
 
 # disk_sums DIR: every regular file below DIR but SQLite's -shm, with its
@@ -177,10 +191,9 @@ run_phase () {
 	unset NRS_FAILPOINTS
 	NEREUSFS=$real_daemon
 	if [ $mrc != 0 ]; then
-		# only a crash in recovery may stop the start
-		case $how in recovery.*) ;; *) return 1 ;; esac
-		grep "failpoint $how: crash at hit" "$LOG" || return 1
-		landmark "phase $p crashed in recovery"
+		# the failpoint may fire before the mount answers (recovery)
+		[ -n "$spec" ] && crashed_by "$spec" || return 1
+		landmark "phase $p crashed while mounting ($spec)"
 		return 0
 	fi
 	nrs_log_since_mount | grep -i -E "recover|cut|torn|broken" | tail -n 5
@@ -188,10 +201,17 @@ run_phase () {
 	if [ "$p" = 1 ]; then
 		mkdir "$MNT/k" &&
 		for s in $streams; do : >>"$MNT/k/$s" || return 1; done
-	else
-		acks_so_far &&
-		nrs_verify_records -c -u 1 -a "$TRASH/ack.live" $paths
-	fi || { nrs_umount; return 1; }
+	elif ! { acks_so_far &&
+		 nrs_verify_records -c -u 1 -a "$TRASH/ack.live" $paths; }; then
+		# a background point (obj.*) may fire before any append
+		if [ -n "$spec" ] && nrs_wait_exit 5; then
+			crashed_by "$spec" && daemon_reaped || return 1
+			landmark "phase $p crashed before its appends ($spec)"
+			return 0
+		fi
+		nrs_umount
+		return 1
+	fi
 	case $how in
 	remount)
 		nrs_umount || return 1
@@ -209,13 +229,12 @@ run_phase () {
 		if [ "$how" = kill ]; then
 			rnd 1000
 			sleep "$(awk -v r=$RND -v s="$seconds" 'BEGIN { print s * (0.3 + r / 1000) }')"
-		elif ! nrs_wait_exit $((seconds * 2)); then
-			echo "# $spec did not fire in $((seconds * 2)) s: kill -9 instead"
-		fi
-		if kill -0 "$NRS_PID" 2>/dev/null; then
 			quiesced_kill || return 1
+		elif nrs_wait_exit $((seconds * 2)); then
+			crashed_by "$spec" && daemon_reaped || return 1
 		else
-			nrs_kill9 || return 1
+			echo "# $spec did not fire in $((seconds * 2)) s: kill -9 instead"
+			quiesced_kill || return 1
 		fi
 		{ nrs_wait $app 30; arc=$?; }
 		cat "$TRASH/appender"
