@@ -9,6 +9,15 @@
  *   DIR/wal/      local WAL segments (wal_local.c)
  *   DIR/objects/  the embedded object store (objstore_dir.c), unless -o s3
  *
+ * Clean close (U1).  nrs_core_close() stops every thread, then makes the
+ * data directory durable before it reports success, so that a power loss
+ * after a clean unmount finds exactly what the daemon left (DESIGN.md I7):
+ * the WAL's segments and directory (wal.h sync_all), meta.db once SQLite
+ * has checkpointed and closed it (its -wal and -shm files then are gone,
+ * and so must their names be), DIR/objects (each object is synced by its
+ * put, the subdirectories a delete emptied are not) and DIR itself (the
+ * names lock, meta.db, wal, objects).  The daemon exits 0 only then.
+ *
  * The stream table maps a stream id to its in-memory state (stream.h).  It
  * holds one reference to every stream with a name or an open handle; a
  * stream whose name went (unlink, rename over it) is forgotten, in memory
@@ -707,10 +716,43 @@ out_free:
 	return err;
 }
 
-void nrs_core_free(struct nrs_core *c)
+/* fsync DIR/rel ("" for DIR); a missing one is fine unless must. */
+static int sync_entry(const char *dir, const char *rel, bool must)
 {
-	if (!c)
-		return;
+	char path[4096];
+	int fd, err = 0;
+
+	if (snprintf(path, sizeof(path), "%s%s%s", dir, *rel ? "/" : "", rel) >=
+	    (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT && !must ? 0 : -errno;
+	if (fsync(fd) < 0)
+		err = -errno;
+	close(fd);
+	if (err)
+		nrs_err("clean close: fsync of %s: %s", path, strerror(-err));
+	return err;
+}
+
+/* U1, once SQLite is closed: files before the directory naming them. */
+static int sync_data_dir(const char *dir)
+{
+	static const char *const files[] = {
+		"meta.db", "meta.db-wal", "objects", "wal", "",
+	};
+	int err = 0;
+
+	for (size_t i = 0; !err && i < sizeof(files) / sizeof(files[0]); i++)
+		err = sync_entry(dir, files[i], i == 0 || !*files[i]);
+	return err;
+}
+
+static int core_free(struct nrs_core *c, bool sync)
+{
+	int err = 0;
+
 	nrs_core_obj_close(c);
 	nrs_pipeline_stop(c->pipe);
 	/* handles the kernel did not release before the session ended */
@@ -722,8 +764,12 @@ void nrs_core_free(struct nrs_core *c)
 	if (c->bcache)
 		nrs_bcache_close(c->bcache);
 	nrs_obj_close(c->store);
+	if (sync && c->wal)
+		err = nrs_wal_sync_all(c->wal);		/* U1 */
 	nrs_wal_close(c->wal);
 	nrs_meta_close(c->meta);
+	if (sync && !err)
+		err = sync_data_dir(c->data_dir);	/* U1 */
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	pthread_rwlock_destroy(&c->gate);
@@ -732,6 +778,18 @@ void nrs_core_free(struct nrs_core *c)
 	pthread_mutex_destroy(&c->hlock);
 	free(c->data_dir);
 	free(c);
+	return err;
+}
+
+void nrs_core_free(struct nrs_core *c)
+{
+	if (c)
+		(void)core_free(c, false);
+}
+
+int nrs_core_close(struct nrs_core *c)
+{
+	return c ? core_free(c, true) : 0;
 }
 
 int nrs_core_statfs(struct nrs_core *c, struct statvfs *out)

@@ -63,6 +63,13 @@ typedef void (*nrs_inval_fn)(void *ctx, uint64_t ino, uint64_t off);
 int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out);
 /* Complete pending appends, stop, release everything (NULL ok). */
 void nrs_core_free(struct nrs_core *c);
+/*
+ * The clean close (core.c U1): nrs_core_free, and before the data
+ * directory's lock is released, every byte and name the daemon left in it
+ * is made durable.  0, or -errno if some of it may not be (logged).  NULL
+ * ok (0).
+ */
+int nrs_core_close(struct nrs_core *c);
 /* Set before the first append (the FUSE layer's page cache invalidation). */
 void nrs_core_set_inval(struct nrs_core *c, nrs_inval_fn fn, void *ctx);
 

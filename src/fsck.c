@@ -34,7 +34,9 @@
  *       floor max(start, materialized) -- below it the objects hold the
  *       bytes and the WAL segments may be gone (recovery R5, F20); a chain
  *       that ends (prev_lsn 0) ends at offset 0.  Else a committed range
- *       has no copy: reads of it fail.
+ *       has no copy: reads of it fail, and the finding names exactly the
+ *       range recovery R5b cannot rebuild from the floor upwards (or
+ *       cannot tell, when two records continue the chain at one base).
  *   F10 Every record of the chain passes its payload CRCs (DESIGN.md I6).
  *   F11 Epochs along the chain never decrease and never exceed the
  *       stream's epoch (a fenced writer cannot publish).
@@ -387,71 +389,96 @@ static void check_wal(struct nrs_fsck *f)
 
 /* ---- F7-F12: heads and commit chains ------------------------------------ */
 
-/* F9-F12 for one linked stream, down to floor (recovery.h); who is
- * "stream N (/path)". */
-static void check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
-			const char *who, uint64_t floor)
+/* F9 for a chain recovery R5 could not follow whole: exactly the range
+ * that reads EIO, and why. */
+static void report_broken(struct nrs_fsck *f, const struct nrs_stream_row *st,
+			  const char *who, uint64_t floor,
+			  const struct nrs_chain *ch)
 {
-	uint64_t want = st->head, lsn = st->last_lsn, appends = 0;
-	uint64_t later_epoch = UINT64_MAX;
+	const struct nrs_wal_rec_info *ri = ch->broken_lsn ?
+		rec_of(f, ch->broken_lsn) : NULL;
 	char sf[40], objs[64] = "";
 
-	if (floor > st->start)
+	if (floor > st->start && ch->miss_start == floor)
 		snprintf(objs, sizeof(objs), " (its objects end at %" PRIu64 ")",
 			 floor);
-	while (want > floor && lsn != 0) {
-		const struct nrs_wal_rec_info *ri = rec_of(f, lsn);
-		const struct nrs_walrec *r = ri ? &ri->rec : NULL;
-
-		if (!r) {
-			ERR(f, "F9 %s: commit chain broken: LSN %" PRIu64 " is"
-			    " not in the WAL: committed bytes [%" PRIu64 ", %"
-			    PRIu64 ") cannot be reached%s", who, lsn, floor, want,
-			    objs);
-			f->chains_intact = false;
-			return;
-		}
+	if (ch->twin[0]) {
+		ERR(f, "F9 %s: commit chain broken: LSN %" PRIu64 " and LSN %"
+		    PRIu64 " both continue it at offset %" PRIu64 ": committed "
+		    "bytes [%" PRIu64 ", %" PRIu64 ") cannot be told (I2) and "
+		    "reads of them fail", who, ch->twin[0], ch->twin[1],
+		    ch->miss_start, ch->miss_start, ch->miss_end);
+	} else if (ch->broken_lsn == 0) {
+		ERR(f, "F9 %s: commit chain ends at offset %" PRIu64 ", above "
+		    "the %s %" PRIu64 ": committed bytes [%" PRIu64 ", %"
+		    PRIu64 ") have no record", who, ch->miss_end,
+		    floor > st->start ? "end of its objects" : "start", floor,
+		    ch->miss_start, ch->miss_end);
+	} else if (!ri) {
+		ERR(f, "F9 %s: commit chain broken: LSN %" PRIu64 " is"
+		    " not in the WAL: committed bytes [%" PRIu64 ", %" PRIu64
+		    ") cannot be reached%s", who, ch->broken_lsn, ch->miss_start,
+		    ch->miss_end, objs);
+	} else {
 		seg_file(sf, ri->pos.seg);
-		if (r->stream_id != st->id || r->base + r->len != want) {
-			ERR(f, "F9 %s: commit chain broken: LSN %" PRIu64 " (%s"
-			    " at %" PRIu64 ") holds stream %" PRIu64 " bytes [%"
-			    PRIu64 ", %" PRIu64 "), but the %s is at %" PRIu64,
-			    who, lsn, sf, ri->pos.off, r->stream_id, r->base,
-			    r->base + r->len, want == st->head ? "head" :
-			    "next commit", want);
-			f->chains_intact = false;
-			return;
-		}
+		ERR(f, "F9 %s: commit chain broken: LSN %" PRIu64 " (%s"
+		    " at %" PRIu64 ") holds stream %" PRIu64 " bytes [%"
+		    PRIu64 ", %" PRIu64 "), but the %s is at %" PRIu64
+		    ": committed bytes [%" PRIu64 ", %" PRIu64 ") cannot be "
+		    "reached", who, ch->broken_lsn, sf, ri->pos.off,
+		    ri->rec.stream_id, ri->rec.base, ri->rec.base + ri->rec.len,
+		    ch->miss_end == st->head ? "head" : "next commit",
+		    ch->miss_end, ch->miss_start, ch->miss_end);
+	}
+	f->chains_intact = false;
+}
+
+/* F9-F12 for one linked stream, down to floor (recovery.h R5); who is
+ * "stream N (/path)".  Returns 0 or -ENOMEM. */
+static int check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
+		       const char *who, uint64_t floor)
+{
+	uint64_t appends = 0, later_epoch = UINT64_MAX;
+	struct nrs_chain ch;
+	char sf[40];
+	int err;
+
+	err = nrs_recover_chain(f->recs, f->nrecs, st->id, st->head,
+				st->last_lsn, floor, &ch);
+	if (err)
+		return err;
+	if (ch.miss_end > ch.miss_start)
+		report_broken(f, st, who, floor, &ch);
+	for (size_t i = ch.n; i > 0; i--) {	/* newest first */
+		const struct nrs_wal_rec_info *ri = &f->recs[ch.idx[i - 1]];
+		const struct nrs_walrec *r = &ri->rec;
+
+		seg_file(sf, ri->pos.seg);
 		if (!ri->data_ok) {
 			ERR(f, "F10 %s: committed bytes [%" PRIu64 ", %" PRIu64
 			    ") fail their CRC32C in %s at %" PRIu64 " (LSN %"
-			    PRIu64 "): reads of them fail", who, r->base, want,
-			    sf, ri->pos.off, lsn);
+			    PRIu64 "): reads of them fail", who, r->base,
+			    r->base + r->len, sf, ri->pos.off, r->lsn);
 			f->chains_intact = false;
 		}
 		if (r->epoch > st->epoch)
 			ERR(f, "F11 %s: LSN %" PRIu64 " was written under epoch %"
 			    PRIu64 ", above the stream's epoch %" PRIu64, who,
-			    lsn, r->epoch, st->epoch);
+			    r->lsn, r->epoch, st->epoch);
 		else if (r->epoch > later_epoch)
 			ERR(f, "F11 %s: LSN %" PRIu64 " has epoch %" PRIu64 ", "
 			    "above the epoch %" PRIu64 " of the commit after it",
-			    who, lsn, r->epoch, later_epoch);
+			    who, r->lsn, r->epoch, later_epoch);
 		later_epoch = r->epoch;
 		appends += r->n_appends;
-		want = r->base;
-		lsn = r->prev_lsn;
 	}
-	if (want > floor) {
-		ERR(f, "F9 %s: commit chain ends at offset %" PRIu64 ", above "
-		    "the %s %" PRIu64 ": committed bytes [%" PRIu64 ", %"
-		    PRIu64 ") have no record", who, want, floor > st->start ?
-		    "end of its objects" : "start", floor, floor, want);
-		f->chains_intact = false;
-	} else if (want == 0 ? st->version != appends : st->version < appends) {
+	if (ch.miss_end == ch.miss_start &&
+	    (ch.n && f->recs[ch.idx[0]].rec.base == 0 ? st->version != appends
+						      : st->version < appends))
 		ERR(f, "F12 %s: version %" PRIu64 ", but the commit chain holds"
 		    " %" PRIu64 " appends", who, st->version, appends);
-	}
+	nrs_chain_free(&ch);
+	return 0;
 }
 
 /* F13: recovery R3 over the records in LSN order. */
@@ -1062,10 +1089,11 @@ static const char *stream_path(const struct nrs_fsck *f, const struct ns *ns,
 	return "?";
 }
 
-static void check_streams(struct nrs_fsck *f, const struct ns *ns)
+static int check_streams(struct nrs_fsck *f, const struct ns *ns)
 {
 	char path[512], who[600];
 	size_t oi = 0;
+	int err = 0;
 
 	for (size_t s = 0; s < f->nstreams; s++) {
 		const struct nrs_stream_row *st = &f->streams[s];
@@ -1106,10 +1134,13 @@ static void check_streams(struct nrs_fsck *f, const struct ns *ns)
 		}
 		materialized = check_stream_objects(f, st, who, &oi);
 		if (ok)
-			check_chain(f, st, who,
-				    nrs_recover_chain_floor(st->start,
-							    materialized));
+			err = check_chain(f, st, who,
+					  nrs_recover_chain_floor(st->start,
+								  materialized));
+		if (err)
+			break;
 	}
+	return err;
 }
 
 /* ---- F14-F19: the namespace --------------------------------------------- */
@@ -1279,8 +1310,8 @@ int nrs_fsck_check(struct nrs_fsck *f)
 	check_wal(f);
 	check_dirents(f, &ns);
 	check_inodes(f, &ns);
-	check_streams(f, &ns);
-	err = check_pending(f, &ns) ?: check_objects(f, &ns);
+	err = check_streams(f, &ns) ?: check_pending(f, &ns) ?:
+	      check_objects(f, &ns);
 out:
 	free(ns.names);
 	free(ns.name);

@@ -390,8 +390,10 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
-	/* pending appends complete before the session goes away */
-	nrs_core_free(c);
+	/* pending appends complete before the session goes away; exit 0
+	 * only once the data directory is durable (core.c U1) */
+	if (nrs_core_close(c) != 0)
+		ret = 1;
 	c = NULL;
 	fuse_session_destroy(se);
 out_core:

@@ -22,17 +22,37 @@
  *     one whose stream is gone) and stays invisible forever (I3).  An
  *     orphan cannot later be mistaken for a continuation: every new record
  *     gets a larger LSN and names the published last LSN, never an orphan's.
- *  R4 The re-published heads are written in one synced transaction.
+ *  R4 Before anything is published, every segment the scan read is made
+ *     durable (wal.h sync_all, wal_local.c S1): a process crash between a
+ *     batch's write and its fdatasync leaves it only in the page cache,
+ *     where the scan finds it, and a head published on it would name
+ *     bytes a power loss then takes (DESIGN.md I7).  If that sync fails,
+ *     nothing is published and the mount fails.  Then the re-published
+ *     heads are written in one synced transaction.
  *  R5 The offset index of each stream is rebuilt: first the committed
  *     object generations (materializer.c M4), whose highest end is the
- *     stream's `materialized`; then the WAL records above
- *     max(start, materialized), found by walking its commit chain back from
- *     the head's last LSN: each record must end where the next one (in
- *     logical order) begins.  The walk stops there because the WAL
- *     segments below may have been reclaimed (materializer.c M5).  A record the chain needs but the
- *     WAL lacks (corruption) leaves a gap: reads of it fail with EIO, and
- *     the error is logged with the stream and the range -- the committed
- *     range is never shortened.
+ *     stream's `materialized`; then the WAL records above the floor
+ *     max(start, materialized) (nrs_recover_chain, shared with fsck):
+ *     R5a walks the commit chain back from the head's last LSN: each
+ *     record must end where the next one (in logical order) begins.  The
+ *     walk stops at the floor because the WAL segments below may have
+ *     been reclaimed (materializer.c M5).
+ *     R5b If it stops above the floor (a record the chain needs is lost:
+ *     a torn tail that hit the newest acknowledged record, corruption),
+ *     the records below are rebuilt upwards from the floor along
+ *     prev_lsn (each record names its stream, base and predecessor),
+ *     taking only records older than the LSN the walk back missed and
+ *     ending at or below where it stopped.  Where two records continue
+ *     the chain at the same base (a fenced or failed writer's orphan
+ *     beside the committed one), the walk stops there rather than guess
+ *     (I2); where it meets the walk back, the record below must be the
+ *     one the walk back named, else it is an orphan standing in the lost
+ *     record's place and is not served.  So only the range truly missing
+ *     (or not told apart) is a gap: reads of it fail with EIO, the error
+ *     is logged with the stream and exactly that range, and
+ *     nereusfs-fsck's F9 names the same range -- the committed range is
+ *     never shortened.  (An orphan whose committed twin is lost whole
+ *     and that the walk back does not reach cannot be told from it.)
  *  R6 The next LSN is larger than every LSN in the WAL and the store.
  *  R7 A stream whose metadata row fails its checksum (meta_sqlite.c C3)
  *     has no head to start from: it takes no part in R3-R6 (nothing is
@@ -66,64 +86,49 @@
 #include "recovery.h"
 #include "wal.h"
 
-struct rec {
-	uint64_t lsn, stream_id, base, epoch, prev_lsn, seg, off;
-	uint32_t len, n_appends;
-	bool data_ok;
-};
-
 struct scan {
-	struct rec *v;
+	struct nrs_wal_rec_info *v;	/* data records; sorted by LSN */
 	size_t n, cap;
 };
 
 static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
 {
 	struct scan *s = ctx;
-	struct rec *r;
 
 	if (ri->rec.kind != NRS_WALREC_DATA)
 		return 0;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 1024;
-		struct rec *v = realloc(s->v, cap * sizeof(*v));
+		struct nrs_wal_rec_info *v = realloc(s->v, cap * sizeof(*v));
 
 		if (!v)
 			return -ENOMEM;
 		s->v = v;
 		s->cap = cap;
 	}
-	r = &s->v[s->n++];
-	r->lsn = ri->rec.lsn;
-	r->stream_id = ri->rec.stream_id;
-	r->base = ri->rec.base;
-	r->epoch = ri->rec.epoch;
-	r->prev_lsn = ri->rec.prev_lsn;
-	r->len = ri->rec.len;
-	r->n_appends = ri->rec.n_appends;
-	r->seg = ri->pos.seg;
-	r->off = ri->pos.off;
-	r->data_ok = ri->data_ok;
+	s->v[s->n++] = *ri;
 	return 0;
 }
 
 static int cmp_lsn(const void *a, const void *b)
 {
-	const struct rec *x = a, *y = b;
+	const struct nrs_wal_rec_info *x = a, *y = b;
 
-	return x->lsn < y->lsn ? -1 : x->lsn > y->lsn;
+	return x->rec.lsn < y->rec.lsn ? -1 : x->rec.lsn > y->rec.lsn;
 }
 
-static const struct rec *find_lsn(const struct scan *s, uint64_t lsn)
+/* The record of lsn in recs (sorted by LSN), or NULL. */
+static const struct nrs_wal_rec_info *find_lsn(
+	const struct nrs_wal_rec_info *recs, size_t n, uint64_t lsn)
 {
-	size_t lo = 0, hi = s->n;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (s->v[mid].lsn == lsn)
-			return &s->v[mid];
-		if (s->v[mid].lsn < lsn)
+		if (recs[mid].rec.lsn == lsn)
+			return &recs[mid];
+		if (recs[mid].rec.lsn < lsn)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -190,6 +195,21 @@ static int forget_unlinked(struct nrs_core *c)
 	return err;
 }
 
+/*
+ * R4: what the scan returned may be only in the page cache (a process
+ * crash between a batch's write and its sync); every byte of it is made
+ * durable before anything is published on it (I7).
+ */
+static int sync_scanned(struct nrs_core *c)
+{
+	int err = nrs_wal_sync_all(c->wal);
+
+	if (err)
+		nrs_err("recovery: cannot make the WAL in %s/wal durable: %s; "
+			"nothing is re-published", c->data_dir, strerror(-err));
+	return err;
+}
+
 /* R3, R4 */
 static int republish(struct nrs_core *c, const struct scan *s)
 {
@@ -198,7 +218,7 @@ static int republish(struct nrs_core *c, const struct scan *s)
 	int err = 0;
 
 	for (size_t i = 0; i < s->n; i++) {
-		const struct rec *r = &s->v[i];
+		const struct nrs_walrec *r = &s->v[i].rec;
 		struct nrs_stream *st = r->stream_id < c->nstreams ?
 					c->streams[r->stream_id] : NULL;
 
@@ -206,7 +226,7 @@ static int republish(struct nrs_core *c, const struct scan *s)
 		    r->lsn <= st->last_lsn)
 			continue;
 		if (r->base != st->head || r->prev_lsn != st->last_lsn ||
-		    r->epoch < st->epoch || !r->data_ok)
+		    r->epoch < st->epoch || !s->v[i].data_ok)
 			continue;	/* an orphan */
 		if (st->batch_upd < 0) {
 			if (nu == cap) {
@@ -321,65 +341,216 @@ static int index_objects(struct nrs_stream *st, const struct objs *l,
 	return 0;
 }
 
+/* ---- R5: the commit chain ---------------------------------------------- */
+
+struct chain_build {
+	size_t *v;
+	size_t n, cap;
+};
+
+static int chain_push(struct chain_build *b, size_t i)
+{
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 64;
+		size_t *v = realloc(b->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		b->v = v;
+		b->cap = cap;
+	}
+	b->v[b->n++] = i;
+	return 0;
+}
+
+/* Candidates of R5b (indexes into ctx, the records) by base, then LSN. */
+static int cmp_base(const void *a, const void *b, void *ctx)
+{
+	const struct nrs_wal_rec_info *recs = ctx;
+	const struct nrs_walrec *x = &recs[*(const size_t *)a].rec;
+	const struct nrs_walrec *y = &recs[*(const size_t *)b].rec;
+
+	if (x->base != y->base)
+		return x->base < y->base ? -1 : 1;
+	return x->lsn < y->lsn ? -1 : x->lsn > y->lsn;
+}
+
+/*
+ * R5b: from floor upwards along prev_lsn, through the records (cand,
+ * sorted by base) that lie in [.., low).  Stops where no record continues
+ * the last one taken, or where two do (*twin).  Returns 0 or -ENOMEM;
+ * *pos is where it stopped.
+ */
+static int walk_up(const struct nrs_wal_rec_info *recs, const size_t *cand,
+		   size_t nc, uint64_t floor, uint64_t low,
+		   struct chain_build *up, uint64_t *pos, uint64_t twin[2])
+{
+	uint64_t at = floor, prev = 0;
+	bool first = true;
+	size_t lo = 0;
+
+	while (at < low) {
+		size_t found = SIZE_MAX, nfound = 0;
+
+		/* the first record covers floor; a later one starts at `at` */
+		while (!first && lo < nc && recs[cand[lo]].rec.base < at)
+			lo++;
+		for (size_t k = first ? 0 : lo; k < nc; k++) {
+			const struct nrs_walrec *r = &recs[cand[k]].rec;
+
+			if (first ? r->base > at : r->base != at)
+				break;
+			if (!first && (r->prev_lsn != prev || r->lsn <= prev))
+				continue;
+			if (nfound++ == 0) {
+				found = cand[k];
+			} else {
+				twin[0] = recs[found].rec.lsn;
+				twin[1] = r->lsn;
+				break;
+			}
+		}
+		if (nfound != 1)
+			break;			/* missing, or two (I2) */
+		if (chain_push(up, found))
+			return -ENOMEM;
+		prev = recs[found].rec.lsn;
+		at = recs[found].rec.base + recs[found].rec.len;
+		first = false;
+	}
+	*pos = at;
+	return 0;
+}
+
+int nrs_recover_chain(const struct nrs_wal_rec_info *recs, size_t n,
+		      uint64_t id, uint64_t head, uint64_t last_lsn,
+		      uint64_t floor, struct nrs_chain *out)
+{
+	struct chain_build down = { 0 }, up = { 0 };
+	uint64_t want = head, lsn = last_lsn, pos = 0, twin[2] = { 0, 0 };
+	size_t *cand = NULL, nc = 0;
+	int err = 0;
+
+	/* R5a: back from the head, by LSN. */
+	while (want > floor && lsn != 0) {
+		const struct nrs_wal_rec_info *ri = find_lsn(recs, n, lsn);
+		const struct nrs_walrec *r = ri ? &ri->rec : NULL;
+
+		if (!r || r->kind != NRS_WALREC_DATA || r->stream_id != id ||
+		    r->len == 0 || r->base > want || want - r->base != r->len)
+			break;
+		err = chain_push(&down, (size_t)(ri - recs));
+		if (err)
+			goto out;
+		want = r->base;
+		lsn = r->prev_lsn;
+	}
+	memset(out, 0, sizeof(*out));
+	if (want > floor) {
+		/* R5b: the newest links are lost; from floor upwards, through
+		 * records older than the one the walk missed, that end at or
+		 * below where it stopped. */
+		uint64_t below = lsn ? lsn : last_lsn + 1;
+
+		cand = malloc((n ? n : 1) * sizeof(*cand));
+		if (!cand) {
+			err = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++) {
+			const struct nrs_walrec *r = &recs[i].rec;
+
+			if (r->kind == NRS_WALREC_DATA && r->stream_id == id &&
+			    r->len > 0 && r->lsn < below && r->base < want &&
+			    want - r->base >= r->len && r->base + r->len > floor)
+				cand[nc++] = i;
+		}
+		if (nc > 1)
+			qsort_r(cand, nc, sizeof(*cand), cmp_base,
+				(void *)recs);
+		err = walk_up(recs, cand, nc, floor, want, &up, &pos, twin);
+		if (err)
+			goto out;
+		/* Where both walks meet, the record below must be the one the
+		 * walk back named: else it is an orphan in its place. */
+		if (pos == want && up.n && recs[up.v[up.n - 1]].rec.lsn != lsn)
+			pos = recs[up.v[--up.n]].rec.base;
+		out->miss_start = pos;
+		out->miss_end = want;
+		out->broken_lsn = lsn;
+		out->twin[0] = twin[0];
+		out->twin[1] = twin[1];
+	}
+	/* up (ascending), then down reversed */
+	for (size_t i = down.n; i > 0; i--) {
+		err = chain_push(&up, down.v[i - 1]);
+		if (err)
+			goto out;
+	}
+	out->idx = up.v;
+	out->n = up.n;
+	up.v = NULL;
+out:
+	free(cand);
+	free(down.v);
+	free(up.v);
+	return err;
+}
+
+void nrs_chain_free(struct nrs_chain *ch)
+{
+	if (!ch)
+		return;
+	free(ch->idx);
+	ch->idx = NULL;
+	ch->n = 0;
+}
+
 /* R5, WAL: one stream's records above max(start, materialized) */
 static int rebuild_index(struct nrs_stream *st, const struct scan *s)
 {
-	const struct rec **chain = NULL;
-	size_t n = 0, cap = 0;
-	uint64_t want_end = st->head, lsn = st->last_lsn;
 	uint64_t floor = nrs_recover_chain_floor(st->start, st->materialized);
-	int err = 0;
+	struct nrs_chain ch;
+	int err;
 
-	while (want_end > floor && lsn != 0) {
-		const struct rec *r = find_lsn(s, lsn);
-
-		if (!r || r->stream_id != st->id ||
-		    r->base + r->len != want_end) {
-			nrs_err("stream %" PRIu64 ": commit chain broken at LSN %"
-				PRIu64 "; committed range [%" PRIu64 ", %" PRIu64
-				") has no copy and reads of it fail", st->id, lsn,
-				st->start, want_end);
-			break;
-		}
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			const struct rec **v =
-				realloc(chain, ncap * sizeof(const struct rec *));
-
-			if (!v) {
-				err = -ENOMEM;
-				goto out;
-			}
-			chain = v;
-			cap = ncap;
-		}
-		chain[n++] = r;
-		want_end = r->base;
-		lsn = r->prev_lsn;
-	}
-	while (n > 0) {
-		const struct rec *r = chain[--n];
+	err = nrs_recover_chain(s->v, s->n, st->id, st->head, st->last_lsn,
+				floor, &ch);
+	if (err)
+		return err;
+	if (ch.twin[0])
+		nrs_err("stream %" PRIu64 ": WAL records LSN %" PRIu64 " and %"
+			PRIu64 " both continue the commit chain at offset %"
+			PRIu64 "; committed range [%" PRIu64 ", %" PRIu64 ") "
+			"cannot be told and reads of it fail", st->id,
+			ch.twin[0], ch.twin[1], ch.miss_start, ch.miss_start,
+			ch.miss_end);
+	else if (ch.miss_end > ch.miss_start)
+		nrs_err("stream %" PRIu64 ": commit chain broken at LSN %"
+			PRIu64 "; committed range [%" PRIu64 ", %" PRIu64 ") "
+			"has no copy and reads of it fail", st->id,
+			ch.broken_lsn, ch.miss_start, ch.miss_end);
+	for (size_t i = 0; i < ch.n; i++) {
+		const struct nrs_wal_rec_info *ri = &s->v[ch.idx[i]];
 		struct nrs_index_ent e = {
-			.start = r->base,
-			.end = r->base + r->len,
+			.start = ri->rec.base,
+			.end = ri->rec.base + ri->rec.len,
 			.gen = 0,
 			.kind = NRS_TARGET_WAL,
-			.seg = r->seg,
-			.off = r->off,
+			.seg = ri->pos.seg,
+			.off = ri->pos.off,
 		};
 
-		if (!r->data_ok)
+		if (!ri->data_ok)
 			nrs_err("stream %" PRIu64 ": bytes [%" PRIu64 ", %" PRIu64
 				") fail their checksum in WAL segment %016" PRIx64
 				"; reads of them fail", st->id, e.start, e.end,
-				r->seg);
+				ri->pos.seg);
 		err = nrs_index_append(&st->index, &e);
 		if (err)
-			goto out;
-		st->wal_bytes += nrs_walrec_total_len(r->len);
+			break;
+		st->wal_bytes += nrs_walrec_total_len(ri->rec.len);
 	}
-out:
-	free(chain);
+	nrs_chain_free(&ch);
 	return err;
 }
 
@@ -402,6 +573,9 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 		nrs_err("recovery: WAL scan failed: %s", strerror(-err));
 		goto out;
 	}
+	err = sync_scanned(c);
+	if (err)
+		goto out;
 	if (s.n > 1)
 		qsort(s.v, s.n, sizeof(*s.v), cmp_lsn);
 	err = republish(c, &s);
@@ -434,8 +608,8 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 		if (st->last_lsn > max_lsn)
 			max_lsn = st->last_lsn;
 	}
-	if (s.n && s.v[s.n - 1].lsn > max_lsn)
-		max_lsn = s.v[s.n - 1].lsn;
+	if (s.n && s.v[s.n - 1].rec.lsn > max_lsn)
+		max_lsn = s.v[s.n - 1].rec.lsn;
 	*next_lsn = max_lsn + 1;	/* R6 */
 out:
 	if (err)

@@ -14,9 +14,11 @@
 #ifndef NRS_RECOVERY_H
 #define NRS_RECOVERY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "meta.h"
+#include "wal.h"
 
 /* What R5 does with one committed generation of a stream. */
 enum nrs_obj_use {
@@ -46,5 +48,30 @@ static inline uint64_t nrs_recover_chain_floor(uint64_t start,
 {
 	return materialized > start ? materialized : start;
 }
+
+/*
+ * R5: one stream's commit chain above floor, as recovery indexes it and
+ * fsck judges it.  recs holds n records sorted by LSN (any kind; only
+ * data records of stream id count), head and last_lsn are the stream's
+ * published ones.
+ */
+struct nrs_chain {
+	size_t *idx;		/* n indexes into recs, in offset order */
+	size_t n;
+	/* The committed range no record can be trusted for (empty when the
+	 * chain is whole): reads of it fail. */
+	uint64_t miss_start, miss_end;
+	/* Where the walk back from the head stopped (miss_end): the LSN it
+	 * could not follow, 0 when the chain ended (prev_lsn 0) there. */
+	uint64_t broken_lsn;
+	/* Two records that claim miss_start (R5b), else both 0. */
+	uint64_t twin[2];
+};
+
+/* 0 or -ENOMEM; *out (free with nrs_chain_free) is written on success. */
+int nrs_recover_chain(const struct nrs_wal_rec_info *recs, size_t n,
+		      uint64_t id, uint64_t head, uint64_t last_lsn,
+		      uint64_t floor, struct nrs_chain *out);
+void nrs_chain_free(struct nrs_chain *ch);
 
 #endif

@@ -10,7 +10,8 @@
  * The first provider is the local segment-file WAL (wal_local.c); an object
  * WAL and a BookKeeper WAL are meant to sit behind the same operations.
  *
- * Threads: scan() runs alone, before the first write().  write() and cut()
+ * Threads: scan() and sync_all() run alone, before the first write() or
+ * after the last one.  write() and cut()
  * are called by one thread at a time (the commit role); sync() by one
  * thread at a time, concurrently with write(), so that the sync of batch k
  * overlaps the write of batch k+1.  read() may run in any number of
@@ -95,6 +96,17 @@ struct nrs_wal_ops {
 	 * After scan() the next write goes to a new segment.
 	 */
 	int (*scan)(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx);
+	/*
+	 * Make durable every byte and every name the log holds: all of its
+	 * segments and its directory (DESIGN.md I7).  A scan() may return
+	 * records a crash left only in the page cache (written, never
+	 * synced): recovery calls this after scan() and before it publishes
+	 * any of them (recovery.c R4); a clean close calls it after the last
+	 * write.  Never concurrently with write(), sync() or cut().  Returns
+	 * 0 or -errno; after an error nothing the scan returned may be taken
+	 * as durable.
+	 */
+	int (*sync_all)(struct nrs_wal *w);
 	void (*stats)(struct nrs_wal *w, struct nrs_wal_stats *out);
 	/*
 	 * Delete every segment numbered below `below` but the one appends go
@@ -160,6 +172,11 @@ static inline ssize_t nrs_wal_read(struct nrs_wal *w, struct nrs_wal_pos pos,
 static inline int nrs_wal_scan(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx)
 {
 	return w->ops->scan(w, cb, ctx);
+}
+
+static inline int nrs_wal_sync_all(struct nrs_wal *w)
+{
+	return w->ops->sync_all(w);
 }
 
 static inline void nrs_wal_stats(struct nrs_wal *w, struct nrs_wal_stats *out)

@@ -103,6 +103,17 @@
  *       A crash part way leaves some of them, which the next reclaim
  *       removes; recovery ignores records a head does not reach (I3).
  *
+ * DURABILITY OF WHAT IS THERE
+ *
+ *   S1  sync_all() fdatasyncs every segment in the table (the current one
+ *       cut back to its last batch first, A7) and then fsyncs DIR.  A scan
+ *       reads what the page cache holds, which after a process crash
+ *       includes batches written but never synced (a kill between A2's
+ *       write and its sync): recovery calls sync_all() before it publishes
+ *       any of them (recovery.c R4, DESIGN.md I7), and a clean close calls
+ *       it so that nothing of the log is left unsynced.  A segment whose
+ *       sync failed before (A4) fails it with -EIO.
+ *
  * RECOVERY (scan: before the first append; again only before one)
  *
  *   R1  A last segment of at most 64 bytes with a bad header is a torn
@@ -499,7 +510,9 @@ static void cut_back(struct wal_local *w, bool sync)
 	if (w->cur_fd < 0 || w->zeroed <= w->cur_end)
 		return;
 	rc = truncate_fd(w->cur_fd, w->cur_end, sync);
-	if (rc < 0)
+	if (rc == 0)
+		w->zeroed = w->cur_end;
+	else
 		nrs_warn("local WAL %s: cutting segment %016" PRIx64 " back to "
 			 "%" PRIu64 ": %s", w->dir, w->cur_no, w->cur_end,
 			 strerror(-rc));
@@ -1250,6 +1263,46 @@ static int local_scan(struct nrs_wal *base, nrs_wal_scan_cb cb, void *ctx)
 	return rc;
 }
 
+/* S1 */
+static int local_sync_all(struct nrs_wal *base)
+{
+	struct wal_local *w = (struct wal_local *)base;
+	int rc = 0;
+
+	if (w->read_only)
+		return -EROFS;
+	if (w->broken)
+		return -EIO;
+	cut_back(w, false);
+	pthread_mutex_lock(&w->sync_lock);
+	for (size_t i = 0;; i++) {
+		char name[SEG_NAME_MAX];
+		uint64_t no;
+		bool failed;
+		int fd;
+
+		pthread_mutex_lock(&w->lock);
+		if (i >= w->nsegs) {
+			pthread_mutex_unlock(&w->lock);
+			break;
+		}
+		no = w->segs[i].no;
+		failed = w->segs[i].sync_failed;
+		pthread_mutex_unlock(&w->lock);
+		seg_name(name, no);
+		rc = failed ? -EIO : seg_fd(w, no, &fd, NULL);
+		if (rc == 0 && fdatasync(fd) < 0)
+			rc = -errno;
+		if (rc < 0) {
+			nrs_err("local WAL %s: sync of segment %s: %s", w->dir,
+				name, strerror(-rc));
+			break;
+		}
+	}
+	pthread_mutex_unlock(&w->sync_lock);
+	return rc < 0 ? rc : fsync_dir(w);
+}
+
 static void local_stats(struct nrs_wal *base, struct nrs_wal_stats *out)
 {
 	struct wal_local *w = (struct wal_local *)base;
@@ -1340,6 +1393,7 @@ static const struct nrs_wal_ops local_ops = {
 	.cut = local_cut,
 	.read = local_read,
 	.scan = local_scan,
+	.sync_all = local_sync_all,
 	.stats = local_stats,
 	.reclaim = local_reclaim,
 	.close = local_close,

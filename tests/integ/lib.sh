@@ -355,6 +355,22 @@ nrs_log_since_mount () {
 	awk '/^=== .*: mount/ { buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' "$LOG"
 }
 
+# nrs_powerfail_daemon FILE JOURNAL: write FILE, an executable that runs
+# the daemon ($NEREUSFS) under tests/helpers/nrs-powerfail.so, recording
+# what it does in $DATA (as set when this is called) to JOURNAL; mount with
+# NEREUSFS=FILE to record.  exec keeps the pid nrs_mount watches.
+nrs_powerfail_daemon () {
+	local so=${NRS_POWERFAIL:-$NRS_HELPERS/nrs-powerfail.so}
+	[ -f "$so" ] || nrs_error "no $so (run make check)"
+	cat >"$1" <<EOF
+#!/bin/sh
+NRS_PF_DIR='$DATA' NRS_PF_JOURNAL='$2' LD_PRELOAD='$so' \\
+ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}verify_asan_link_order=0" \\
+exec '$NEREUSFS' "\$@"
+EOF
+	chmod +x "$1"
+}
+
 # ---- background processes ---------------------------------------------
 
 # nrs_bg CMD...: run CMD in the background (redirect at the call site);

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "fsck.h"
+#include "recovery.h"
 #include "meta.h"
 #include "objfmt.h"
 #include "objstore.h"
@@ -203,6 +204,81 @@ static void test_missing_and_damaged_records(void **state)
 	expect(f, 2, "F10 stream 1 (/k/s): committed bytes [100, 200) fail",
 	       "F9 stream 1 (/k/s): commit chain broken: LSN 1 is not in the "
 	       "WAL: committed bytes [0, 100) cannot be reached");
+}
+
+/* R5b: the newest record of the chain is lost (a torn tail): only its
+ * range has no copy; the records below it are still the chain. */
+static void test_chain_newest_lost(void **state)
+{
+	struct nrs_fsck *f = *state;
+	struct nrs_chain ch;
+
+	f->streams[0].head = 400;
+	f->streams[0].version = 4;
+	f->streams[0].last_lsn = 4;		/* LSN 4 is not in the WAL */
+	expect(f, 1, "F9 stream 1 (/k/s): commit chain broken: LSN 4 is not "
+	       "in the WAL: committed bytes [300, 400) cannot be reached", NULL);
+	assert_false(f->chains_intact);
+	assert_int_equal(nrs_recover_chain(f->recs, f->nrecs, 1, 400, 4, 0,
+					   &ch), 0);
+	assert_int_equal(ch.n, 3);
+	for (size_t i = 0; i < ch.n; i++)
+		assert_int_equal(f->recs[ch.idx[i]].rec.base, 100 * i);
+	assert_int_equal(ch.miss_start, 300);
+	assert_int_equal(ch.miss_end, 400);
+	assert_int_equal(ch.broken_lsn, 4);
+	assert_int_equal(ch.twin[0], 0);
+	nrs_chain_free(&ch);
+}
+
+/* R5b, I2: two records continue the chain at the same base (a failed
+ * writer's orphan beside the committed one): that range is not guessed. */
+static void test_chain_twins(void **state)
+{
+	struct nrs_fsck *f = *state;
+	struct nrs_chain ch;
+
+	add_rec(f, 4, 1, 300, 50, 3, true);
+	add_rec(f, 5, 1, 300, 80, 3, true);
+	f->streams[0].head = 400;
+	f->streams[0].version = 5;
+	f->streams[0].last_lsn = 6;		/* lost */
+	expect(f, 1, "F9 stream 1 (/k/s): commit chain broken: LSN 4 and LSN 5"
+	       " both continue it at offset 300: committed bytes [300, 400) "
+	       "cannot be told", NULL);
+	assert_int_equal(nrs_recover_chain(f->recs, f->nrecs, 1, 400, 6, 0,
+					   &ch), 0);
+	assert_int_equal(ch.n, 3);
+	assert_int_equal(ch.miss_start, 300);
+	assert_int_equal(ch.miss_end, 400);
+	assert_int_equal(ch.twin[0], 4);
+	assert_int_equal(ch.twin[1], 5);
+	nrs_chain_free(&ch);
+}
+
+/* R5b: where the walk up meets the walk back, the record below must be
+ * the one the walk back named; an orphan in the lost record's place is
+ * not served. */
+static void test_chain_orphan_in_place(void **state)
+{
+	struct nrs_fsck *f = *state;
+	struct nrs_chain ch;
+
+	f->nrecs = 0;
+	add_rec(f, 1, 1, 0, 100, 0, true);
+	add_rec(f, 2, 1, 100, 100, 1, true);	/* an orphan */
+	add_rec(f, 4, 1, 200, 100, 3, true);	/* LSN 3 [100, 200) lost */
+	f->streams[0].last_lsn = 4;
+	expect(f, 1, "F9 stream 1 (/k/s): commit chain broken: LSN 3 is not "
+	       "in the WAL: committed bytes [100, 200) cannot be reached", NULL);
+	assert_int_equal(nrs_recover_chain(f->recs, f->nrecs, 1, 300, 4, 0,
+					   &ch), 0);
+	assert_int_equal(ch.n, 2);
+	assert_int_equal(f->recs[ch.idx[0]].rec.lsn, 1);
+	assert_int_equal(f->recs[ch.idx[1]].rec.lsn, 4);
+	assert_int_equal(ch.miss_start, 100);
+	assert_int_equal(ch.miss_end, 200);
+	nrs_chain_free(&ch);
 }
 
 static void test_epochs(void **state)
@@ -916,6 +992,9 @@ int main(void)
 		T(test_row_checksum),
 		T(test_stale_version),
 		T(test_missing_and_damaged_records),
+		T(test_chain_newest_lost),
+		T(test_chain_twins),
+		T(test_chain_orphan_in_place),
 		T(test_epochs),
 		T(test_trimmed_start),
 		T(test_wal_damage),
