@@ -1869,7 +1869,8 @@ static int obj_publish(struct nrs_meta *m, uint64_t gen,
 int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 			 const unsigned char sha256[32])
 {
-	int ret = tx_begin(m, TX_DURABLE);
+	/* durable: the WAL copy of the range may go next (materializer M5) */
+	int ret = tx_begin(m, TX_DURABLE); /* I7 */
 
 	if (ret)
 		return ret;
