@@ -9,10 +9,14 @@ test_description='crashes, recoveries, then simulated power loss at random point
 # before left), nrs-appender writes self-checking records to two streams
 # and logs each acknowledgement with a CLOCK_MONOTONIC stamp taken after
 # write(2) returned (one ack log, one clock for all phases), and the phase
-# ends with a process crash: a crash failpoint of the daemon
-# (src/failpoint.c) or a kill -9 under load.  A crash keeps the page cache,
-# so the next phase continues the same journal and reads what the last one
-# wrote but never synced.  The last phase ends as NRS_POWER_END says.
+# ends with a process crash -- a crash failpoint of the daemon
+# (src/failpoint.c) or a kill -9 under load, both falling between two
+# recorded calls (nrs-powerfail.c Q1) -- or a clean unmount.  A crash
+# keeps the page cache, so the next phase continues the same journal and
+# reads what the last one wrote but never synced.  The last phase ends as
+# NRS_POWER_END says.  The default run: a crash at wal.after_write, a
+# recovery and a clean unmount (issue 12's sequence), kill -9 under load,
+# appends and a clean unmount.
 #
 # Then, for each cut point K, nrs-powerreplay builds what the disk would
 # hold had the power gone off before journal record K returned (its model:
