@@ -112,7 +112,10 @@
  *       write and its sync): recovery calls sync_all() before it publishes
  *       any of them (recovery.c R4, DESIGN.md I7), and a clean close calls
  *       it so that nothing of the log is left unsynced.  A segment whose
- *       sync failed before (A4) fails it with -EIO.
+ *       fdatasync failed (A4) is not synced again: whatever it holds below
+ *       the failed batches an earlier sync made durable, and those batches
+ *       were cut by a synced truncate (A3) -- if that failed, the WAL is
+ *       broken and sync_all() fails -EIO.
  *
  * RECOVERY (scan: before the first append; again only before one)
  *
@@ -1267,11 +1270,15 @@ static int local_scan(struct nrs_wal *base, nrs_wal_scan_cb cb, void *ctx)
 static int local_sync_all(struct nrs_wal *base)
 {
 	struct wal_local *w = (struct wal_local *)base;
+	bool broken_now;
 	int rc = 0;
 
 	if (w->read_only)
 		return -EROFS;
-	if (w->broken)
+	pthread_mutex_lock(&w->lock);
+	broken_now = w->broken;
+	pthread_mutex_unlock(&w->lock);
+	if (broken_now)
 		return -EIO;
 	cut_back(w, false);
 	pthread_mutex_lock(&w->sync_lock);
@@ -1289,8 +1296,10 @@ static int local_sync_all(struct nrs_wal *base)
 		no = w->segs[i].no;
 		failed = w->segs[i].sync_failed;
 		pthread_mutex_unlock(&w->lock);
+		if (failed)
+			continue;	/* see S1 */
 		seg_name(name, no);
-		rc = failed ? -EIO : seg_fd(w, no, &fd, NULL);
+		rc = seg_fd(w, no, &fd, NULL);
 		if (rc == 0 && fdatasync(fd) < 0)
 			rc = -errno;
 		if (rc < 0) {

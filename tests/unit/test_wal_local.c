@@ -934,6 +934,56 @@ static void write_rec(struct nrs_wal *w, uint64_t lsn, uint32_t plen,
 }
 
 /*
+ * S1: sync_all() fdatasyncs every segment a scan found -- records written
+ * and never synced by the process before are among them -- except one
+ * whose sync failed (A4), and fails on a broken WAL or a read-only one.
+ */
+static void test_sync_all(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 100000);
+	struct nrs_wal_pos pos, end;
+	struct rec x = mkrec(9, 5000);
+	struct iovec iov = { x.buf, x.len };
+	struct nrs_wal_local_opts ro = { .read_only = true };
+	struct seen *s = scan_all(w);
+
+	free(s);
+	for (uint64_t l = 1; l <= 30; l++)	/* never synced: 2 segments */
+		write_rec(w, l, 5000, &pos, &end);
+	assert_int_equal(pos.seg, 2);
+	nrs_wal_close(w);
+	w = wal_open(f->dir, 100000);
+	s = scan_all(w);
+	assert_int_equal(s->n, 30);
+	free(s);
+	fault.fdatasync_calls = 0;
+	assert_int_equal(nrs_wal_sync_all(w), 0);
+	assert_int_equal(fault.fdatasync_calls, 2);
+	/* a segment whose fdatasync failed is not synced again */
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos), 0);
+	assert_int_equal(pos.seg, 3);
+	fault.fdatasync_fail = 1;
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos), -EIO);
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos), 0);
+	assert_int_equal(pos.seg, 4);
+	fault.fdatasync_calls = 0;
+	assert_int_equal(nrs_wal_sync_all(w), 0);
+	assert_int_equal(fault.fdatasync_calls, 3);	/* 1, 2, 4 */
+	/* broken: the undo of a failed append failed */
+	fault.fdatasync_fail = 1;
+	fault.ftruncate_fail = 1;
+	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos), -EIO);
+	assert_int_equal(nrs_wal_sync_all(w), -EIO);
+	nrs_wal_close(w);
+	w = NULL;
+	assert_int_equal(nrs_wal_local_open(f->dir, &ro, &w), 0);
+	assert_int_equal(nrs_wal_sync_all(w), -EROFS);
+	nrs_wal_close(w);
+	free(x.buf);
+}
+
+/*
  * Batches written one after another and synced together (the pipeline's
  * group sync, one sync per segment); then a cut after a failed sync drops
  * every batch not made durable, across a rotation, and the next write
@@ -1452,6 +1502,7 @@ int main(void)
 		T(test_fault_fdatasync),
 		T(test_failpoint_short),
 		T(test_fault_broken),
+		T(test_sync_all),
 		T(test_group_sync_cut),
 		T(test_sync_fail_rotates),
 		T(test_concurrent_reads),
