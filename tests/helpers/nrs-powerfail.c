@@ -4,12 +4,14 @@
  * would hold after a power loss at any point (in the spirit of SQLite's
  * crash-simulation layer, src/test6.c).
  *
- *	NRS_PF_DIR=DATADIR NRS_PF_JOURNAL=FILE LD_PRELOAD=.../nrs-powerfail.so \
- *		nereusfs -f -o data=DATADIR MNT
+ *	NRS_PF_DIR=DATADIR NRS_PF_JOURNAL=FILE [NRS_PF_KILL=KILLFILE] \
+ *	LD_PRELOAD=.../nrs-powerfail.so nereusfs -f -o data=DATADIR MNT
  *
  * Without both variables every call is passed through and nothing is
- * recorded.  DATADIR must exist and be empty at the start (the replayer
- * knows only what it saw written); FILE must lie outside DATADIR.  Under an
+ * recorded.  DATADIR must exist and be empty when the first recorded
+ * process starts (the replayer knows only what it saw written); later
+ * processes on the same DATADIR continue the same FILE (SEVERAL
+ * PROCESSES, below).  FILE and KILLFILE must lie outside DATADIR.  Under an
  * ASan build of the daemon, add verify_asan_link_order=0 to ASAN_OPTIONS.
  *
  * WHAT IS INTERPOSED
@@ -18,7 +20,8 @@
  * /proc/self/fd, lies in DATADIR is tracked, with its device and inode),
  * close, write, writev, pwrite/pwrite64, pwritev/pwritev64, ftruncate/
  * ftruncate64, fallocate/fallocate64, fsync, fdatasync, sync_file_range,
- * rename/renameat/renameat2, unlink/unlinkat/rmdir, mkdir/mkdirat.  Every
+ * rename/renameat/renameat2, unlink/unlinkat/rmdir, mkdir/mkdirat; and
+ * raise and kill, for a process's SIGKILL of itself (Q1, below).  Every
  * call is passed through to the next definition (dlsym(RTLD_NEXT)); only a
  * successful call that touched a file in DATADIR is recorded.  Calls libc
  * makes internally (closedir, fclose, ...) are not seen, so before a
@@ -53,12 +56,50 @@
  *        padding        zeros up to total, so every header is 8-aligned
  *
  * A record is whole when the file holds all of its total bytes and its
- * magic is right; a kill -9 can leave only the last record torn, and the
- * replayer ignores it.  CREATE is written only when the call created the
- * name (open with O_CREAT of a name that did not exist, mkdir); an open
- * with O_TRUNC of an existing file also writes TRUNC 0.  A failed call,
- * and in particular a failed fsync, records nothing: it made nothing
- * durable.
+ * magic is right; a kill -9 from outside can leave the last record torn:
+ * the replayer ignores it, and a process that continues the journal (see
+ * SEVERAL PROCESSES) first cuts it off.  CREATE is written only when the
+ * call created the name (open with O_CREAT of a name that did not exist,
+ * mkdir); an open with O_TRUNC of an existing file also writes TRUNC 0.  A
+ * failed call, and in particular a failed fsync, records nothing: it made
+ * nothing durable.
+ *
+ * SEVERAL PROCESSES, ONE JOURNAL (crash, recovery, power cut)
+ *
+ * A process crash loses nothing the kernel holds: the page cache keeps
+ * every write, synced or not, and the next daemon on the same directory
+ * reads it.  Only a power cut drops what was never synced.  So the daemons
+ * that run one after another on DATADIR (crash, restart, recovery, more
+ * appends, ...) are recorded into one journal: each later process opens
+ * FILE with O_APPEND and continues it (DATADIR is empty only when the
+ * first one starts), and the journal is one history of the disk.  The
+ * replayer needs no notion of a crash: a phase-2 fdatasync of a segment
+ * makes the phase-1 writes of that inode durable too (D1 of
+ * nrs-powerreplay.c), and phase-1 writes that no later sync covered are
+ * dropped at a cut, even though phase 2 read and relied on them -- the
+ * bug class this models (issue 12).
+ *
+ * For that, a crash must fall between two recorded calls: a thread killed
+ * after its pwritev returned but before its record was written would
+ * leave bytes in the page cache that the journal does not know, and a
+ * later sync would make them durable on the real disk but not in the
+ * replay.  So while recording, every interposed call holds a read lock of
+ * one rwlock from before it enters the kernel until its record is written,
+ * and the two ways this layer lets a process crash take the write lock
+ * first, then SIGKILL the process (Q1):
+ *
+ *  Q1 raise(SIGKILL), kill(getpid(), SIGKILL) (the daemon's crash
+ *     failpoints, src/failpoint.c), and a kill request: once the file
+ *     named by NRS_PF_KILL exists (checked every 2 ms by a thread started
+ *     when the first file of DATADIR is opened), the process is killed so.
+ *     A test asks for "kill -9 under load" by creating that file.  If the
+ *     write lock is not had within 5 s (a call blocked in the kernel), the
+ *     process is killed anyway and "nrs-powerfail: killed unquiesced" is
+ *     written to standard error, for the test to refuse the journal.
+ *
+ * What this cannot model: a kill that lands inside one write(2), leaving a
+ * prefix of it in the page cache (a torn write that no power cut caused).
+ * t0300 covers torn WAL writes with its short-write failpoint.
  *
  * THE SHARED CLOCK
  *
@@ -66,7 +107,8 @@
  * with the same clock after write(2) returned.  A daemon acknowledges an
  * append only after the fdatasync that made it durable returned, so that
  * fdatasync's record has ts < the ack's stamp; an ack whose stamp is below
- * record K's ts therefore depends only on records before K.
+ * record K's ts therefore depends only on records before K.  The clock is
+ * the machine's, so it holds across the processes of one journal.
  */
 #include "config.h"
 
@@ -75,6 +117,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -105,6 +148,12 @@ static int journal_fd = -1;
 static char dir[PATH_MAX];	/* canonical; empty: recording off */
 static size_t dir_len;
 static bool inited;
+static bool watching;		/* the kill-request thread runs */
+
+/* Q1: held shared by every interposed call while recording, from before
+ * the real call to after its record; held exclusive by a crash. */
+static pthread_rwlock_t quiesce;
+static pthread_once_t quiesce_once = PTHREAD_ONCE_INIT;
 
 #define REAL(type, name, args)						\
 	static type (*real_##name) args;				\
@@ -135,6 +184,36 @@ REAL(int, sync_file_range, (int, off_t, off_t, unsigned int))
 REAL(int, renameat2, (int, const char *, int, const char *, unsigned int))
 REAL(int, unlinkat, (int, const char *, int))
 REAL(int, mkdirat, (int, const char *, mode_t))
+REAL(int, raise, (int))
+REAL(int, kill, (pid_t, int))
+
+/* Cut a torn last record off the journal a killed process left, so that
+ * this process continues it with whole records (SEVERAL PROCESSES). */
+static void cut_torn(int fd, const char *name)
+{
+	struct stat st;
+	struct pf_hdr h;
+	uint64_t off = 0;
+
+	if (fstat(fd, &st) < 0)
+		return;
+	while (off < (uint64_t)st.st_size) {
+		if ((uint64_t)st.st_size - off < sizeof(h) ||
+		    pread(fd, &h, sizeof(h), (off_t)off) != (ssize_t)sizeof(h) ||
+		    memcmp(h.magic, PF_MAGIC, 4) != 0 || h.total < sizeof(h) ||
+		    (uint64_t)st.st_size - off < h.total)
+			break;
+		off += h.total;
+	}
+	if (off == (uint64_t)st.st_size)
+		return;
+	fprintf(stderr, "nrs-powerfail: %s: cutting a torn last record (%ju bytes at %ju)\n",
+		name, (uintmax_t)((uint64_t)st.st_size - off), (uintmax_t)off);
+	if (get_ftruncate()(fd, (off_t)off) < 0) {
+		fprintf(stderr, "nrs-powerfail: %s: %s\n", name, strerror(errno));
+		abort();
+	}
+}
 
 /* Under lock.  Reads the environment once. */
 static bool recording(void)
@@ -151,13 +230,127 @@ static bool recording(void)
 		return false;
 	}
 	dir_len = strlen(dir);
-	journal_fd = get_open()(j, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+	journal_fd = get_open()(j, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC,
 				0644);
 	if (journal_fd < 0) {
 		fprintf(stderr, "nrs-powerfail: %s: %s\n", j, strerror(errno));
 		abort();	/* a test tool: never run silently unrecorded */
 	}
+	cut_torn(journal_fd, j);
 	return true;
+}
+
+static void quiesce_init(void)
+{
+	pthread_rwlockattr_t a;
+
+	/* a crash waiting for the lock holds off new calls (Q1) */
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&quiesce, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+/* Before an interposed call: true (and the read lock taken, Q1) when
+ * recording; release with leave(). */
+static bool enter(void)
+{
+	bool r;
+
+	pthread_mutex_lock(&lock);
+	r = recording();
+	pthread_mutex_unlock(&lock);
+	if (!r)
+		return false;
+	pthread_once(&quiesce_once, quiesce_init);
+	pthread_rwlock_rdlock(&quiesce);
+	return true;
+}
+
+static void leave(bool entered)
+{
+	if (entered)
+		pthread_rwlock_unlock(&quiesce);
+}
+
+/* Q1: kill this process between two recorded calls.  The caller holds no
+ * read lock of quiesce. */
+static void crash_quiesced(void)
+{
+	struct timespec t;
+
+	pthread_once(&quiesce_once, quiesce_init);
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += 5;
+	if (pthread_rwlock_timedwrlock(&quiesce, &t) != 0) {
+		static const char msg[] = "nrs-powerfail: killed unquiesced\n";
+
+		if (get_write()(2, msg, sizeof(msg) - 1) < 0) {
+			/* nothing more to say it with */
+		}
+	}
+	get_kill()(getpid(), SIGKILL);
+	_exit(137);	/* not reached */
+}
+
+/* The kill-request thread (Q1). */
+static void *watch_kill(void *arg)
+{
+	const char *file = arg;
+	struct timespec t = { 0, 2000000 };
+
+	for (;;) {
+		if (access(file, F_OK) == 0)
+			crash_quiesced();
+		nanosleep(&t, NULL);
+	}
+	return NULL;
+}
+
+/* Under lock, recording: start the kill-request thread once, when the
+ * first file of the directory is opened (not earlier: an interposed call
+ * may come from a sanitizer's or libc's start-up). */
+static void start_watch(void)
+{
+	const char *k = getenv("NRS_PF_KILL");
+	pthread_t t;
+	sigset_t all, old;
+
+	if (watching || !k || !*k)
+		return;
+	watching = true;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);	/* signals go elsewhere */
+	if (pthread_create(&t, NULL, watch_kill, (void *)k) != 0) {
+		fprintf(stderr, "nrs-powerfail: cannot start the kill thread\n");
+		abort();
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_detach(t);
+}
+
+int raise(int sig)
+{
+	bool r;
+
+	pthread_mutex_lock(&lock);
+	r = recording();
+	pthread_mutex_unlock(&lock);
+	if (r && sig == SIGKILL)
+		crash_quiesced();
+	return get_raise()(sig);
+}
+
+int kill(pid_t pid, int sig)
+{
+	bool r;
+
+	pthread_mutex_lock(&lock);
+	r = recording();
+	pthread_mutex_unlock(&lock);
+	if (r && sig == SIGKILL && pid == getpid())
+		crash_quiesced();
+	return get_kill()(pid, sig);
 }
 
 static uint64_t now_ns(void)
@@ -283,6 +476,7 @@ static void opened(int fd, bool created, bool truncated)
 	slots[fd].dev = st.st_dev;
 	slots[fd].ino = st.st_ino;
 	slots[fd].rel = strdup(rel);
+	start_watch();
 	if (created)
 		emit(PF_CREATE, slots[fd].is_dir, st.st_dev, st.st_ino, 0, 0,
 		     rel, strlen(rel), NULL, 0);
@@ -306,11 +500,13 @@ static bool exists_at(int dirfd, const char *path)
 
 static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
+	bool in = enter();
 	bool existed = (flags & O_CREAT) ? exists_at(dirfd, path) : true;
 	int fd = get_openat()(dirfd, path, flags, mode);
 
 	if (fd >= 0)
 		opened(fd, !existed, (flags & O_TRUNC) != 0);
+	leave(in);
 	return fd;
 }
 
@@ -390,27 +586,33 @@ static void wrote(int fd, const struct iovec *iov, int iovcnt, ssize_t n,
 
 ssize_t write(int fd, const void *buf, size_t count)
 {
+	bool in = enter();
 	ssize_t n = get_write()(fd, buf, count);
 	struct iovec iov = { (void *)buf, count };
 
 	wrote(fd, &iov, 1, n, -1);
+	leave(in);
 	return n;
 }
 
 ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
+	bool in = enter();
 	ssize_t n = get_writev()(fd, iov, iovcnt);
 
 	wrote(fd, iov, iovcnt, n, -1);
+	leave(in);
 	return n;
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t count, off_t off)
 {
+	bool in = enter();
 	ssize_t n = get_pwrite()(fd, buf, count, off);
 	struct iovec iov = { (void *)buf, count };
 
 	wrote(fd, &iov, 1, n, off);
+	leave(in);
 	return n;
 }
 
@@ -421,9 +623,11 @@ ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t off)
 
 ssize_t pwritev(int fd, const struct iovec *iov, int iovcnt, off_t off)
 {
+	bool in = enter();
 	ssize_t n = get_pwritev()(fd, iov, iovcnt, off);
 
 	wrote(fd, iov, iovcnt, n, off);
+	leave(in);
 	return n;
 }
 
@@ -452,10 +656,12 @@ static void changed(int fd, uint32_t type, uint32_t flags, uint64_t off,
 
 int ftruncate(int fd, off_t len)
 {
+	bool in = enter();
 	int r = get_ftruncate()(fd, len);
 
 	if (r == 0)
 		changed(fd, PF_TRUNC, 0, (uint64_t)len, 0);
+	leave(in);
 	return r;
 }
 
@@ -466,11 +672,13 @@ int ftruncate64(int fd, off64_t len)
 
 int fallocate(int fd, int mode, off_t off, off_t len)
 {
+	bool in = enter();
 	int r = get_fallocate()(fd, mode, off, len);
 
 	if (r == 0)
 		changed(fd, PF_FALLOC, (uint32_t)mode, (uint64_t)off,
 			(uint64_t)len);
+	leave(in);
 	return r;
 }
 
@@ -481,28 +689,34 @@ int fallocate64(int fd, int mode, off64_t off, off64_t len)
 
 int fsync(int fd)
 {
+	bool in = enter();
 	int r = get_fsync()(fd);
 
 	if (r == 0)
 		changed(fd, PF_SYNC, 0, 0, 0);
+	leave(in);
 	return r;
 }
 
 int fdatasync(int fd)
 {
+	bool in = enter();
 	int r = get_fdatasync()(fd);
 
 	if (r == 0)
 		changed(fd, PF_SYNC, PF_F_DATASYNC, 0, 0);
+	leave(in);
 	return r;
 }
 
 int sync_file_range(int fd, off_t off, off_t len, unsigned int flags)
 {
+	bool in = enter();
 	int r = get_sync_file_range()(fd, off, len, flags);
 
 	if (r == 0)
 		changed(fd, PF_SFR, flags, (uint64_t)off, (uint64_t)len);
+	leave(in);
 	return r;
 }
 
@@ -562,7 +776,7 @@ static void namespace_op(uint32_t type, uint32_t flags, int dirfd,
 	if (!recording())
 		goto out;
 	in_a = resolve(dirfd, path, a, sizeof(a));
-	if (type == PF_RENAME)
+	if (type == PF_RENAME && path2)
 		in_b = resolve(dirfd2, path2, b, sizeof(b));
 	if (type == PF_RENAME && (in_a || in_b)) {
 		size_t la, lb;
@@ -591,10 +805,12 @@ out:
 int renameat2(int olddirfd, const char *oldpath, int newdirfd,
 	      const char *newpath, unsigned int flags)
 {
+	bool in = enter();
 	int r = get_renameat2()(olddirfd, oldpath, newdirfd, newpath, flags);
 
 	if (r == 0)
 		namespace_op(PF_RENAME, 0, olddirfd, oldpath, newdirfd, newpath);
+	leave(in);
 	return r;
 }
 
@@ -611,10 +827,12 @@ int rename(const char *oldpath, const char *newpath)
 
 int unlinkat(int dirfd, const char *path, int flags)
 {
+	bool in = enter();
 	int r = get_unlinkat()(dirfd, path, flags);
 
 	if (r == 0)
 		namespace_op(PF_UNLINK, 0, dirfd, path, -1, NULL);
+	leave(in);
 	return r;
 }
 
@@ -630,10 +848,12 @@ int rmdir(const char *path)
 
 int mkdirat(int dirfd, const char *path, mode_t mode)
 {
+	bool in = enter();
 	int r = get_mkdirat()(dirfd, path, mode);
 
 	if (r == 0)
 		namespace_op(PF_CREATE, PF_F_DIR, dirfd, path, -1, NULL);
+	leave(in);
 	return r;
 }
 

@@ -43,7 +43,14 @@
  *     applied sector by sector, each 512-byte sector of its range kept
  *     with probability 1/2 (1/4): torn writes, holes of zeros.  They are
  *     applied in journal order, interleaved with the durable ones.
- *
+ *  D5 Process crashes are no event of the disk.  A journal may hold the
+ *     calls of several processes that ran one after another on the
+ *     directory, each crash (kill -9, a crash failpoint) followed by a
+ *     restart that reads what the page cache kept (nrs-powerfail.c,
+ *     SEVERAL PROCESSES).  D1-D4 apply across them unchanged: a later
+ *     process's sync of an inode makes the earlier processes' writes of
+ *     it durable too, and an earlier write no later sync covered is lost
+ *     at a cut however much the later processes relied on it.
  *
  * -L PREFIX is the negative control: a disk that lies, ignoring every sync
  * of a file whose path starts with PREFIX (say "wal/").  A test runs it to
@@ -52,6 +59,8 @@
  * The model ignores what only a broken disk does (reordering synced
  * writes, corrupting synced sectors) and metadata other than names and
  * sizes (modes, times, xattrs: nereusfs keeps none in its data directory).
+ * sync(2) and syncfs(2) are not recorded, so the model takes them for no
+ * sync at all (stricter again; nereusfs does not call them).
  */
 #include "config.h"
 
