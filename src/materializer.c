@@ -35,6 +35,12 @@
  *     read gate exclusively once: every read that started with an older
  *     index snapshot has finished by then (reader.h).  Trimmed and unlinked
  *     ranges drop out of the indexes the same way, so their segments go too.
+ *  M9 A stream that is due but whose next byte no WAL record holds (a
+ *     range recovery found with no copy, recovery.c R5b) is logged and
+ *     retried after a pause, like a failed build: materializing it stops
+ *     there, since `materialized` never moves past bytes no object holds
+ *     (W3), until a trim (user.nereus.trim, retention) raises its start
+ *     past them.  Other streams go on.
  *  M7 Seal (issue 12).  M5 never deletes the segment appends go to, so on
  *     an idle mount the space of its dead records would stay taken for
  *     good.  When the current segment holds a record, the pipeline holds
@@ -739,9 +745,17 @@ static void materialize(struct worker *w, struct nrs_stream *st)
 
 	pthread_mutex_lock(&st->lock);
 	ok = plan(m, st, 0, &a, &b);
+	a = next_from(st, 0);
 	pthread_mutex_unlock(&st->lock);
 	if (!ok) {
-		release(m, st, 0);
+		/* M9: due, yet no WAL record starts where it must (a range
+		 * recovery found with no copy, R5b): retried after a pause,
+		 * never at once, or this thread would spin on it for good */
+		nrs_err("stream %" PRIu64 ": committed bytes from %" PRIu64
+			" have no copy (nereusfs-fsck names the range): its"
+			" materialization waits until a trim passes them",
+			st->id, a);
+		release(m, st, -EIO);
 		return;
 	}
 	for (;;) {

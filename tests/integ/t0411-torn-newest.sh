@@ -126,4 +126,37 @@ test_expect_success 'a second remount serves the same' '
 	nrs_umount
 '
 
+# materializer.c M9: with materialization on, the stream is due but its
+# next byte has no copy.  The materializer must neither spin on it nor
+# hold up other streams; a trim past the lost range lets it go on.
+fast=materialize_bytes=65536,materialize_age_ms=200,object_size=262144
+cpu_ticks () {
+	awk '{ print $14 + $15 }' "/proc/$NRS_PID/stat"
+}
+materialized () {
+	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
+}
+
+test_expect_success 'materialization stops at the lost range, without spinning, and other streams go on' '
+	nrs_mount -o $fast &&
+	sleep 1 &&
+	t0=$(cpu_ticks) && sleep 2 && t1=$(cpu_ticks) &&
+	echo "# $((t1 - t0)) ticks of CPU in 2 s" &&
+	test $((t1 - t0)) -lt $(( $(getconf CLK_TCK) )) &&
+	head -c 300000 /dev/urandom >"$TRASH/other" &&
+	cp "$TRASH/other" "$MNT/k/other" &&
+	nrs_wait_for 20 materialized "$MNT/k/other" &&
+	cmp "$MNT/k/other" "$TRASH/other" &&
+	grep -q "stream 1: committed bytes from $miss_start have no copy" "$LOG" &&
+	test "$(nrs_xattr "$MNT/k/s" user.nereus.materialized)" -le "$miss_start"
+'
+
+test_expect_success 'a trim past the lost range: the rest of the stream materializes' '
+	setfattr -n user.nereus.trim -v "$miss_end" "$MNT/k/s" &&
+	nrs_wait_for 20 materialized "$MNT/k/s" &&
+	read_range "$MNT/k/s" "$head" $((new_head - head)) "$TRASH/after.3" &&
+	cmp "$TRASH/after.3" "$TRASH/after/s" &&
+	nrs_umount
+'
+
 test_done
