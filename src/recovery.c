@@ -97,6 +97,7 @@
 
 #include "core_priv.h"
 #include "failpoint.h"
+#include "grow.h"
 #include "log.h"
 #include "objfmt.h"
 #include "pipeline.h"
@@ -124,15 +125,8 @@ static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
 			ri->rec.len, why);
 		return 0;
 	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 1024;
-		struct nrs_wal_rec_info *v = realloc(s->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (nrs_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)))
+		return -ENOMEM;
 	s->v[s->n++] = *ri;
 	return 0;
 }
@@ -200,18 +194,11 @@ struct ino_list {
 static int collect_ino(void *ctx, uint64_t ino)
 {
 	struct ino_list *l = ctx;
+	int err = nrs_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v));
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		uint64_t *v = realloc(l->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	l->v[l->n++] = ino;
-	return 0;
+	if (!err)
+		l->v[l->n++] = ino;
+	return err;
 }
 
 /* R1 */
@@ -262,18 +249,9 @@ static int republish(struct nrs_core *c, const struct scan *s)
 		    r->epoch < st->epoch || !s->v[i].data_ok)
 			continue;	/* an orphan */
 		if (st->batch_upd < 0) {
-			if (nu == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct nrs_head_update *v =
-					realloc(u, ncap * sizeof(*v));
-
-				if (!v) {
-					err = -ENOMEM;
-					goto out;
-				}
-				u = v;
-				cap = ncap;
-			}
+			err = nrs_grow((void **)&u, &cap, nu + 1, sizeof(*u));
+			if (err)
+				goto out;
 			u[nu].id = st->id;
 			u[nu].old_version = st->version;
 			st->batch_upd = (int)nu++;
@@ -402,17 +380,11 @@ struct chain_build {
 
 static int chain_push(struct chain_build *b, size_t i)
 {
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 64;
-		size_t *v = realloc(b->v, cap * sizeof(*v));
+	int err = nrs_grow((void **)&b->v, &b->cap, b->n + 1, sizeof(*b->v));
 
-		if (!v)
-			return -ENOMEM;
-		b->v = v;
-		b->cap = cap;
-	}
-	b->v[b->n++] = i;
-	return 0;
+	if (!err)
+		b->v[b->n++] = i;
+	return err;
 }
 
 /* Candidates of R5b (indexes into ctx, the records) by base, then LSN. */
