@@ -331,6 +331,13 @@ struct nrs_meta_seq {
 	int64_t v;
 	bool integer;		/* false: not an integer (SQLite reads 0) */
 };
+/*
+ * M3, kept against a damaged sqlite_sequence: no stream created from now
+ * on gets an id at or below id, nor one an objects row names (durable).
+ * A sequence that is not an integer is left as fsck (F30) reports it.
+ * 0 or -errno; -EINVAL if id is above NRS_STREAM_ID_MAX.
+ */
+int nrs_meta_stream_seq_raise(struct nrs_meta *m, uint64_t id);
 /* The sequences of the inodes and streams tables; 0 or -errno. */
 int nrs_meta_sequences(struct nrs_meta *m, struct nrs_meta_seq *inodes,
 		       struct nrs_meta_seq *streams);

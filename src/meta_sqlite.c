@@ -88,6 +88,10 @@
  *      never reused, even after their row is deleted.  sqlite_sequence is
  *      seeded at creation so the first stored inode is 16 (NRS_FIRST_INO)
  *      and the first cookie 3 ("." and ".." are 1 and 2); streams start at 1.
+ *      A damaged (lowered) streams sequence could issue an old id again,
+ *      and recovery would then hand the old stream's WAL records to the
+ *      new one: at every mount recovery raises it above every id the WAL
+ *      and the objects table name (nrs_meta_stream_seq_raise, RD4).
  *   M4 Every linked inode's parent chain ends at the root: rename refuses to
  *      move a directory into its own subtree.  Walks stop after MAX_DEPTH
  *      steps and report -EUCLEAN (only corruption makes a cycle).
@@ -2435,6 +2439,38 @@ int nrs_meta_integrity_check(struct nrs_meta *m,
 	}
 	sqlite3_finalize(s);
 	return tx_end(m, ret < 0 ? ret : 0);
+}
+
+int nrs_meta_stream_seq_raise(struct nrs_meta *m, uint64_t id)
+{
+	static const char *const sql[] = {
+		"UPDATE sqlite_sequence SET seq = max(?1, (SELECT"
+		" coalesce(max(stream_id), 0) FROM objects)) WHERE name ="
+		" 'streams' AND typeof(seq) = 'integer' AND seq < max(?1,"
+		" (SELECT coalesce(max(stream_id), 0) FROM objects))",
+		"INSERT INTO sqlite_sequence(name, seq) SELECT 'streams',"
+		" max(?1, (SELECT coalesce(max(stream_id), 0) FROM objects))"
+		" WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name ="
+		" 'streams')",
+	};
+	int ret;
+
+	if (id > NRS_STREAM_ID_MAX)
+		return -EINVAL;
+	ret = tx_begin(m, TX_DURABLE);
+	for (size_t i = 0; !ret && i < sizeof(sql) / sizeof(sql[0]); i++) {
+		sqlite3_stmt *s;
+		int rc = sqlite3_prepare_v2(m->db, sql[i], -1, &s, NULL);
+
+		if (rc != SQLITE_OK) {
+			ret = sql_fail(m, rc, sql[i]);
+			break;
+		}
+		sqlite3_bind_int64(s, 1, (int64_t)id);
+		ret = run(m, s);
+		sqlite3_finalize(s);
+	}
+	return tx_end(m, ret);
 }
 
 int nrs_meta_sequences(struct nrs_meta *m, struct nrs_meta_seq *inodes,

@@ -76,6 +76,13 @@
  *  RD3 A committed object row a materializer could not have written (an
  *     empty or inverted range, a length that is not header + payload) is
  *     logged and not indexed: the range it claims reads EIO.  fsck: F20.
+ *  RD4 A stream id is never issued twice (meta_sqlite.c M3), even when
+ *     sqlite_sequence was damaged to a lower value: a new stream with an
+ *     old id would be handed, by R3 at the next start, the old stream's
+ *     records still in the WAL (base 0, no predecessor: they continue an
+ *     empty stream exactly).  So before R3 the streams sequence is raised
+ *     above every stream id a WAL record or an objects row names (a
+ *     sequence that is not an integer is left alone; fsck reports it, F30).
  *
  * Steps R3-R6 are pure functions of the store and the WAL, so a crash
  * during recovery just makes the next start do them again.
@@ -578,6 +585,23 @@ static int rebuild_index(struct nrs_stream *st, const struct scan *s)
 	return err;
 }
 
+/* RD4: no stream created from now on takes an id the WAL still names. */
+static int raise_stream_seq(struct nrs_core *c, const struct scan *s)
+{
+	uint64_t top = 0;
+	int err;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].rec.stream_id <= NRS_STREAM_ID_MAX &&
+		    s->v[i].rec.stream_id > top)
+			top = s->v[i].rec.stream_id;
+	err = nrs_meta_stream_seq_raise(c->meta, top);
+	if (err)
+		nrs_err("recovery: raising the stream id sequence of %s/meta.db"
+			" to %" PRIu64 ": %s", c->data_dir, top, strerror(-err));
+	return err;
+}
+
 int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 {
 	struct scan s = { 0 };
@@ -599,6 +623,8 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 		goto out;
 	}
 	err = sync_scanned(c);
+	if (!err)
+		err = raise_stream_seq(c, &s);
 	if (err)
 		goto out;
 	if (s.n > 1)
