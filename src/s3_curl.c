@@ -202,9 +202,9 @@ enum nrs_s3_class nrs_s3_classify(long http, const char *code,
 	return NRS_S3C_OTHER;
 }
 
-bool nrs_s3_class_is_retryable(enum nrs_s3_class c)
+bool nrs_s3_class_is_retryable(enum nrs_s3_class cls)
 {
-	switch (c) {	/* R1 */
+	switch (cls) {	/* R1 */
 	case NRS_S3C_UNAVAILABLE:
 	case NRS_S3C_TIMEOUT:
 	case NRS_S3C_THROTTLED:

@@ -73,7 +73,7 @@ enum nrs_s3_class nrs_s3_classify(long http, const char *code,
  * SERVER; never for an answer that will be the same next time (every
  * other 4xx, a refused certificate).
  */
-bool nrs_s3_class_is_retryable(enum nrs_s3_class c);
+bool nrs_s3_class_is_retryable(enum nrs_s3_class cls);
 
 /* The negative errno of class c (objstore.h's list). */
 int nrs_s3_class_errno(enum nrs_s3_class c);
