@@ -16,6 +16,11 @@
  *  E2  and logged in one line: the request, key, status, S3's code and
  *      message, the class, the attempts, and what to fix (a region error
  *      names the region to set).
+ *  C1  The s3_credentials file is read again when it changes (stat at
+ *      most every CRED_CHECK_MS, before a request) and at once after a
+ *      request refused for its credentials (a token, key or signature
+ *      class), which is then sent once more if the keys changed; so
+ *      rotated keys and renewed STS tokens need no remount.
  *
  * The rest of this comment describes the V2 path.
  *
@@ -133,6 +138,7 @@
 #define DEFAULT_REGION		"us-east-1"
 #define REGION_MAX		48
 #define PROBE_KEY		"nereusfs-probe"
+#define CRED_CHECK_MS		1000	/* C1: stat the file at most this often */
 
 _Static_assert(NRS_S3C_COUNT == NRS_S3_CLASSES, "objstore.h's class count");
 
@@ -156,6 +162,11 @@ struct s3_store {
 	char region[REGION_MAX];
 	atomic_uint_fast64_t errors[NRS_S3C_COUNT];	/* by class */
 	atomic_uint_fast64_t retries;
+	/* C1: the credentials file, re-read when it changes */
+	char *cred_file;	/* NULL: keys from the environment or opts */
+	pthread_mutex_t cred_lock;
+	struct stat cred_st;	/* the file when last read; cred_lock */
+	int64_t cred_checked_ms;	/* last stat; cred_lock */
 };
 
 enum s3_op { OP_PUT, OP_HEAD, OP_GET, OP_DELETE };
@@ -684,6 +695,69 @@ static int v2_del(struct nrs_objstore *os, const char *key)
 
 /* ---- signature V4: requests of our own on libcurl (s3_curl.c) ----------- */
 
+static void free_secret(char *v)
+{
+	if (v)
+		explicit_bzero(v, strlen(v));
+	free(v);
+}
+
+static bool same_file_state(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	       a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/*
+ * C1: re-read the credentials file if it changed (another inode -- a
+ * rename over it, as secret managers do --, size, mtime or ctime; looked
+ * at most every CRED_CHECK_MS), or at once when force (a request was
+ * refused for its credentials).  Returns true if other credentials are in
+ * use now.  A file that cannot be read or parsed leaves the current ones,
+ * logged.
+ */
+static bool creds_reload(struct s3_store *s, bool force)
+{
+	char *a = NULL, *k = NULL, *t = NULL;
+	bool changed = false;
+	struct stat st;
+	int64_t now;
+	int rc;
+
+	if (!s->cred_file || !s->v4)
+		return false;
+	now = now_ms();
+	pthread_mutex_lock(&s->cred_lock);
+	if (!force && now - s->cred_checked_ms < CRED_CHECK_MS)
+		goto out_unlock;
+	s->cred_checked_ms = now;
+	if (stat(s->cred_file, &st) < 0 ||
+	    (!force && same_file_state(&st, &s->cred_st)))
+		goto out_unlock;
+	s->cred_st = st;
+	rc = nrs_s3_credentials(s->cred_file, &a, &k, &t);	/* logs */
+	if (rc == 0)
+		rc = nrs_s3c_set_creds(s->v4, a, k, t);
+	if (rc > 0) {
+		changed = true;
+		nrs_info("s3 %s: new credentials read from %s", s->url,
+			 s->cred_file);
+	} else if (rc < 0) {
+		nrs_warn("s3 %s: credentials file %s: %s: keeping the ones in "
+			 "use", s->url, s->cred_file, strerror(-rc));
+	}
+	free(a);
+	free_secret(k);
+	free_secret(t);
+out_unlock:
+	pthread_mutex_unlock(&s->cred_lock);
+	return changed;
+}
+
 static const char *const method_names[] = {
 	[NRS_S3C_PUT] = "put", [NRS_S3C_GET] = "get",
 	[NRS_S3C_HEAD] = "head", [NRS_S3C_DELETE] = "delete",
@@ -739,7 +813,13 @@ static int v4_run(struct s3_store *s, const struct nrs_s3c_req *r,
 
 	if (!nrs_objkey_is_valid(r->key))
 		return -EINVAL;
+	creds_reload(s, false);	/* C1 */
 	err = nrs_s3c_run(s->v4, r, o);
+	/* C1: refused for its credentials (an expired token, a rotated
+	 * key): once more if the file holds others now */
+	if (err == 0 && (o->cls == NRS_S3C_TOKEN || o->cls == NRS_S3C_KEY ||
+			 o->cls == NRS_S3C_SIGNATURE) && creds_reload(s, true))
+		err = nrs_s3c_run(s->v4, r, o);
 	return err < 0 ? err : v4_result(s, r, o, quiet_enoent);
 }
 
@@ -862,6 +942,8 @@ static int s3_del(struct nrs_objstore *os, const char *key)
 static void store_free(struct s3_store *s)
 {
 	nrs_s3c_free(s->v4);
+	free(s->cred_file);
+	pthread_mutex_destroy(&s->cred_lock);
 	free(s->host);
 	free(s->bucket);
 	free(s->access);
@@ -1080,6 +1162,7 @@ int nrs_objstore_s3_open(const struct nrs_s3_opts *o, struct nrs_objstore **out)
 	if (!s)
 		return -ENOMEM;
 	s->base.ops = &s3_ops;
+	pthread_mutex_init(&s->cred_lock, NULL);
 	s->timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	s->url = strdup(o->url);
 	s->access = strdup(o->access_key);
@@ -1223,13 +1306,6 @@ static char *creds_value(const char *p, const char *end, const char *name,
 		p = eol ? eol + 1 : end;
 	}
 	return v;
-}
-
-static void free_secret(char *v)
-{
-	if (v)
-		explicit_bzero(v, strlen(v));
-	free(v);
 }
 
 int nrs_s3_credentials(const char *file, char **access, char **secret,
@@ -1380,6 +1456,17 @@ int nrs_objstore_s3_open_url(const struct nrs_s3_opts *o,
 	free_secret(token);
 	if (err)
 		return err;
+	if (cred_file && s3_of(st)->v4) {	/* C1 */
+		struct s3_store *s = s3_of(st);
+
+		s->cred_file = strdup(cred_file);
+		if (!s->cred_file || stat(cred_file, &s->cred_st) < 0) {
+			err = s->cred_file ? -errno : -ENOMEM;
+			nrs_obj_close(st);
+			return err;
+		}
+		s->cred_checked_ms = now_ms();
+	}
 	err = probe(s3_of(st));
 	if (err) {
 		nrs_obj_close(st);

@@ -88,6 +88,8 @@
 #define EMPTY_SHA256 \
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define URL_MAX			(NRS_OBJKEY_MAX + 512)
+#define TOKEN_MAX		4096	/* a session token's length, at most */
+#define HEADERS_MAX		(TOKEN_MAX + 1024)
 
 /* ---- classes (pure) ----------------------------------------------------- */
 
@@ -297,15 +299,21 @@ bool nrs_s3_host_region(const char *host, char *out, size_t n)
 
 struct nrs_s3c {
 	bool https, virtual_style;
-	char *host, *bucket, *region, *access, *secret, *token, *ca_file;
+	char *host, *bucket, *region, *ca_file;
 	char *sigv4;		/* "aws:amz:REGION:s3" */
-	char *userpwd;		/* "ACCESS:SECRET", wiped on free */
+	pthread_mutex_t cred_lock;
+	char *access, *secret;	/* protected by cred_lock */
+	char *token;		/* NULL: none; protected by cred_lock */
+	char *userpwd;		/* "ACCESS:SECRET", wiped on free; protected
+				 * by cred_lock */
 	int timeout_ms;
 	pthread_mutex_t lock;
 	CURL *pool[POOL_MAX];	/* idle handles; protected by lock */
 	int npool;		/* protected by lock */
 	unsigned int seed;	/* jitter; protected by lock */
 };
+
+#define SWAP_STR(x, y) do { char *t_ = (x); (x) = (y); (y) = t_; } while (0)
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static CURLcode global_rc;
@@ -329,6 +337,7 @@ void nrs_s3c_free(struct nrs_s3c *c)
 	for (int i = 0; i < c->npool; i++)
 		curl_easy_cleanup(c->pool[i]);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->cred_lock);
 	free(c->host);
 	free(c->bucket);
 	free(c->region);
@@ -359,7 +368,7 @@ int nrs_s3c_new(const struct nrs_s3c_opts *o, struct nrs_s3c **out)
 	bool fail = false;
 
 	if (!o->host || !o->bucket || !o->region || !o->access || !o->secret ||
-	    o->timeout_ms <= 0)
+	    o->timeout_ms <= 0 || (o->token && strlen(o->token) > TOKEN_MAX))
 		return -EINVAL;
 	pthread_once(&global_once, global_init);
 	if (global_rc != CURLE_OK)
@@ -368,6 +377,7 @@ int nrs_s3c_new(const struct nrs_s3c_opts *o, struct nrs_s3c **out)
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->cred_lock, NULL);
 	c->https = o->https;
 	c->virtual_style = o->virtual_style;
 	c->timeout_ms = o->timeout_ms;
@@ -390,6 +400,52 @@ int nrs_s3c_new(const struct nrs_s3c_opts *o, struct nrs_s3c **out)
 	}
 	*out = c;
 	return 0;
+}
+
+static bool same(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+int nrs_s3c_set_creds(struct nrs_s3c *c, const char *access,
+		      const char *secret, const char *token)
+{
+	char *a, *k, *t = NULL, *up = NULL;
+	int rc;
+
+	if (!access || !*access || !secret || !*secret ||
+	    (token && strlen(token) > TOKEN_MAX))
+		return -EINVAL;
+	if (token && !*token)
+		token = NULL;
+	pthread_mutex_lock(&c->cred_lock);
+	rc = same(c->access, access) && same(c->secret, secret) &&
+	     same(c->token, token);
+	pthread_mutex_unlock(&c->cred_lock);
+	if (rc)
+		return 0;	/* nothing new */
+	a = strdup(access);
+	k = strdup(secret);
+	if (token)
+		t = strdup(token);
+	if (!a || !k || (token && !t) ||
+	    asprintf(&up, "%s:%s", access, secret) < 0) {
+		free(a);
+		wipe_free(k);
+		wipe_free(t);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&c->cred_lock);	/* swap, then wipe the old */
+	SWAP_STR(c->access, a);
+	SWAP_STR(c->secret, k);
+	SWAP_STR(c->token, t);
+	SWAP_STR(c->userpwd, up);
+	pthread_mutex_unlock(&c->cred_lock);
+	free(a);
+	wipe_free(k);
+	wipe_free(t);
+	wipe_free(up);
+	return 1;
 }
 
 int nrs_s3c_url(struct nrs_s3c *c, const char *key, char *buf, size_t n)
@@ -487,9 +543,14 @@ int nrs_s3c_describe(struct nrs_s3c *c, const struct nrs_s3c_req *r,
 	if (r->method == NRS_S3C_GET && r->dst_len)
 		ADD("Range: bytes=%" PRIu64 "-%" PRIu64 "\n", r->off,
 		    r->off + (uint64_t)r->dst_len - 1);
-	if (c->token)
-		ADD("x-amz-security-token: %s\n", c->token);
 #undef ADD
+	pthread_mutex_lock(&c->cred_lock);
+	k = c->token ? snprintf(buf + len, n - len, "x-amz-security-token: %s\n",
+				c->token) : 0;
+	pthread_mutex_unlock(&c->cred_lock);
+	if (k < 0 || (size_t)k >= n - len)
+		return -ENOSPC;
+	len += (size_t)k;
 	return (int)len;
 }
 
@@ -689,7 +750,7 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 {
 	const struct nrs_s3c_req *r = a->r;
 	struct nrs_s3c_resp *o = a->out;
-	char url[URL_MAX], hdrs[1024];
+	char url[URL_MAX], hdrs[HEADERS_MAX];
 	struct curl_slist *list = NULL;
 	CURLcode rc = CURLE_OK;
 	int err = 0;
@@ -726,7 +787,9 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 	SET(CURLOPT_URL, url);
 	SET(CURLOPT_NOSIGNAL, 1L);
 	SET(CURLOPT_AWS_SIGV4, c->sigv4);
-	SET(CURLOPT_USERPWD, c->userpwd);
+	pthread_mutex_lock(&c->cred_lock);
+	SET(CURLOPT_USERPWD, c->userpwd);	/* curl keeps a copy */
+	pthread_mutex_unlock(&c->cred_lock);
 	SET(CURLOPT_HTTPHEADER, list);
 	SET(CURLOPT_SSL_VERIFYPEER, 1L);
 	SET(CURLOPT_SSL_VERIFYHOST, 2L);

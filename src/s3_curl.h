@@ -113,7 +113,8 @@ struct nrs_s3c_opts {
 	bool virtual_style;	/* BUCKET.HOST/KEY, else HOST/BUCKET/KEY */
 	const char *region;
 	const char *access, *secret;
-	const char *token;	/* x-amz-security-token, or NULL */
+	const char *token;	/* x-amz-security-token, or NULL; at most
+				 * 4096 characters */
 	const char *ca_file;	/* NULL: the system's CA store */
 	int timeout_ms;		/* per operation, retries included */
 };
@@ -122,6 +123,15 @@ struct nrs_s3c_opts {
 int nrs_s3c_new(const struct nrs_s3c_opts *o, struct nrs_s3c **out);
 /* Free of NULL is a no-op; the secret is wiped. */
 void nrs_s3c_free(struct nrs_s3c *c);
+
+/*
+ * Sign later requests with these credentials (token NULL or "": none;
+ * copied; the old ones are wiped).  Requests already started keep theirs.
+ * 1 if they differ from the current ones, 0 if they are the same (nothing
+ * changes), -EINVAL (empty key, token longer than 4096), -ENOMEM.
+ */
+int nrs_s3c_set_creds(struct nrs_s3c *c, const char *access,
+		      const char *secret, const char *token);
 
 enum nrs_s3c_method { NRS_S3C_PUT, NRS_S3C_GET, NRS_S3C_HEAD, NRS_S3C_DELETE };
 

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -367,6 +368,8 @@ struct capture {
 	const char *answers[CAP_MAX];	/* status line + headers + body */
 	int nanswers;
 	int hang;		/* accept, read, never answer (R3) */
+	const char *expired;	/* a token answered 400 ExpiredToken, not
+				 * counted among the answers */
 	int served;
 	char req[CAP_MAX][8192];	/* requests, headers and body */
 	size_t req_len[CAP_MAX];
@@ -409,6 +412,27 @@ static void *cap_main(void *arg)
 		}
 		cp->req_len[i] = n;
 		cp->served = i + 1;
+		if (cp->expired) {
+			char hdr[256];
+
+			snprintf(hdr, sizeof(hdr), "x-amz-security-token: %s\r\n",
+				 cp->expired);
+			if (strstr(rq, hdr)) {
+				static const char body[] =
+					"<Error><Code>ExpiredToken</Code><Message>"
+					"The provided token has expired.</Message>"
+					"</Error>";
+				char ans[512];
+
+				snprintf(ans, sizeof(ans), "HTTP/1.1 400 Bad Request"
+					 "\r\nConnection: close\r\nContent-Length: "
+					 "%zu\r\n\r\n%s", strlen(body), body);
+				(void)!write(fd, ans, strlen(ans));
+				close(fd);
+				cp->nanswers++;	/* this one did not count */
+				continue;
+			}
+		}
 		if (cp->hang) {
 			sleep(3);
 			close(fd);
@@ -803,6 +827,106 @@ static void test_refused(void **state)
 	nrs_s3c_free(c);
 }
 
+static const char missing[] =
+	"HTTP/1.1 404 Not Found\r\nConnection: close\r\n"
+	"Content-Length: 0\r\n\r\n";
+
+/* A store at the capturing server cp with the credentials file path,
+ * the probe answered (404). */
+static struct nrs_objstore *open_with_file(struct capture *cp,
+					   const char *path)
+{
+	struct nrs_s3_opts o = { .timeout_ms = 5000 };
+	struct nrs_objstore *st;
+	char url[128];
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/nereus", cp->port);
+	o.url = url;
+	assert_int_equal(nrs_objstore_s3_open_url(&o, path, &st), 0);
+	return st;
+}
+
+static void write_creds(const char *path, const char *token)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fprintf(f, "AWS_ACCESS_KEY_ID=ASIAEXAMPLE\nAWS_SECRET_ACCESS_KEY=sekrit\n"
+		"AWS_SESSION_TOKEN=%s\n", token);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(path, 0600), 0);
+}
+
+/* C1: a token the store calls expired makes the provider read the
+ * credentials file again, and the request goes once more with the new
+ * token; nothing is remounted. */
+static void test_creds_reread(void **state)
+{
+	struct capture cp = {
+		.answers = { missing, ok_reply, ok_reply, ok_reply },
+		.nanswers = 2,
+	};
+	const char *tmp = getenv("TMPDIR");
+	char path[512], v[256];
+	struct nrs_objstore *st;
+	unsigned char sha[32] = { 1 }, md5[16] = { 2 };
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/creds.%d", tmp && *tmp ? tmp : "/tmp",
+		 (int)getpid());
+	write_creds(path, "TOKEN-1");
+	cap_start(&cp);
+	/* the probe (a GET answered 404) goes out with TOKEN-1 */
+	st = open_with_file(&cp, path);
+	/* then TOKEN-1 expires, and the file gets the next one, as an STS
+	 * refresher does (whether the provider sees the file change first
+	 * or the refusal first depends on the time it takes: both are C1) */
+	cp.expired = "TOKEN-1";
+	write_creds(path, "TOKEN-2");
+	assert_int_equal(nrs_obj_put(st, "k", "abc", 3, md5, sha), 0);
+	nrs_obj_close(st);
+	cap_stop(&cp);
+	unlink(path);
+	assert_true(cp.served >= 3);
+	cp.req[cp.served - 1][cp.req_len[cp.served - 1]] = '\0';
+	assert_true(req_header(cp.req[cp.served - 1], "x-amz-security-token", v,
+			       sizeof(v)));
+	assert_string_equal(v, "TOKEN-2");
+	assert_int_equal(strncmp(cp.req[cp.served - 1], "PUT /nereus/k ", 14), 0);
+}
+
+/* C1: a file replaced by a rename (another inode) is read again before
+ * the next request, at most a second later. */
+static void test_creds_renamed(void **state)
+{
+	struct capture cp = {
+		.answers = { missing, ok_reply }, .nanswers = 2,
+	};
+	const char *tmp = getenv("TMPDIR");
+	char path[512], path2[520], v[512];
+	struct nrs_objstore *st;
+	unsigned char sha[32] = { 1 }, md5[16] = { 2 };
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/creds-r.%d",
+		 tmp && *tmp ? tmp : "/tmp", (int)getpid());
+	snprintf(path2, sizeof(path2), "%s.new", path);
+	write_creds(path, "OLD");
+	cap_start(&cp);
+	st = open_with_file(&cp, path);
+	write_creds(path2, "NEW");
+	assert_int_equal(rename(path2, path), 0);
+	usleep(1100 * 1000);	/* past CRED_CHECK_MS */
+	assert_int_equal(nrs_obj_put(st, "k", "abc", 3, md5, sha), 0);
+	nrs_obj_close(st);
+	cap_stop(&cp);
+	unlink(path);
+	assert_int_equal(cp.served, 2);
+	cp.req[1][cp.req_len[1]] = '\0';
+	assert_true(req_header(cp.req[1], "x-amz-security-token", v, sizeof(v)));
+	assert_string_equal(v, "NEW");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -823,6 +947,8 @@ int main(void)
 		cmocka_unit_test(test_region_error),
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_creds_reread),
+		cmocka_unit_test(test_creds_renamed),
 	};
 
 	return cmocka_run_group_tests_name("s3_curl", tests, NULL, NULL);
