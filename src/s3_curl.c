@@ -84,6 +84,8 @@
 #define ERRBODY_MAX		8192	/* bytes of an error body kept */
 #define BACKOFF_BASE_MS		100
 #define BACKOFF_CAP_MS		2000
+#define IO_BUFFER		(512 << 10)	/* curl's read and upload buffers:
+					 * 16 KiB and 64 KiB by default */
 #define MAX_ATTEMPTS		4	/* R1: a refused connection fails in ~1 s */
 #define EMPTY_SHA256 \
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -803,6 +805,8 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 	SET(CURLOPT_HEADERFUNCTION, on_header);
 	SET(CURLOPT_HEADERDATA, a);
 	SET(CURLOPT_USERAGENT, "nereusfs");
+	SET(CURLOPT_BUFFERSIZE, (long)IO_BUFFER);
+	SET(CURLOPT_UPLOAD_BUFFERSIZE, (long)IO_BUFFER);
 	switch (r->method) {
 	case NRS_S3C_PUT:
 		SET(CURLOPT_UPLOAD, 1L);
