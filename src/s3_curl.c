@@ -126,7 +126,8 @@ const char *nrs_s3_class_advice(enum nrs_s3_class c)
 		return "this machine's clock is off by more than 15 minutes: "
 		       "set it right (NTP)";
 	case NRS_S3C_REGION:
-		return "the bucket is in another region: set -o s3_region=";
+		return "the bucket is in another region: set -o s3_region= "
+		       "to its region";
 	case NRS_S3C_SIGNATURE:
 		return "the secret key is wrong: check AWS_SECRET_ACCESS_KEY "
 		       "(or the s3_credentials file), or try s3_signature=v2 "

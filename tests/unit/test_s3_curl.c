@@ -927,6 +927,49 @@ static void test_creds_renamed(void **state)
 	assert_string_equal(v, "NEW");
 }
 
+/* PROBE: a definite answer refuses the mount, no answer does not. */
+static void test_probe(void **state)
+{
+	static const struct {
+		const char *status, *code;
+		int err;
+	} cases[] = {
+		{ "400 Bad Request", "AuthorizationHeaderMalformed", -EACCES },
+		{ "403 Forbidden", "RequestTimeTooSkewed", -EACCES },
+		{ "403 Forbidden", "SignatureDoesNotMatch", -EACCES },
+		{ "403 Forbidden", "InvalidAccessKeyId", -EACCES },
+		{ "400 Bad Request", "ExpiredToken", -EACCES },
+		{ "403 Forbidden", "AccessDenied", -EACCES },
+		{ "404 Not Found", "NoSuchBucket", -ENXIO },
+		{ "404 Not Found", "NoSuchKey", 0 },
+		{ "500 Internal Server Error", "InternalError", 0 },
+	};
+
+	(void)state;
+	assert_int_equal(setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1), 0);
+	assert_int_equal(setenv("AWS_SECRET_ACCESS_KEY", "secret", 1), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct capture cp = { .nanswers = CAP_MAX };
+		struct nrs_s3_opts o = { .timeout_ms = 5000 };
+		struct nrs_objstore *st = NULL;
+		char url[128];
+
+		for (int k = 0; k < CAP_MAX; k++)	/* 5xx: retried */
+			cp.answers[k] = err_reply(k, cases[i].status,
+						  cases[i].code);
+		cap_start(&cp);
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d/nereus", cp.port);
+		o.url = url;
+		if (nrs_objstore_s3_open_url(&o, NULL, &st) != cases[i].err)
+			fail_msg("%s %s: not %d", cases[i].status, cases[i].code,
+				 cases[i].err);
+		nrs_obj_close(st);
+		cap_stop(&cp);
+	}
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -949,6 +992,7 @@ int main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_creds_reread),
 		cmocka_unit_test(test_creds_renamed),
+		cmocka_unit_test(test_probe),
 	};
 
 	return cmocka_run_group_tests_name("s3_curl", tests, NULL, NULL);
