@@ -10,9 +10,10 @@
  *      includes libs3.h (STYLE.md); everything below about libs3 concerns
  *      the V2 path alone.
  *
- *  E1  Every failed V4 request is counted by its class (s3_curl.h), for
- *      nereus_object_store_errors_total{class=...}; requests sent again
- *      are counted too.
+ *  E1  Every failed request is counted by its class (s3_curl.h), for
+ *      nereus_object_store_errors_total{class=...} (V2's libs3 statuses
+ *      mapped to the same classes); V4 requests sent again are counted
+ *      too.
  *  E2  and logged in one line: the request, key, status, S3's code and
  *      message, the class, the attempts, and what to fix (a region error
  *      names the region to set).
@@ -330,6 +331,47 @@ static int status_errno(S3Status st)
 	}
 }
 
+/* The class (s3_curl.h) of a libs3 status, for the metrics (E1). */
+static enum nrs_s3_class v2_class(S3Status st)
+{
+	switch (st) {
+	case S3StatusErrorNoSuchKey:
+	case S3StatusHttpErrorNotFound:
+		return NRS_S3C_NOT_FOUND;
+	case S3StatusFailedToConnect:
+	case S3StatusNameLookupError:
+		return NRS_S3C_UNAVAILABLE;
+	case S3StatusConnectionFailed:
+	case S3StatusErrorRequestTimeout:
+	case S3StatusInterrupted:
+		return NRS_S3C_TIMEOUT;
+	case S3StatusErrorSignatureDoesNotMatch:
+		return NRS_S3C_SIGNATURE;
+	case S3StatusErrorInvalidAccessKeyId:
+		return NRS_S3C_KEY;
+	case S3StatusErrorExpiredToken:
+	case S3StatusErrorInvalidToken:
+		return NRS_S3C_TOKEN;
+	case S3StatusErrorRequestTimeTooSkewed:
+		return NRS_S3C_CLOCK;
+	case S3StatusErrorAccessDenied:
+	case S3StatusHttpErrorForbidden:
+		return NRS_S3C_DENIED;
+	case S3StatusErrorNoSuchBucket:
+		return NRS_S3C_NO_BUCKET;
+	case S3StatusServerFailedVerification:
+		return NRS_S3C_TLS;
+	case S3StatusErrorBadDigest:
+		return NRS_S3C_BAD_DIGEST;
+	case S3StatusErrorSlowDown:
+		return NRS_S3C_THROTTLED;
+	case S3StatusErrorInternalError:
+		return NRS_S3C_SERVER;
+	default:
+		return NRS_S3C_OTHER;
+	}
+}
+
 static int hexval(int c)
 {
 	if (c >= '0' && c <= '9')
@@ -547,6 +589,9 @@ static int call_result(struct s3_call *c, bool quiet_enoent)
 
 	if (rc == 0 || (rc == -ENOENT && quiet_enoent))
 		return rc;
+	atomic_fetch_add_explicit(&c->s->errors[c->timed_out ? NRS_S3C_TIMEOUT :
+						 v2_class(c->status)], 1,
+				  memory_order_relaxed);	/* E1 */
 	if (c->timed_out)
 		nrs_warn("s3 %s: %s %s: no answer within %d ms", c->s->url,
 			 op_names[c->op], c->key, c->s->timeout_ms);

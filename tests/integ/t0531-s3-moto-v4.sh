@@ -79,6 +79,7 @@ test_expect_success 's3_signature=v2 against a V4-only server: nothing stored, l
 	echo "# a V2 put failed, logged, after $((n / 10)) s" &&
 	test "$(nrs_xattr "$MNT/v2" user.nereus.materialized)" = 0 &&
 	test "$(stat -c %s "$MNT/v2")" = 300000 &&
+	metric_ge_class other 1 &&
 	nrs_umount &&
 	moto_ls | sort | cmp - "$TRASH/before"
 '
