@@ -10,7 +10,8 @@
 # What each group is for:
 #   build     compiler, autotools, pkg-config and the libraries configure
 #             checks for (libfuse3, SQLite, ISA-L for CRC32C, OpenSSL and
-#             libs3 for the object store)
+#             libs3 and libcurl for the object store: libcurl4-gnutls-dev,
+#             the flavour libs3 links, so one libcurl and one TLS stack)
 #   run       fuse3 (fusermount3, /dev/fuse helper), the sqlite3 shell
 #   test      cmocka, attr (getfattr/setfattr), python3 (JSON checks),
 #             procps (pgrep/pkill in helpers), util-linux (mountpoint,
@@ -21,6 +22,10 @@
 #             version tests/s3/package-lock.json pins: `npm ci` in tests/s3,
 #             as the user running this script, skipped when that lock file
 #             is what was installed last
+#   moto      moto_server and boto3 (moto 5), the S3 server that checks V4
+#             signatures (tests/s3/moto.sh): not Debian packages; they come
+#             with the image's Python (pyenv) and PyPI is not reachable
+#             here, so this script only checks that they are there
 #   adapters  openjdk-17-jdk-headless: the Java example adapter's test
 #   valgrind  the memcheck run of a subset of the mounted tests
 #   bench     fio, and libfuse3-dev's examples (passthrough_ll.c)
@@ -29,6 +34,7 @@ set -eu
 PACKAGES="
 	build-essential autoconf automake libtool pkg-config make
 	libfuse3-dev libsqlite3-dev libisal-dev libssl-dev libs3-dev libcmocka-dev
+	libcurl4-gnutls-dev
 	fuse3 sqlite3
 	attr python3 procps util-linux psmisc coreutils findutils grep sed
 	xz-utils gzip tar openssl
@@ -97,4 +103,12 @@ else
 		exit 1
 	fi
 	cp "$s3dir/package-lock.json" "$stamp"
+fi
+
+# moto and boto3 (tests/s3/moto.sh): the image's Python has them; say so
+# loudly if not, rather than let the S3 tests fail later.
+if python3 -c 'import moto, boto3' 2>/dev/null; then
+	echo "install-deps: moto and boto3 present ($(python3 -c 'import moto; print(moto.__version__)'))"
+else
+	echo "install-deps: warning: python3 has no moto/boto3 (moto 5): the S3 tests on moto_server will fail" >&2
 fi

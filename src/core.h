@@ -25,6 +25,7 @@
 #define NRS_MAX_WRITE		(1u << 20)	/* one write() = one append */
 
 #include "attrmask.h"	/* setattr masks */
+#include "objstore.h"	/* struct nrs_s3_opts */
 
 struct nrs_core;
 struct nrs_handle;
@@ -44,6 +45,8 @@ struct nrs_core_opts {
 	const char *s3_url;		/* http[s]://HOST[:PORT]/BUCKET */
 	const char *s3_credentials;	/* a 0600 file, or NULL: environment */
 	const char *s3_ca_file;		/* NULL: the system's CA store */
+	struct nrs_s3_opts s3;		/* region, style, signature (its url
+					 * and keys are not used) */
 	uint64_t cache_size;		/* memory block cache; 0: default */
 	const char *disk_cache;		/* disk block cache directory, or NULL */
 	uint64_t disk_cache_size;	/* 0: default */

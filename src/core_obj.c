@@ -7,9 +7,10 @@
  * the whole pipeline (materialize, read from objects, reclaim the WAL) runs
  * with no server.  With -o s3=URL the same objects go to that bucket;
  * credentials come from the s3_credentials file or the environment, never
- * from the command line.  Opening makes no request: a store that is down at
- * mount only delays materialization (appends go on from the WAL, up to its
- * budget).
+ * from the command line.  Opening probes the bucket once (objstore_s3.c
+ * PROBE): credentials, a region or a bucket the store refuses fail the
+ * mount; a store that is down at mount only delays materialization
+ * (appends go on from the WAL, up to its budget).
  */
 #include "config.h"
 
@@ -33,8 +34,12 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	int err;
 
 	if (o->s3_url) {
-		err = nrs_objstore_s3_open_url(o->s3_url, o->s3_credentials,
-					       o->s3_ca_file, &c->store);
+		struct nrs_s3_opts so = o->s3;
+
+		so.url = o->s3_url;
+		so.ca_file = o->s3_ca_file;
+		err = nrs_objstore_s3_open_url(&so, o->s3_credentials,
+					       &c->store);
 	} else {
 		char path[4096];
 

@@ -452,6 +452,7 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 		g->cache_mem_bytes = bs.mem_bytes;
 		g->cache_disk_bytes = bs.disk_bytes;
 		g->store_get_requests = bs.get_requests;
+		nrs_objstore_s3_errors(c->store, &g->store_errors);
 		g->store_get_bytes = bs.get_bytes;
 	}
 }

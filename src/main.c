@@ -69,6 +69,7 @@ struct options {
 	char *data;
 	char *num[NO_COUNT];
 	char *s3, *s3_credentials, *s3_ca, *disk_cache;
+	char *s3_region, *s3_style, *s3_signature;
 	char *log_level;
 };
 
@@ -90,6 +91,9 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("s3=%s", s3),
 	OPT("s3_credentials=%s", s3_credentials),
 	OPT("s3_ca=%s", s3_ca),
+	OPT("s3_region=%s", s3_region),
+	OPT("s3_style=%s", s3_style),
+	OPT("s3_signature=%s", s3_signature),
 	OPT("disk_cache=%s", disk_cache),
 	OPT("log=%s", log_level),
 	FUSE_OPT_END
@@ -111,6 +115,10 @@ static void usage(const char *prog)
 	       "    -o s3_credentials=FILE   0600 file with AWS_ACCESS_KEY_ID= and\n"
 	       "                             AWS_SECRET_ACCESS_KEY= (default: environment)\n"
 	       "    -o s3_ca=FILE            CA certificates for https (default: system)\n"
+	       "    -o s3_region=REGION      region to sign for (default: the one an AWS\n"
+	       "                             host name names, else us-east-1)\n"
+	       "    -o s3_style=path|virtual HOST/BUCKET/KEY or BUCKET.HOST/KEY (path)\n"
+	       "    -o s3_signature=v4|v2    AWS signature version (default v4)\n"
 	       "    -o materialize_bytes=N   materialize a stream once N bytes wait\n"
 	       "                             (default 4 MiB)\n"
 	       "    -o materialize_age_ms=N  ... or once the oldest waited N ms (5000)\n"
@@ -217,6 +225,28 @@ static int parse_num(const struct options *o, enum num_opt i, uint64_t *out)
 			PRIu64 " to %" PRIu64 ", not '%s'\n", num_opts[i].name,
 			num_opts[i].min, num_opts[i].max, s);
 		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The s3_region, s3_style and s3_signature options into co->s3. */
+static int parse_s3(const struct options *o, struct nrs_core_opts *co)
+{
+	static const char *const what[] = {
+		"s3_region", "a region name such as eu-central-1",
+		"s3_style", "path or virtual",
+		"s3_signature", "v4 or v2",
+	};
+	const char *vals[] = { o->s3_region, o->s3_style, o->s3_signature };
+
+	for (size_t i = 0; i < 3; i++) {
+		if (!vals[i])
+			continue;
+		if (nrs_s3_opt_parse(&co->s3, what[2 * i], vals[i]) < 0) {
+			fprintf(stderr, "nereusfs: %s must be %s, not '%s'\n",
+				what[2 * i], what[2 * i + 1], vals[i]);
+			return -EINVAL;
+		}
 	}
 	return 0;
 }
@@ -336,6 +366,8 @@ int main(int argc, char *argv[])
 	co.s3_url = o.s3;
 	co.s3_credentials = o.s3_credentials;
 	co.s3_ca_file = o.s3_ca;
+	if (parse_s3(&o, &co))
+		goto out_args;
 	co.disk_cache = o.disk_cache;
 	/* The daemon runs in "/" once detached: a relative path would name
 	 * another directory than the one the admin meant (nereusfs(8)). */
@@ -420,6 +452,9 @@ out_args:
 	free(o.s3);
 	free(o.s3_credentials);
 	free(o.s3_ca);
+	free(o.s3_region);
+	free(o.s3_style);
+	free(o.s3_signature);
 	free(o.disk_cache);
 	free(o.log_level);
 	fuse_opt_free_args(&args);

@@ -238,6 +238,17 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 		"Range GETs sent to the object store.", g->store_get_requests);
 	counter(&t, "object_get_bytes_total",
 		"Bytes fetched from the object store.", g->store_get_bytes);
+	put(&t, "# HELP nereus_object_store_errors_total S3 requests that "
+	    "failed, by error class (after retries).\n"
+	    "# TYPE nereus_object_store_errors_total counter\n");
+	for (unsigned int i = 2; i < NRS_S3_CLASSES; i++)	/* not ok,
+								 * not_found */
+		put(&t, "nereus_object_store_errors_total{class=\"%s\"} %"
+		    PRIu64 "\n", nrs_objstore_s3_class_name(i),
+		    g->store_errors.by_class[i]);
+	counter(&t, "object_store_retries_total",
+		"S3 requests sent again after a transient error.",
+		g->store_errors.retries);
 	histogram(&t, "commit_latency_seconds",
 		  "Time from an append's arrival to its acknowledgement.",
 		  &m->commit_latency, 1e-6);

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "objstore.h"	/* struct nrs_objstore_errors */
+
 #define NRS_LAT_BUCKETS		16
 #define NRS_BATCH_BUCKETS	12
 
@@ -78,6 +80,7 @@ struct nrs_metrics_gauges {
 	uint64_t cache_mem_bytes, cache_disk_bytes;
 	uint64_t store_get_requests, store_get_bytes;
 	uint64_t chain_steps;		/* meta_sqlite.c M8 */
+	struct nrs_objstore_errors store_errors;	/* S3 only */
 	int wal_broken;
 	int pipeline_failed;
 };

@@ -7,8 +7,10 @@
  * the object format (objfmt.h) gives the bytes their meaning.  Providers:
  *  - the embedded directory store (objstore_dir.c), the default: objects are
  *    files under DATA/objects;
- *  - S3 through libs3 (objstore_s3.c), path-style, http or https; the only
- *    file that includes libs3.h.
+ *  - S3 (objstore_s3.c), http or https, path or virtual-hosted style,
+ *    signed V4 by libcurl (s3_curl.c, the only file that includes
+ *    curl/curl.h) or, for old servers, V2 by libs3 (objstore_s3.c, the
+ *    only file that includes libs3.h).
  *
  * Rules every provider keeps:
  *  - put() stores all of the bytes or none of them under the key: a reader
@@ -165,17 +167,35 @@ int nrs_objstore_dir_foreach(struct nrs_objstore *s,
 			     int (*cb)(void *ctx, const struct nrs_objfile *of),
 			     void *ctx);
 
+enum nrs_s3_style { NRS_S3_PATH = 0, NRS_S3_VIRTUAL };
+enum nrs_s3_sig { NRS_S3_V4 = 0, NRS_S3_V2 };
+
 struct nrs_s3_opts {
 	const char *url;	/* http[s]://HOST[:PORT]/BUCKET */
 	const char *access_key, *secret_key;
+	const char *session_token;	/* x-amz-security-token; NULL: none */
 	const char *ca_file;	/* NULL: the system's CA store */
-	int timeout_ms;		/* per request; 0: 30000 */
+	const char *region;	/* NULL: the region an AWS host name names,
+				 * else us-east-1; given, it wins */
+	enum nrs_s3_style style;	/* path (default) or virtual-hosted */
+	enum nrs_s3_sig signature;	/* V4 (default, libcurl) or V2 (libs3) */
+	int timeout_ms;		/* per operation, retries included; 0: 30000 */
 };
 
 /*
- * S3 through libs3, path-style requests.  -EINVAL for a URL that is not
- * http[s]://HOST[:PORT]/BUCKET (bucket only, no further path).  Opening
- * makes no request.
+ * One -o option of the S3 store into o: name "s3_region" (value kept by
+ * pointer, checked at open), "s3_style" ("path" or "virtual") or
+ * "s3_signature" ("v4" or "v2").  -EINVAL for another value, -ENOENT for
+ * another name; nothing is logged (the caller says what was wrong).
+ */
+int nrs_s3_opt_parse(struct nrs_s3_opts *o, const char *name,
+		     const char *value);
+
+/*
+ * S3: with signature V4 through libcurl (s3_curl.c), with V2 through
+ * libs3 (path style only).  -EINVAL for a URL that is not
+ * http[s]://HOST[:PORT]/BUCKET (bucket only, no further path), a bad
+ * region, or V2 with virtual-hosted style.  Opening makes no request.
  */
 int nrs_objstore_s3_open(const struct nrs_s3_opts *o,
 			 struct nrs_objstore **out);
@@ -183,19 +203,40 @@ int nrs_objstore_s3_open(const struct nrs_s3_opts *o,
 /*
  * Credentials (DESIGN.md 7): from file (if not NULL), which must be a
  * regular file not readable or writable by group or others (-EPERM
- * otherwise, logged) holding lines "AWS_ACCESS_KEY_ID=..." and
- * "AWS_SECRET_ACCESS_KEY=..."; else from those environment variables.
- * -ENOENT if none are found.  The caller frees *access and *secret.
+ * otherwise, logged) holding lines "AWS_ACCESS_KEY_ID=...",
+ * "AWS_SECRET_ACCESS_KEY=..." and optionally "AWS_SESSION_TOKEN=...";
+ * else from those environment variables.  -ENOENT if the two keys are not
+ * found.  The caller frees *access, *secret and *token (NULL: none).
  */
-int nrs_s3_credentials(const char *file, char **access, char **secret);
+int nrs_s3_credentials(const char *file, char **access, char **secret,
+		       char **token);
 
 /*
- * nrs_objstore_s3_open() with the credentials of nrs_s3_credentials(
- * cred_file) and ca_file (NULL: the system's CA store); the secret is wiped
- * from memory before it returns.  What goes wrong is logged; the errors
- * are those of the two (-ENOENT: no credentials, -EINVAL: a bad URL).
+ * nrs_objstore_s3_open() of o with the credentials of nrs_s3_credentials(
+ * cred_file) (o's own keys are ignored); the secrets are wiped from
+ * memory before it returns.  With V4 and a cred_file, the file is read
+ * again when it changes or the store refuses its keys (objstore_s3.c C1).  Then a probe (objstore_s3.c PROBE): a
+ * definite refusal (credentials, region, bucket) closes the store and
+ * fails -EACCES or -ENXIO (no such bucket), logged with what to fix; a store
+ * that does not answer is a warning and the store is returned.  What goes
+ * wrong is logged; the other errors are those of the two (-ENOENT: no
+ * credentials, -EINVAL: a bad URL).
  */
-int nrs_objstore_s3_open_url(const char *url, const char *cred_file,
-			     const char *ca_file, struct nrs_objstore **out);
+int nrs_objstore_s3_open_url(const struct nrs_s3_opts *o,
+			     const char *cred_file, struct nrs_objstore **out);
+
+/*
+ * Errors of an S3 store by class (s3_curl.h enum nrs_s3_class), and the
+ * requests sent again; 0 for another store.  For /.nereus/metrics.
+ */
+#define NRS_S3_CLASSES	16
+struct nrs_objstore_errors {
+	uint64_t by_class[NRS_S3_CLASSES];
+	uint64_t retries;
+};
+void nrs_objstore_s3_errors(struct nrs_objstore *s,
+			    struct nrs_objstore_errors *out);
+/* The name of class i (0 <= i < NRS_S3_CLASSES). */
+const char *nrs_objstore_s3_class_name(unsigned int i);
 
 #endif

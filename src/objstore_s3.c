@@ -1,6 +1,29 @@
 /*
- * objstore_s3.c - the S3 object store provider, on libs3 2.0 (Debian's
- * libs3-dev 2.0-4), the only file that includes libs3.h (STYLE.md).
+ * objstore_s3.c - the S3 object store provider.  Two ways of signing:
+ *
+ *   V4 (the default, s3_signature=v4): requests of our own made and
+ *      signed by libcurl (s3_curl.c says how and why); this file maps
+ *      their answers to errnos, logs and counts them (E1, E2), and probes
+ *      the bucket at mount (PROBE, above nrs_objstore_s3_open_url).
+ *   V2 (s3_signature=v2, for old endpoints): libs3 2.0 (Debian's
+ *      libs3-dev 2.0-4), path style only.  This file is the only one that
+ *      includes libs3.h (STYLE.md); everything below about libs3 concerns
+ *      the V2 path alone.
+ *
+ *  E1  Every failed request is counted by its class (s3_curl.h), for
+ *      nereus_object_store_errors_total{class=...} (V2's libs3 statuses
+ *      mapped to the same classes); V4 requests sent again are counted
+ *      too.
+ *  E2  and logged in one line: the request, key, status, S3's code and
+ *      message, the class, the attempts, and what to fix (a region error
+ *      names the region to set).
+ *  C1  The s3_credentials file is read again when it changes (stat at
+ *      most every CRED_CHECK_MS, before a request) and at once after a
+ *      request refused for its credentials (a token, key or signature
+ *      class), which is then sent once more if the keys changed; so
+ *      rotated keys and renewed STS tokens need no remount.
+ *
+ * The rest of this comment describes the V2 path.
  *
  * REQUESTS
  *
@@ -82,6 +105,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -106,11 +130,18 @@
 
 #include "log.h"
 #include "objstore.h"
+#include "s3_curl.h"
 
 #define DEFAULT_TIMEOUT_MS	30000
 #define MAX_IDLE_WAIT_MS	10	/* poll step while curl has no fd */
 #define CREDS_FILE_MAX		(64u << 10)
 #define SHA256_META		"sha256"	/* x-amz-meta-sha256 */
+#define DEFAULT_REGION		"us-east-1"
+#define REGION_MAX		48
+#define PROBE_KEY		"nereusfs-probe"
+#define CRED_CHECK_MS		1000	/* C1: stat the file at most this often */
+
+_Static_assert(NRS_S3C_COUNT == NRS_S3_CLASSES, "objstore.h's class count");
 
 /* libcurl's ABI (curl/curl.h) */
 #define CURLOPT_SSL_VERIFYPEER	64
@@ -128,6 +159,15 @@ struct s3_store {
 	char *url;		/* for log lines */
 	char *ca_file;		/* NULL: curl's CA bundle */
 	int timeout_ms;
+	struct nrs_s3c *v4;	/* V4: libcurl's requests; NULL: V2, libs3 */
+	char region[REGION_MAX];
+	atomic_uint_fast64_t errors[NRS_S3C_COUNT];	/* by class */
+	atomic_uint_fast64_t retries;
+	/* C1: the credentials file, re-read when it changes */
+	char *cred_file;	/* NULL: keys from the environment or opts */
+	pthread_mutex_t cred_lock;
+	struct stat cred_st;	/* the file when last read; cred_lock */
+	int64_t cred_checked_ms;	/* last stat; cred_lock */
 };
 
 enum s3_op { OP_PUT, OP_HEAD, OP_GET, OP_DELETE };
@@ -291,6 +331,47 @@ static int status_errno(S3Status st)
 	}
 }
 
+/* The class (s3_curl.h) of a libs3 status, for the metrics (E1). */
+static enum nrs_s3_class v2_class(S3Status st)
+{
+	switch (st) {
+	case S3StatusErrorNoSuchKey:
+	case S3StatusHttpErrorNotFound:
+		return NRS_S3C_NOT_FOUND;
+	case S3StatusFailedToConnect:
+	case S3StatusNameLookupError:
+		return NRS_S3C_UNAVAILABLE;
+	case S3StatusConnectionFailed:
+	case S3StatusErrorRequestTimeout:
+	case S3StatusInterrupted:
+		return NRS_S3C_TIMEOUT;
+	case S3StatusErrorSignatureDoesNotMatch:
+		return NRS_S3C_SIGNATURE;
+	case S3StatusErrorInvalidAccessKeyId:
+		return NRS_S3C_KEY;
+	case S3StatusErrorExpiredToken:
+	case S3StatusErrorInvalidToken:
+		return NRS_S3C_TOKEN;
+	case S3StatusErrorRequestTimeTooSkewed:
+		return NRS_S3C_CLOCK;
+	case S3StatusErrorAccessDenied:
+	case S3StatusHttpErrorForbidden:
+		return NRS_S3C_DENIED;
+	case S3StatusErrorNoSuchBucket:
+		return NRS_S3C_NO_BUCKET;
+	case S3StatusServerFailedVerification:
+		return NRS_S3C_TLS;
+	case S3StatusErrorBadDigest:
+		return NRS_S3C_BAD_DIGEST;
+	case S3StatusErrorSlowDown:
+		return NRS_S3C_THROTTLED;
+	case S3StatusErrorInternalError:
+		return NRS_S3C_SERVER;
+	default:
+		return NRS_S3C_OTHER;
+	}
+}
+
 static int hexval(int c)
 {
 	if (c >= '0' && c <= '9')
@@ -313,40 +394,6 @@ static bool parse_sha256(const char *v, unsigned char sha[NRS_SHA256_LEN])
 		sha[i] = (unsigned char)(hi << 4 | lo);
 	}
 	return true;
-}
-
-static void hex_encode(char *out, const unsigned char *in, size_t n)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[in[i] >> 4];
-		out[2 * i + 1] = digits[in[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-/* Base64 of the 16 bytes of an MD5: 24 characters and a NUL. */
-static void md5_base64(char out[25], const unsigned char md5[NRS_MD5_LEN])
-{
-	static const char b64[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	int o = 0;
-
-	for (int i = 0; i < NRS_MD5_LEN; i += 3) {
-		uint32_t v = (uint32_t)md5[i] << 16;
-		int n = NRS_MD5_LEN - i < 3 ? NRS_MD5_LEN - i : 3;
-
-		if (n > 1)
-			v |= (uint32_t)md5[i + 1] << 8;
-		if (n > 2)
-			v |= md5[i + 2];
-		out[o++] = b64[v >> 18 & 63];
-		out[o++] = b64[v >> 12 & 63];
-		out[o++] = n > 1 ? b64[v >> 6 & 63] : '=';
-		out[o++] = n > 2 ? b64[v & 63] : '=';
-	}
-	out[o] = '\0';
 }
 
 /* ---- callbacks (made in the calling thread) ---------------------------- */
@@ -542,6 +589,9 @@ static int call_result(struct s3_call *c, bool quiet_enoent)
 
 	if (rc == 0 || (rc == -ENOENT && quiet_enoent))
 		return rc;
+	atomic_fetch_add_explicit(&c->s->errors[c->timed_out ? NRS_S3C_TIMEOUT :
+						 v2_class(c->status)], 1,
+				  memory_order_relaxed);	/* E1 */
 	if (c->timed_out)
 		nrs_warn("s3 %s: %s %s: no answer within %d ms", c->s->url,
 			 op_names[c->op], c->key, c->s->timeout_ms);
@@ -555,7 +605,7 @@ static int call_result(struct s3_call *c, bool quiet_enoent)
 
 /* ---- the provider ------------------------------------------------------- */
 
-static int s3_put(struct nrs_objstore *os, const char *key, const void *buf,
+static int v2_put(struct nrs_objstore *os, const char *key, const void *buf,
 		  size_t len, const unsigned char md5[NRS_MD5_LEN],
 		  const unsigned char sha256[NRS_SHA256_LEN])
 {
@@ -573,11 +623,11 @@ static int s3_put(struct nrs_objstore *os, const char *key, const void *buf,
 	if (err < 0 || (len && !buf))
 		return -EINVAL;
 	if (md5) {
-		md5_base64(md5_b64, md5);
+		nrs_s3_md5_base64(md5_b64, md5);
 		pp.md5 = md5_b64;
 	}
 	if (sha256) {
-		hex_encode(sha_hex, sha256, NRS_SHA256_LEN);
+		nrs_s3_hex(sha_hex, sha256, NRS_SHA256_LEN);
 		pp.metaDataCount = 1;
 		pp.metaData = &meta;
 	}
@@ -593,7 +643,7 @@ static int s3_put(struct nrs_objstore *os, const char *key, const void *buf,
 	return err;
 }
 
-static int s3_head(struct nrs_objstore *os, const char *key,
+static int v2_head(struct nrs_objstore *os, const char *key,
 		   struct nrs_obj_meta *out)
 {
 	struct s3_store *s = s3_of(os);
@@ -623,7 +673,30 @@ static int s3_head(struct nrs_objstore *os, const char *key,
 	return 0;
 }
 
-static ssize_t s3_get(struct nrs_objstore *os, const char *key, uint64_t off,
+/*
+ * What a GET of len bytes at off brought (either path): -EIO, logged, for
+ * more than was asked for (too_long) or a body other than its
+ * Content-Length (have_len false: none came); else the byte count.
+ */
+static ssize_t get_checked(struct s3_store *s, const char *key, uint64_t off,
+			   size_t len, bool too_long, bool have_len,
+			   uint64_t content_length, size_t got)
+{
+	if (too_long) {
+		nrs_warn("s3 %s: get %s at %" PRIu64 ": the answer is longer "
+			 "than the %zu bytes asked for", s->url, key, off, len);
+		return -EIO;
+	}
+	if (!have_len || got != content_length) {
+		nrs_warn("s3 %s: get %s at %" PRIu64 ": body cut short (%zu of "
+			 "%" PRIu64 " bytes)", s->url, key, off, got,
+			 content_length);
+		return -EIO;
+	}
+	return (ssize_t)got;
+}
+
+static ssize_t v2_get(struct nrs_objstore *os, const char *key, uint64_t off,
 		      void *buf, size_t len)
 {
 	struct s3_store *s = s3_of(os);
@@ -633,7 +706,7 @@ static ssize_t s3_get(struct nrs_objstore *os, const char *key, uint64_t off,
 	if (len == 0) {	/* no range to ask for: just say if it is there */
 		struct nrs_obj_meta m;
 
-		err = s3_head(os, key, &m);
+		err = v2_head(os, key, &m);
 		return err < 0 ? err : 0;
 	}
 	err = call_init(&c, s, OP_GET, key);
@@ -644,25 +717,16 @@ static ssize_t s3_get(struct nrs_objstore *os, const char *key, uint64_t off,
 	call_run(&c, NULL, off);
 	if (c.status == S3StatusErrorInvalidRange && !c.timed_out)
 		return 0;	/* off is at or past the end */
-	if (c.too_long) {
-		nrs_warn("s3 %s: get %s at %" PRIu64 ": the answer is longer "
-			 "than the %zu bytes asked for", s->url, key, off,
-			 c.dst_len);
-		return -EIO;
-	}
+	if (c.too_long)
+		return get_checked(s, key, off, c.dst_len, true, false, 0, 0);
 	err = call_result(&c, true);
 	if (err < 0)
 		return err;
-	if (!c.have_props || c.got != c.content_length) {
-		nrs_warn("s3 %s: get %s at %" PRIu64 ": body cut short (%zu of "
-			 "%" PRIu64 " bytes)", s->url, key, off, c.got,
-			 c.content_length);
-		return -EIO;
-	}
-	return (ssize_t)c.got;
+	return get_checked(s, key, off, c.dst_len, false, c.have_props,
+			   c.content_length, c.got);
 }
 
-static int s3_del(struct nrs_objstore *os, const char *key)
+static int v2_del(struct nrs_objstore *os, const char *key)
 {
 	struct s3_call c;
 	int err = call_init(&c, s3_of(os), OP_DELETE, key);
@@ -674,8 +738,257 @@ static int s3_del(struct nrs_objstore *os, const char *key)
 	return err == -ENOENT ? 0 : err;
 }
 
+/* ---- signature V4: requests of our own on libcurl (s3_curl.c) ----------- */
+
+static void free_secret(char *v)
+{
+	if (v)
+		explicit_bzero(v, strlen(v));
+	free(v);
+}
+
+static bool same_file_state(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	       a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/*
+ * C1: re-read the credentials file if it changed (another inode -- a
+ * rename over it, as secret managers do --, size, mtime or ctime; looked
+ * at most every CRED_CHECK_MS), or at once when force (a request was
+ * refused for its credentials).  Returns true if other credentials are in
+ * use now.  A file that cannot be read or parsed leaves the current ones,
+ * logged.
+ */
+static bool creds_reload(struct s3_store *s, bool force)
+{
+	char *a = NULL, *k = NULL, *t = NULL;
+	bool changed = false;
+	struct stat st;
+	int64_t now;
+	int rc;
+
+	if (!s->cred_file || !s->v4)
+		return false;
+	now = now_ms();
+	pthread_mutex_lock(&s->cred_lock);
+	if (!force && now - s->cred_checked_ms < CRED_CHECK_MS)
+		goto out_unlock;
+	s->cred_checked_ms = now;
+	if (stat(s->cred_file, &st) < 0 ||
+	    (!force && same_file_state(&st, &s->cred_st)))
+		goto out_unlock;
+	s->cred_st = st;
+	rc = nrs_s3_credentials(s->cred_file, &a, &k, &t);	/* logs */
+	if (rc == 0)
+		rc = nrs_s3c_set_creds(s->v4, a, k, t);
+	if (rc > 0) {
+		changed = true;
+		nrs_info("s3 %s: new credentials read from %s", s->url,
+			 s->cred_file);
+	} else if (rc < 0) {
+		nrs_warn("s3 %s: credentials file %s: %s: keeping the ones in "
+			 "use", s->url, s->cred_file, strerror(-rc));
+	}
+	free(a);
+	free_secret(k);
+	free_secret(t);
+out_unlock:
+	pthread_mutex_unlock(&s->cred_lock);
+	return changed;
+}
+
+static const char *const method_names[] = {
+	[NRS_S3C_PUT] = "put", [NRS_S3C_GET] = "get",
+	[NRS_S3C_HEAD] = "head", [NRS_S3C_DELETE] = "delete",
+};
+
+/*
+ * Count the outcome of r (by class, E1) and log a failure in one line
+ * that says what to fix (E2), unless it is a missing object and
+ * quiet_enoent.  Returns its errno.
+ */
+static int v4_result(struct s3_store *s, const struct nrs_s3c_req *r,
+		     const struct nrs_s3c_resp *o, bool quiet_enoent)
+{
+	int err = nrs_s3_class_errno(o->cls);
+	const char *advice = nrs_s3_class_advice(o->cls);
+	const char *key = r->key ? r->key : "(bucket)";
+
+	if (o->attempts > 1)
+		atomic_fetch_add_explicit(&s->retries, o->attempts - 1,
+					  memory_order_relaxed);
+	if (o->cls != NRS_S3C_OK && o->cls != NRS_S3C_NOT_FOUND)
+		atomic_fetch_add_explicit(&s->errors[o->cls], 1,
+					  memory_order_relaxed);
+	if (err == 0 || (err == -ENOENT && quiet_enoent))
+		return err;
+	if (o->cls == NRS_S3C_REGION && o->region[0])
+		nrs_warn("s3 %s: %s %s: %s: the bucket is in region %s, not %s: "
+			 "set -o s3_region=%s", s->url, method_names[r->method],
+			 key, o->code[0] ? o->code : "region error", o->region,
+			 s->region, o->region);
+	else if (o->http)
+		nrs_warn("s3 %s: %s %s: HTTP %ld %s%s%s (%s, %u attempt%s)%s%s",
+			 s->url, method_names[r->method], key, o->http,
+			 o->code, o->message[0] ? ": " : "", o->message,
+			 nrs_s3_class_name(o->cls), o->attempts,
+			 o->attempts == 1 ? "" : "s", *advice ? ": " : "",
+			 advice);
+	else
+		nrs_warn("s3 %s: %s %s: %s%s (%s, %u attempt%s)%s%s", s->url,
+			 method_names[r->method], key,
+			 o->timed_out ? "no answer within the deadline: " : "",
+			 o->message, nrs_s3_class_name(o->cls), o->attempts,
+			 o->attempts == 1 ? "" : "s", *advice ? ": " : "",
+			 advice);
+	return err;
+}
+
+/* Run r (its key checked first) and give its errno (v4_result). */
+static int v4_run(struct s3_store *s, const struct nrs_s3c_req *r,
+		  struct nrs_s3c_resp *o, bool quiet_enoent)
+{
+	int err;
+
+	if (!nrs_objkey_is_valid(r->key))
+		return -EINVAL;
+	creds_reload(s, false);	/* C1 */
+	err = nrs_s3c_run(s->v4, r, o);
+	/* C1: refused for its credentials (an expired token, a rotated
+	 * key): once more if the file holds others now */
+	if (err == 0 && (o->cls == NRS_S3C_TOKEN || o->cls == NRS_S3C_KEY ||
+			 o->cls == NRS_S3C_SIGNATURE) && creds_reload(s, true))
+		err = nrs_s3c_run(s->v4, r, o);
+	return err < 0 ? err : v4_result(s, r, o, quiet_enoent);
+}
+
+static int v4_put(struct nrs_objstore *os, const char *key, const void *buf,
+		  size_t len, const unsigned char md5[NRS_MD5_LEN],
+		  const unsigned char sha256[NRS_SHA256_LEN])
+{
+	struct s3_store *s = s3_of(os);
+	struct nrs_s3c_req r = {
+		.method = NRS_S3C_PUT, .key = key, .body = buf,
+		.body_len = len, .sha256 = sha256, .md5 = md5,
+	};
+	struct nrs_s3c_resp o;
+
+	if (len && !buf)
+		return -EINVAL;
+	return v4_run(s, &r, &o, false);
+}
+
+static int v4_head(struct nrs_objstore *os, const char *key,
+		   struct nrs_obj_meta *out)
+{
+	struct s3_store *s = s3_of(os);
+	struct nrs_s3c_req r = { .method = NRS_S3C_HEAD, .key = key };
+	struct nrs_obj_meta m = { 0 };
+	struct nrs_s3c_resp o;
+	int err = v4_run(s, &r, &o, true);
+
+	if (err < 0)
+		return err;
+	if (!o.have_length) {
+		nrs_warn("s3 %s: head %s: an answer without Content-Length",
+			 s->url, key);
+		return -EIO;
+	}
+	m.length = o.content_length;
+	if (o.has_meta_sha256) {
+		m.has_sha256 = parse_sha256(o.meta_sha256, m.sha256);
+		if (!m.has_sha256)
+			nrs_warn("s3 %s: head %s: x-amz-meta-sha256 is not 64 "
+				 "hex digits", s->url, key);
+	}
+	*out = m;
+	return 0;
+}
+
+static ssize_t v4_get(struct nrs_objstore *os, const char *key, uint64_t off,
+		      void *buf, size_t len)
+{
+	struct s3_store *s = s3_of(os);
+	struct nrs_s3c_req r = {
+		.method = NRS_S3C_GET, .key = key, .off = off, .dst = buf,
+		.dst_len = len > SSIZE_MAX ? SSIZE_MAX : len,
+	};
+	struct nrs_s3c_resp o;
+	int err;
+
+	if (len == 0) {	/* no range to ask for: just say if it is there */
+		struct nrs_obj_meta m;
+
+		err = v4_head(os, key, &m);
+		return err < 0 ? err : 0;
+	}
+	if (!nrs_objkey_is_valid(key))
+		return -EINVAL;
+	if (off > UINT64_MAX - r.dst_len)
+		return -EINVAL;
+	err = nrs_s3c_run(s->v4, &r, &o);
+	if (err < 0)
+		return err;
+	if (o.too_long)
+		return get_checked(s, key, off, r.dst_len, true, false, 0, 0);
+	err = v4_result(s, &r, &o, true);
+	if (err < 0)
+		return err;
+	if (o.http == 416)
+		return 0;	/* off is at or past the end */
+	return get_checked(s, key, off, r.dst_len, false, o.have_length,
+			   o.content_length, o.got);
+}
+
+static int v4_del(struct nrs_objstore *os, const char *key)
+{
+	struct s3_store *s = s3_of(os);
+	struct nrs_s3c_req r = { .method = NRS_S3C_DELETE, .key = key };
+	struct nrs_s3c_resp o;
+	int err = v4_run(s, &r, &o, true);
+
+	return err == -ENOENT ? 0 : err;
+}
+
+/* ---- the provider: V4 or V2 ---------------------------------------------- */
+
+static int s3_put(struct nrs_objstore *os, const char *key, const void *buf,
+		  size_t len, const unsigned char md5[NRS_MD5_LEN],
+		  const unsigned char sha256[NRS_SHA256_LEN])
+{
+	return s3_of(os)->v4 ? v4_put(os, key, buf, len, md5, sha256)
+			     : v2_put(os, key, buf, len, md5, sha256);
+}
+
+static int s3_head(struct nrs_objstore *os, const char *key,
+		   struct nrs_obj_meta *out)
+{
+	return s3_of(os)->v4 ? v4_head(os, key, out) : v2_head(os, key, out);
+}
+
+static ssize_t s3_get(struct nrs_objstore *os, const char *key, uint64_t off,
+		      void *buf, size_t len)
+{
+	return s3_of(os)->v4 ? v4_get(os, key, off, buf, len)
+			     : v2_get(os, key, off, buf, len);
+}
+
+static int s3_del(struct nrs_objstore *os, const char *key)
+{
+	return s3_of(os)->v4 ? v4_del(os, key) : v2_del(os, key);
+}
+
 static void store_free(struct s3_store *s)
 {
+	nrs_s3c_free(s->v4);
+	free(s->cred_file);
+	pthread_mutex_destroy(&s->cred_lock);
 	free(s->host);
 	free(s->bucket);
 	free(s->access);
@@ -689,8 +1002,31 @@ static void store_free(struct s3_store *s)
 
 static void s3_close(struct nrs_objstore *os)
 {
+	bool v2 = !s3_of(os)->v4;
+
 	store_free(s3_of(os));
-	lib_put();
+	if (v2)
+		lib_put();
+}
+
+static const struct nrs_objstore_ops s3_ops;
+
+void nrs_objstore_s3_errors(struct nrs_objstore *os,
+			    struct nrs_objstore_errors *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!os || os->ops != &s3_ops)
+		return;
+	for (int i = 0; i < NRS_S3C_COUNT; i++)
+		out->by_class[i] = atomic_load_explicit(&s3_of(os)->errors[i],
+							memory_order_relaxed);
+	out->retries = atomic_load_explicit(&s3_of(os)->retries,
+					    memory_order_relaxed);
+}
+
+const char *nrs_objstore_s3_class_name(unsigned int i)
+{
+	return nrs_s3_class_name((enum nrs_s3_class)i);
 }
 
 static const struct nrs_objstore_ops s3_ops = {
@@ -776,14 +1112,91 @@ static int parse_url(const char *url, struct s3_store *s)
 	return 0;
 }
 
+/* Is r a region name: 1 to REGION_MAX - 1 of [a-z0-9-]? */
+static bool region_ok(const char *r)
+{
+	size_t n = strlen(r);
+
+	if (n == 0 || n >= REGION_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!islower((unsigned char)r[i]) && !isdigit((unsigned char)r[i]) &&
+		    r[i] != '-')
+			return false;
+	return true;
+}
+
+int nrs_s3_opt_parse(struct nrs_s3_opts *o, const char *name,
+		     const char *value)
+{
+	if (strcmp(name, "s3_region") == 0) {
+		if (!value || !region_ok(value))
+			return -EINVAL;
+		o->region = value;
+	} else if (strcmp(name, "s3_style") == 0) {
+		if (value && strcmp(value, "path") == 0)
+			o->style = NRS_S3_PATH;
+		else if (value && strcmp(value, "virtual") == 0)
+			o->style = NRS_S3_VIRTUAL;
+		else
+			return -EINVAL;
+	} else if (strcmp(name, "s3_signature") == 0) {
+		if (value && strcmp(value, "v4") == 0)
+			o->signature = NRS_S3_V4;
+		else if (value && strcmp(value, "v2") == 0)
+			o->signature = NRS_S3_V2;
+		else
+			return -EINVAL;
+	} else {
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/*
+ * The region to sign for (REGION below): o->region if given (it wins
+ * over the host name, with a warning when the two differ), else the one
+ * an AWS host name names, else us-east-1.
+ */
+static int pick_region(const struct nrs_s3_opts *o, const char *host,
+		       char out[REGION_MAX])
+{
+	char from_host[REGION_MAX];
+	bool named = nrs_s3_host_region(host, from_host, sizeof(from_host));
+
+	if (o->region) {
+		if (!region_ok(o->region)) {
+			nrs_err("s3 %s: s3_region=%s is not a region name "
+				"(lower-case letters, digits and '-')", o->url,
+				o->region);
+			return -EINVAL;
+		}
+		if (named && strcmp(from_host, o->region) != 0)
+			nrs_warn("s3 %s: the host names region %s; signing for "
+				 "s3_region=%s as told", o->url, from_host,
+				 o->region);
+		snprintf(out, REGION_MAX, "%s", o->region);
+	} else {
+		snprintf(out, REGION_MAX, "%s", named ? from_host : DEFAULT_REGION);
+	}
+	return 0;
+}
+
 int nrs_objstore_s3_open(const struct nrs_s3_opts *o, struct nrs_objstore **out)
 {
 	struct s3_store *s;
 	int rc;
 
 	if (!o || !o->url || !o->access_key || !*o->access_key ||
-	    !o->secret_key || !*o->secret_key || o->timeout_ms < 0)
+	    !o->secret_key || !*o->secret_key || o->timeout_ms < 0 ||
+	    (o->style != NRS_S3_PATH && o->style != NRS_S3_VIRTUAL) ||
+	    (o->signature != NRS_S3_V4 && o->signature != NRS_S3_V2))
 		return -EINVAL;
+	if (o->signature == NRS_S3_V2 && o->style == NRS_S3_VIRTUAL) {
+		nrs_err("s3 %s: s3_signature=v2 takes s3_style=path only",
+			o->url);
+		return -EINVAL;
+	}
 	if (o->ca_file && access(o->ca_file, R_OK) < 0) {
 		rc = -errno;
 		nrs_err("s3 %s: CA file %s: %s", o->url, o->ca_file,
@@ -794,6 +1207,7 @@ int nrs_objstore_s3_open(const struct nrs_s3_opts *o, struct nrs_objstore **out)
 	if (!s)
 		return -ENOMEM;
 	s->base.ops = &s3_ops;
+	pthread_mutex_init(&s->cred_lock, NULL);
 	s->timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	s->url = strdup(o->url);
 	s->access = strdup(o->access_key);
@@ -805,12 +1219,42 @@ int nrs_objstore_s3_open(const struct nrs_s3_opts *o, struct nrs_objstore **out)
 		goto out_free;
 	}
 	rc = parse_url(o->url, s);
+	if (rc == 0 && o->style == NRS_S3_VIRTUAL &&
+	    S3_validate_bucket_name(s->bucket, S3UriStyleVirtualHost) !=
+	    S3StatusOK) {
+		nrs_err("s3 %s: bucket %s cannot be a host name: use "
+			"s3_style=path", o->url, s->bucket);
+		rc = -EINVAL;
+		goto out_free;
+	}
 	if (rc < 0) {
 		if (rc == -EINVAL)
 			nrs_err("s3: %s is not http[s]://HOST[:PORT]/BUCKET",
 				o->url);
 		goto out_free;
 	}
+	rc = pick_region(o, s->host, s->region);
+	if (rc < 0)
+		goto out_free;
+	if (o->signature == NRS_S3_V4) {
+		struct nrs_s3c_opts co = {
+			.https = s->bc.protocol == S3ProtocolHTTPS,
+			.host = s->host, .bucket = s->bucket,
+			.virtual_style = o->style == NRS_S3_VIRTUAL,
+			.region = s->region, .access = s->access,
+			.secret = s->secret, .token = o->session_token,
+			.ca_file = s->ca_file, .timeout_ms = s->timeout_ms,
+		};
+
+		rc = nrs_s3c_new(&co, &s->v4);
+		if (rc < 0)
+			goto out_free;
+		*out = &s->base;
+		return 0;
+	}
+	if (o->session_token && *o->session_token)
+		nrs_warn("s3 %s: s3_signature=v2 sends no session token",
+			 o->url);
 	s->bc.hostName = s->host;
 	s->bc.bucketName = s->bucket;
 	s->bc.uriStyle = S3UriStylePath;
@@ -909,21 +1353,25 @@ static char *creds_value(const char *p, const char *end, const char *name,
 	return v;
 }
 
-int nrs_s3_credentials(const char *file, char **access, char **secret)
+int nrs_s3_credentials(const char *file, char **access, char **secret,
+		       char **token)
 {
-	char *a = NULL, *k = NULL, *text;
+	char *a = NULL, *k = NULL, *t = NULL, *text;
 	size_t len;
 	int rc = 0;
 
 	if (!file) {
 		const char *ea = getenv("AWS_ACCESS_KEY_ID");
 		const char *ek = getenv("AWS_SECRET_ACCESS_KEY");
+		const char *et = getenv("AWS_SESSION_TOKEN");
 
 		if (!ea || !*ea || !ek || !*ek)
 			return -ENOENT;
 		a = strdup(ea);
 		k = strdup(ek);
-		if (!a || !k)
+		if (et && *et)
+			t = strdup(et);
+		if (!a || !k || (et && *et && !t))
 			rc = -ENOMEM;
 	} else {
 		rc = creds_read(file, &text, &len);
@@ -931,6 +1379,7 @@ int nrs_s3_credentials(const char *file, char **access, char **secret)
 			return rc;
 		a = creds_value(text, text + len, "AWS_ACCESS_KEY_ID", &rc);
 		k = creds_value(text, text + len, "AWS_SECRET_ACCESS_KEY", &rc);
+		t = creds_value(text, text + len, "AWS_SESSION_TOKEN", &rc);
 		explicit_bzero(text, len);
 		free(text);
 		if (rc == 0 && (!a || !k)) {
@@ -942,38 +1391,132 @@ int nrs_s3_credentials(const char *file, char **access, char **secret)
 	}
 	if (rc < 0) {
 		free(a);
-		free(k);
+		free_secret(k);
+		free_secret(t);
 		return rc;
 	}
 	*access = a;
 	*secret = k;
+	*token = t;
 	return 0;
 }
 
-int nrs_objstore_s3_open_url(const char *url, const char *cred_file,
-			     const char *ca_file, struct nrs_objstore **out)
+/*
+ * PROBE: at mount, one GET of PROBE_KEY (a key nereusfs never writes;
+ * bytes 0-0) through the store's own path.  Absent (404 NoSuchKey) or
+ * present, the credentials, region and bucket work.  A definite refusal
+ * (403 of any kind, a region error, NoSuchBucket, a clock skew, a
+ * certificate) fails the mount: nothing would ever materialize.  No
+ * answer, or a 5xx, is a warning: the mount goes on (appends of local-wal
+ * streams never wait for the bucket).  An AccessDenied on a missing key
+ * is a refusal too: without s3:ListBucket S3 answers 403 for every missing
+ * key, and the proof of an uncertain upload (DESIGN.md 6) needs 404.
+ * With V2 the probe is a head() through libs3, whose answers are coarser
+ * (-EACCES refuses).
+ */
+static int probe(struct s3_store *s)
 {
-	struct nrs_s3_opts so = { .url = url, .ca_file = ca_file };
-	char *access = NULL, *secret = NULL;
+	unsigned char b;
+	struct nrs_s3c_req r = {
+		.method = NRS_S3C_GET, .key = PROBE_KEY, .dst = &b,
+		.dst_len = 1,
+	};
+	struct nrs_s3c_resp o;
 	int err;
 
-	err = nrs_s3_credentials(cred_file, &access, &secret);
+	if (!s->v4) {
+		struct nrs_obj_meta m;
+
+		err = v2_head(&s->base, PROBE_KEY, &m);
+		if (err == 0 || err == -ENOENT)
+			return 0;
+		if (err == -EACCES) {
+			nrs_err("S3 %s: the store refuses these credentials "
+				"(signature V2): check the keys, or use "
+				"s3_signature=v4", s->url);
+			return err;
+		}
+		nrs_warn("S3 %s: the store did not answer the probe (%s): "
+			 "mounting anyway, objects wait", s->url, strerror(-err));
+		return 0;
+	}
+	err = nrs_s3c_run(s->v4, &r, &o);
+	if (err < 0)
+		return err;
+	switch (o.cls) {
+	case NRS_S3C_OK:
+	case NRS_S3C_NOT_FOUND:
+		return 0;
+	case NRS_S3C_UNAVAILABLE:
+	case NRS_S3C_TIMEOUT:
+	case NRS_S3C_THROTTLED:
+	case NRS_S3C_SERVER:
+	case NRS_S3C_OTHER:
+		nrs_warn("S3 %s: the store did not answer the probe (%s%s%s): "
+			 "mounting anyway, objects wait", s->url,
+			 nrs_s3_class_name(o.cls), o.message[0] ? ": " : "",
+			 o.message);
+		return 0;
+	default:
+		break;
+	}
+	atomic_fetch_add_explicit(&s->errors[o.cls], 1, memory_order_relaxed);
+	if (o.cls == NRS_S3C_REGION && o.region[0])
+		nrs_err("S3 %s: refused: the bucket is in region %s, not %s: "
+			"set -o s3_region=%s", s->url, o.region, s->region,
+			o.region);
+	else
+		nrs_err("S3 %s: refused (HTTP %ld %s, %s): %s", s->url, o.http,
+			o.code[0] ? o.code : "", nrs_s3_class_name(o.cls),
+			nrs_s3_class_advice(o.cls));
+	return o.cls == NRS_S3C_NO_BUCKET ? -ENXIO : -EACCES;
+}
+
+int nrs_objstore_s3_open_url(const struct nrs_s3_opts *o,
+			     const char *cred_file, struct nrs_objstore **out)
+{
+	struct nrs_s3_opts so = *o;
+	char *access = NULL, *secret = NULL, *token = NULL;
+	struct nrs_objstore *st;
+	int err;
+
+	err = nrs_s3_credentials(cred_file, &access, &secret, &token);
 	if (err) {
 		/* The daemon's words: nereusfs-fsck says its own. */
 		nrs_err("S3 %s: no credentials (%s): set AWS_ACCESS_KEY_ID and"
 			" AWS_SECRET_ACCESS_KEY or -o s3_credentials=FILE",
-			url, strerror(-err));
+			o->url, strerror(-err));
 		return err;
 	}
 	so.access_key = access;
 	so.secret_key = secret;
-	err = nrs_objstore_s3_open(&so, out);
+	so.session_token = token;
+	err = nrs_objstore_s3_open(&so, &st);
 	if (err)
-		nrs_err("S3 %s: %s", url, err == -EINVAL ?
-			"not a URL of the form http[s]://HOST[:PORT]/BUCKET"
-			: strerror(-err));
+		nrs_err("S3 %s: %s", o->url, err == -EINVAL ?
+			"not a URL of the form http[s]://HOST[:PORT]/BUCKET, "
+			"or bad s3_ options (see above)" : strerror(-err));
 	free(access);
-	explicit_bzero(secret, strlen(secret));
-	free(secret);
-	return err;
+	free_secret(secret);
+	free_secret(token);
+	if (err)
+		return err;
+	if (cred_file && s3_of(st)->v4) {	/* C1 */
+		struct s3_store *s = s3_of(st);
+
+		s->cred_file = strdup(cred_file);
+		if (!s->cred_file || stat(cred_file, &s->cred_st) < 0) {
+			err = s->cred_file ? -errno : -ENOMEM;
+			nrs_obj_close(st);
+			return err;
+		}
+		s->cred_checked_ms = now_ms();
+	}
+	err = probe(s3_of(st));
+	if (err) {
+		nrs_obj_close(st);
+		return err;
+	}
+	*out = st;
+	return 0;
 }

@@ -59,6 +59,7 @@ static bool verbose;
 struct store_opts {
 	bool no_objects;
 	const char *s3_url, *s3_credentials, *s3_ca;
+	struct nrs_s3_opts s3;	/* --s3-region, --s3-style, --s3-signature */
 	uint64_t gc_grace_ms;		/* F24, F26 */
 };
 
@@ -169,8 +170,12 @@ static int open_store(const char *dir, const struct store_opts *so,
 
 	if (so->s3_url) {
 		snprintf(name, size, "%s", so->s3_url);
-		err = nrs_objstore_s3_open_url(so->s3_url, so->s3_credentials,
-					       so->s3_ca, &f->store);
+		struct nrs_s3_opts o = so->s3;
+
+		o.url = so->s3_url;
+		o.ca_file = so->s3_ca;
+		err = nrs_objstore_s3_open_url(&o, so->s3_credentials,
+					       &f->store);
 		if (err == -ENOENT) {
 			fprintf(stderr, "%s: no S3 credentials: set "
 				"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or"
@@ -307,7 +312,9 @@ static int repair(const char *dir, struct nrs_fsck *f, bool *did)
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: %s [--repair] [--no-objects] [--gc-grace-ms=N] "
-		"[--s3=URL [--s3-credentials=FILE] [--s3-ca=FILE]] [-v] "
+		"[--s3=URL [--s3-credentials=FILE] [--s3-ca=FILE] "
+		"[--s3-region=R] [--s3-style=path|virtual] "
+		"[--s3-signature=v4|v2]] [-v] "
 		"DATADIR\n"
 		"Check a nereusfs data directory while it is not mounted.\n"
 		"  --repair     cut torn WAL tails and forget unlinked inodes\n"
@@ -325,6 +332,8 @@ static void usage(FILE *to)
 		"               and AWS_SECRET_ACCESS_KEY= (default: those\n"
 		"               environment variables)\n"
 		"  --s3-ca=FILE CA certificates for https (default: system)\n"
+		"  --s3-region=R, --s3-style=S, --s3-signature=V  as the\n"
+		"               daemon's -o s3_region=, s3_style=, s3_signature=\n"
 		"  -v           also print informational findings and the\n"
 		"               log of the WAL scan\n"
 		"Exit status: 0 clean, 1 inconsistencies, 2 could not check.\n",
@@ -339,6 +348,9 @@ int main(int argc, char **argv)
 		{ "s3", required_argument, NULL, 's' },
 		{ "s3-credentials", required_argument, NULL, 'c' },
 		{ "s3-ca", required_argument, NULL, 'a' },
+		{ "s3-region", required_argument, NULL, 'R' },
+		{ "s3-style", required_argument, NULL, 'S' },
+		{ "s3-signature", required_argument, NULL, 'V' },
 		{ "gc-grace-ms", required_argument, NULL, 'g' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -358,6 +370,18 @@ int main(int argc, char **argv)
 		case 's': so.s3_url = optarg; break;
 		case 'c': so.s3_credentials = optarg; break;
 		case 'a': so.s3_ca = optarg; break;
+		case 'R':
+		case 'S':
+		case 'V':
+			if (nrs_s3_opt_parse(&so.s3, c == 'R' ? "s3_region" :
+					     c == 'S' ? "s3_style" :
+					     "s3_signature", optarg) < 0) {
+				fprintf(stderr, "%s: bad --s3-%s '%s'\n", prog,
+					c == 'R' ? "region" : c == 'S' ? "style"
+					: "signature", optarg);
+				return EXIT_FAILED;
+			}
+			break;
 		case 'g':
 			if (parse_ms(optarg, &so.gc_grace_ms) < 0) {
 				fprintf(stderr, "%s: --gc-grace-ms must be a "

@@ -29,8 +29,9 @@
 # BENCH_ROUNDS > 1 every case runs that many rounds of all systems and the
 # run with the median ops/s of each system is shown.
 #
-# OBJECTS (issue 4), on each object store: the embedded directory (dir) and
-# S3 (s3rver on loopback, tests/s3/s3rver.sh):
+# OBJECTS (issue 4), on each object store: the embedded directory (dir),
+# S3 on s3rver (s3, loopback, tests/s3/s3rver.sh) and S3 on moto_server
+# (moto, loopback, tests/s3/moto.sh: V4 signatures checked; issue 14):
 #   materialization  BENCH_OBJ_COUNT objects' worth of bytes is appended in
 #                    1 MiB writes to BENCH_OBJ_STREAMS streams while
 #                    materialization is held off (huge materialize_bytes and
@@ -53,6 +54,9 @@
 #                    each process hash each object with openssl first, the
 #                    work nereusfs does for the same two headers.  N runs
 #                    through BENCH_MATERIALIZERS.
+#                    On moto the baseline is boto3 (tests/bench/
+#                    boto3_bench.py: N threads, digests computed once;
+#                    Debian's s3 CLI signs V2 only, which moto refuses).
 #                    The dir store has no baseline; its figure says what the
 #                    materializer itself costs.
 #   sequential read  a stream of BENCH_READ_BYTES, materialized in objects of
@@ -97,7 +101,7 @@
 #   PASSTHROUGH_LL  a built passthrough_ll to use instead of compiling one
 #   CC              compiler for passthrough_ll (default cc)
 # Objects part:
-#   BENCH_STORES        subset of: dir s3 (default: both)
+#   BENCH_STORES        subset of: dir s3 moto (default: all three)
 #   BENCH_OBJ_SIZE      object payload bytes, a multiple of 1 MiB (16 MiB)
 #   BENCH_OBJ_COUNT     objects per materialization run (32: 512 MiB)
 #   BENCH_OBJ_STREAMS   streams those bytes are appended to (4)
@@ -149,6 +153,9 @@ pt_pid=
 obj_pid=	# the objects part's nereusfs, at $work/omnt
 pr_pid=		# its passthrough_ll, at $work/pr-mnt
 s3_dir=		# the s3rver's directory while one runs
+moto_dir=	# the moto_server's directory while one runs
+MOTO_SH=$(cd "$(dirname "$0")/../s3" 2>/dev/null && pwd)/moto.sh
+BOTO3_BENCH=$(cd "$(dirname "$0")" && pwd)/boto3_bench.py
 S3RVER_SH=${NRS_S3RVER_SH:-$(cd "$(dirname "$0")/../s3" 2>/dev/null && pwd)/s3rver.sh}
 
 . "$(dirname "$0")/lib.sh"	# unmount, mount_fs
@@ -162,6 +169,8 @@ cleanup() {
 	nrs_pid='' h_pid='' pt_pid='' obj_pid='' pr_pid=''
 	[ -n "$s3_dir" ] && sh "$S3RVER_SH" stop "$s3_dir"
 	s3_dir=
+	[ -n "$moto_dir" ] && sh "$MOTO_SH" stop "$moto_dir"
+	moto_dir=
 	if [ "${BENCH_KEEP:-0}" = 1 ]; then
 		note "kept $work"
 	else
@@ -467,11 +476,11 @@ MATERIALIZERS=${BENCH_MATERIALIZERS-1 2}
 READ_BYTES=${BENCH_READ_BYTES:-268435456}
 READ_RUNS=${BENCH_READ_RUNS:-3}
 MAT_RUNS=${BENCH_MAT_RUNS:-3}
-STORES=${BENCH_STORES:-dir s3}
+STORES=${BENCH_STORES:-dir s3 moto}
 S3_CLI=${BENCH_S3_CLI:-s3}
 MiB=1048576
 
-declare -A MAT=() MATV=() CLI=() CLIV=() CLIH=() CLIHV=() RD=() LOAD=() NOTE=()
+declare -A MAT=() MATV=() CLI=() CLIV=() CLIH=() CLIHV=() BOTO=() BOTOV=() RD=() LOAD=() NOTE=()
 got='' got_load=''	# what mat_run and cli_run measured
 can_drop=0
 
@@ -512,6 +521,9 @@ omount() { # STORE DATA OPTS
 	if [ "$store" = s3 ]; then
 		opts="s3=$NRS_S3_URL${opts:+,$opts}"
 		envs=(AWS_ACCESS_KEY_ID="$NRS_S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$NRS_S3_SECRET_KEY")
+	elif [ "$store" = moto ]; then
+		opts="s3=$MOTO_URL${opts:+,$opts}"
+		envs=(AWS_ACCESS_KEY_ID="$MOTO_AK" AWS_SECRET_ACCESS_KEY="$MOTO_SK")
 	fi
 	if ! mount_fs obj_pid "$work/omnt" "$log" env "${envs[@]}" \
 			"$NEREUSFS" -f ${NEREUSFS_OPTS:-} -o "data=$data${opts:+,$opts}" "$work/omnt"; then
@@ -641,6 +653,20 @@ cli_run() { # N HASH
 	return 0
 }
 
+# boto3_bench.py ARGS... against moto: got = MB/s, got_load = the load
+# before it; status 1 if it failed.
+boto_run() {
+	got='' got_load=$(load1)
+	got=$(NRS_S3_URL=$MOTO_URL NRS_S3_ACCESS_KEY=$MOTO_AK NRS_S3_SECRET_KEY=$MOTO_SK \
+		python3 "$BOTO3_BENCH" "$@" 2>>"$work/logs/boto3.log") && [ -n "$got" ] || {
+		note "boto3 failed ($(tail -n 2 "$work/logs/boto3.log" | tr '\n' ' '))"
+		got=''
+		return 1
+	}
+	[ -n "${BENCH_RAW:-}" ] && echo "obj=boto3 $1 n=$2 mbps=$got load=$got_load" >>"$BENCH_RAW"
+	return 0
+}
+
 # BENCH_MAT_RUNS materialization runs with N threads on STORE, each (on S3)
 # followed by the s3 CLI's two runs with N processes: MAT[store,N] and
 # CLI[N] and CLIH[N] (hashing) are the medians (or error), MATV/CLIV/CLIHV
@@ -652,6 +678,12 @@ mat_runs() { # STORE N
 	for k in $(seq "$MAT_RUNS"); do
 		mat_run "$store" "$n" && mv+=("$got")
 		ld+=("$got_load")
+		if [ "$store" = moto ]; then
+			mat_seq=$((mat_seq + 1))
+			sync
+			boto_run put "$n" "$OBJ_COUNT" "$work/src" "boto$mat_seq" && cv+=("$got")
+			ld+=("$got_load")
+		fi
 		if [ $cli = 1 ]; then
 			cli_run "$n" 0 && cv+=("$got")
 			ld+=("$got_load")
@@ -662,6 +694,11 @@ mat_runs() { # STORE N
 	MAT[$store,$n]=$(median "${mv[@]}")
 	MAT[$store,$n]=${MAT[$store,$n]:-error}
 	MATV[$store,$n]=${mv[*]}
+	if [ "$store" = moto ]; then
+		BOTO[$n]=$(median "${cv[@]}")
+		BOTO[$n]=${BOTO[$n]:-error}
+		BOTOV[$n]=${cv[*]}
+	fi
 	if [ $cli = 1 ]; then
 		CLI[$n]=$(median "${cv[@]}")
 		CLI[$n]=${CLI[$n]:-error}
@@ -717,7 +754,7 @@ read_runs() { # STORE
 	local store=$1 r v g0 gb rd0 wb
 	local data=$work/odata-$store
 	[ "$READ_RUNS" -gt 0 ] || return 0
-	local -a nc=() nw=() pc=() pw=() cg=() cg4=() gets=() gbytes=() wreads=() loads=()
+	local -a nc=() nw=() pc=() pw=() cg=() cg4=() gets=() gbytes=() wreads=() loads=() keys=()
 	omount "$store" "$data" "materialize_bytes=$OBJ_SIZE,object_size=$OBJ_SIZE,materialize_age_ms=100" || return
 	if ! append_file "$work/omnt/read" "$READ_BYTES" || ! wait_materialized 600; then
 		note "cannot set up the read stream on $store"
@@ -744,6 +781,12 @@ read_runs() { # STORE
 			cg+=("$(cli_get "$work/omnt/read" 1)")
 			drop_caches
 			cg4+=("$(cli_get "$work/omnt/read" 4)")
+		fi
+		if [ "$store" = moto ]; then
+			mapfile -t keys < <(getfattr --only-values -n user.nereus.index "$work/omnt/read" 2>/dev/null |
+				awk '$4 ~ /^obj:/ { sub(/^obj:/, "", $4); print $4 }')
+			boto_run get 1 "${keys[@]}" && cg+=("$got")
+			boto_run get 4 "${keys[@]}" && cg4+=("$got")
 		fi
 		oumount
 		if [ -n "$pr_pid" ]; then
@@ -799,6 +842,20 @@ obj_bench() {
 			note "no s3 CLI ($S3_CLI; Debian's libs3-2 has it): its column is n/a"
 	;; esac
 
+	moto_ok=0
+	case " $STORES " in *" moto "*)
+		if out=$(NRS_S3RVER_OWNER=$$ sh "$MOTO_SH" start "$work/moto" 2>"$work/logs/moto-start.log"); then
+			moto_dir=$work/moto
+			MOTO_URL=$(echo "$out" | sed -n "s/^NRS_S3_URL='\(.*\)'$/\1/p")
+			MOTO_AK=$(echo "$out" | sed -n "s/^NRS_S3_ACCESS_KEY='\(.*\)'$/\1/p")
+			MOTO_SK=$(echo "$out" | sed -n "s/^NRS_S3_SECRET_KEY='\(.*\)'$/\1/p")
+			moto_ok=1
+		else
+			note "moto_server did not start: the moto store is n/a"
+			sed 's/^/  | /' "$work/logs/moto-start.log" >&2
+		fi
+	;; esac
+
 	# passthrough_ll for the reads: a file of READ_BYTES, cache=always
 	find_passthrough
 	if [ -n "$pt" ]; then
@@ -817,6 +874,7 @@ obj_bench() {
 		case $store in
 			dir) ;;
 			s3) [ $s3ok = 1 ] || continue ;;
+			moto) [ $moto_ok = 1 ] || continue ;;
 			*) note "unknown store '$store'"; continue ;;
 		esac
 		for n in $MATERIALIZERS; do
@@ -826,6 +884,10 @@ obj_bench() {
 	done
 	[ -n "$pr_pid" ] && unmount "$work/pr-mnt" "$pr_pid"
 	pr_pid=
+	if [ -n "$moto_dir" ]; then
+		sh "$MOTO_SH" stop "$moto_dir"
+		moto_dir=
+	fi
 	if [ -n "$s3_dir" ]; then
 		sh "$S3RVER_SH" stop "$s3_dir"
 		s3_dir=
@@ -847,7 +909,12 @@ obj_report() {
 			m=${MAT[$store,$n]:-}
 			[ -n "$m" ] || continue
 			b=-; r=-; w=-; c=-; t="none (no baseline for the directory store)"
-			if [ "$store" = s3 ]; then
+			if [ "$store" = moto ]; then
+				b=${BOTO[$n]:-n/a}
+				r=$(ratio "$m" "$b")
+				if ge "$r" 0.8; then t=yes; elif [ "$r" = - ]; then t=n/a; else t=no; fi
+				t="$t ($r; baseline boto3)"
+			elif [ "$store" = s3 ]; then
 				b=${CLI[$n]:-n/a}
 				r=$(ratio "$m" "$b")
 				w=${CLIH[$n]:-n/a}
@@ -859,11 +926,13 @@ obj_report() {
 				"${LOAD[mat,$store,$n]:--}" "$t"
 			v="runs: nereusfs ${MATV[$store,$n]:-}"
 			[ "$store" = s3 ] && v="$v; s3 CLI ${CLIV[$n]:-}; s3 CLI+hash ${CLIHV[$n]:-}"
+			[ "$store" = moto ] && v="$v; boto3 ${BOTOV[$n]:-}"
 			echo "       $v"
 			[ -n "${NOTE[mat,$store,$n]:-}" ] && echo "       note: ${NOTE[mat,$store,$n]}"
 		done
 	done
 	echo "s3cli: digests computed once, before timing; s3cli+hash: each process hashes each object (openssl md5, sha256)."
+	echo "on moto the s3cli_MB/s column is boto3 (N threads, digests computed once): the s3 CLI signs V2 only."
 	[ "$READ_RUNS" -gt 0 ] || return 0
 	echo
 	echo "sequential read, dd bs=1M, of object-resident data vs passthrough_ll -o cache=always, same size"
@@ -886,9 +955,11 @@ obj_report() {
 			printf '%-6s %-6s %12s %15s %7s %6s  %s\n' "$store" "$c" "${v:-n/a}" "${b:-n/a}" "$r" \
 				"${LOAD[read,$store]:--}" "$t"
 		done
-		[ -n "${RD[$store,cliget]:-}" ] &&
+		[ "$store" = moto ] && [ -n "${RD[$store,cliget]:-}" ] &&
+			echo "       boto3 getting the same objects, one thread: ${RD[$store,cliget]} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget]}")x); four threads: ${RD[$store,cliget4]:-n/a} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget4]:-}")x)"
+		[ "$store" = s3 ] && [ -n "${RD[$store,cliget]:-}" ] &&
 			echo "       the s3 CLI getting the same objects one after another, cold: ${RD[$store,cliget]} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget]}")x)"
-		[ -n "${RD[$store,cliget4]:-}" ] &&
+		[ "$store" = s3 ] && [ -n "${RD[$store,cliget4]:-}" ] &&
 			echo "       four s3 CLI processes getting them in parallel, cold: ${RD[$store,cliget4]} MB/s ($(ratio "${RD[$store,cliget4]}" "${RD[$store,p,cold]:-}")x passthrough_ll: about the most this server gives; nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget4]}")x)"
 		[ -n "${NOTE[read,$store]:-}" ] && echo "       note: ${NOTE[read,$store]}"
 	done

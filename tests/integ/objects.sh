@@ -1,7 +1,8 @@
 # objects.sh - the materialization tests, run once per object store
 # provider: sourced by t0500-objects-dir.sh and t0510-objects-s3.sh after
 # lib.sh and the provider's file, which sets OBJ_OPTS, OBJ_STORE, obj_file
-# and obj_files (objlib.sh says what each is).
+# and obj_files, and maybe obj_sync and obj_write_back (objlib.sh says what
+# each is); t0530-objects-moto.sh runs it on moto_server.
 #
 # What it checks (issue 4): appends materialize and `materialized` reaches
 # the head; WAL bytes drop (segments reclaimed); bytes read back identical
@@ -71,6 +72,7 @@ test_expect_success 'appends go on after remount and materialize too' '
 # kernel the file ends there).
 test_expect_success 'a corrupted object: EIO on its range, never wrong bytes' '
 	key=$(sed -n 2p "$TRASH/keys.b") &&
+	obj_sync &&
 	file=$(obj_file "$key") &&
 	set -- $(nrs_xattr "$MNT/k/b" user.nereus.index | grep "obj:$key\$") &&
 	ostart=$1 && oend=$2 &&
@@ -80,6 +82,7 @@ test_expect_success 'a corrupted object: EIO on its range, never wrong bytes' '
 	orig=$(dd if="$file" bs=1 skip="$off" count=1 status=none | od -An -tu1 | tr -d " ") &&
 	printf "$(printf "\\\\%03o" $(( orig ^ 0x40 )))" |
 		dd of="$file" bs=1 seek="$off" count=1 conv=notrunc status=none &&
+	obj_write_back "$key" &&
 	nrs_mount -o "$FAST$OBJ_OPTS" &&
 	expect_errno EIO pread "$MNT/k/b" $((oend - 5000)) 100 &&
 	test_must_fail cmp "$TRASH/blob" "$MNT/k/b" &&
@@ -91,6 +94,7 @@ test_expect_success 'a corrupted object: EIO on its range, never wrong bytes' '
 	nrs_umount &&
 	printf "$(printf "\\\\%03o" "$orig")" |
 		dd of="$file" bs=1 seek="$off" count=1 conv=notrunc status=none &&
+	obj_write_back "$key" &&
 	nrs_mount -o "$FAST$OBJ_OPTS" &&
 	cmp "$TRASH/blob" "$MNT/k/b"
 '

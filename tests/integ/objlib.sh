@@ -14,6 +14,11 @@
 #                   is never something nereusfs itself relies on)
 #   obj_file KEY    prints the data file holding object KEY (its bytes as
 #                   stored: byte for byte on S3, after a header on dir)
+# and may set (the defaults below do nothing: the files are the store):
+#   obj_sync        make obj_file's files show the store as it is now
+#                   (moto.sh: a copy of the bucket)
+#   obj_write_back KEY  store obj_file KEY's bytes, changed by a test,
+#                   under KEY again
 
 # Mount options that materialize soon and in small pieces: a stream is due
 # once 64 KiB or 200 ms wait, an object holds at most 256 KiB, and a WAL
@@ -46,6 +51,9 @@ wait_materialized () {
 	done
 }
 
+command -v obj_sync >/dev/null 2>&1 || obj_sync () { :; }
+command -v obj_write_back >/dev/null 2>&1 || obj_write_back () { :; }
+
 # The keys the index of FILE serves from objects.
 index_keys () {
 	nrs_xattr "$1" user.nereus.index | sed -n 's/^[0-9]* [0-9]* [0-9]* obj://p'
@@ -59,6 +67,7 @@ objects_match () {
 	for f in "$@"; do
 		index_keys "$f" || return 1
 	done | sort >"$TRASH/keys.all" &&
+	obj_sync &&
 	for k in $(cat "$TRASH/keys.all"); do
 		test -s "$(obj_file "$k")" || { echo "missing object $k"; return 1; }
 	done &&

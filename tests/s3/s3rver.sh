@@ -65,41 +65,7 @@ die() {
 	exit 1
 }
 
-# Is pid $1 alive and running with $2 in its command line?
-is_ours() {
-	[ -n "$1" ] && tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "$2"
-}
-
-# kill_ours PID DIR: if PID is ours, TERM it, KILL it after 5 s, and wait
-# until it is gone.
-kill_ours() {
-	is_ours "$1" "$2" || return 0
-	kill -TERM "$1" 2>/dev/null
-	n=0
-	while is_ours "$1" "$2" && [ $n -lt 50 ]; do
-		sleep 0.1
-		n=$((n + 1))
-	done
-	if is_ours "$1" "$2"; then
-		kill -KILL "$1" 2>/dev/null
-		while is_ours "$1" "$2"; do
-			sleep 0.1
-		done
-	fi
-}
-
-stop() {
-	dir=$1
-	if [ -f "$dir/guard.pid" ]; then
-		g=$(cat "$dir/guard.pid")
-		is_ours "$g" "$dir" && kill "$g" 2>/dev/null
-		rm -f "$dir/guard.pid"
-	fi
-	[ -f "$dir/pid" ] || return 0
-	kill_ours "$(cat "$dir/pid")" "$dir"
-	rm -f "$dir/pid"
-	return 0
-}
+. "$here/proc.sh"
 
 # launch DIR PORT: run server.js on DIR/data (with DIR/tls's key and
 # certificate if there are any) on PORT (0: the kernel picks), with its
@@ -122,19 +88,7 @@ launch() {
 	echo $spid >"$dir/pid"
 
 	# The guard: stops the server when the owner dies without stopping it.
-	# It stops this server only, never one a later restart started in DIR:
-	# it ends as soon as DIR/pid no longer names its server (a stop, also
-	# one whose TERM to the guard was lost, or DIR removed).
-	(
-		trap - EXIT INT TERM HUP
-		exec >/dev/null 2>&1 </dev/null
-		while kill -0 "$owner" 2>/dev/null &&
-		      [ "$(cat "$dir/pid" 2>/dev/null)" = "$spid" ]; do
-			sleep 1
-		done
-		kill_ours "$spid" "$dir"
-	) &
-	echo $! >"$dir/guard.pid"
+	guard "$dir" "$spid" "$owner"
 
 	# Up when it says where it listens and the bucket's directory exists.
 	n=0 port=
