@@ -215,7 +215,7 @@ int nrs_s3_credentials(const char *file, char **access, char **secret,
  * nrs_objstore_s3_open() of o with the credentials of nrs_s3_credentials(
  * cred_file) (o's own keys are ignored); the secrets are wiped from
  * memory before it returns.  With V4 and a cred_file, the file is read
- * again when it changes or the store refuses its keys (objstore_s3.c C1).  Then a probe (objstore_s3.c PROBE): a
+ * again when it changes or the store refuses its keys (objstore_s3.c SC1).  Then a probe (objstore_s3.c PROBE): a
  * definite refusal (credentials, region, bucket) closes the store and
  * fails -EACCES or -ENXIO (no such bucket), logged with what to fix; a store
  * that does not answer is a warning and the store is returned.  What goes

@@ -3,21 +3,21 @@
  *
  *   V4 (the default, s3_signature=v4): requests of our own made and
  *      signed by libcurl (s3_curl.c says how and why); this file maps
- *      their answers to errnos, logs and counts them (E1, E2), and probes
+ *      their answers to errnos, logs and counts them (SE1, SE2), and probes
  *      the bucket at mount (PROBE, above nrs_objstore_s3_open_url).
  *   V2 (s3_signature=v2, for old endpoints): libs3 2.0 (Debian's
  *      libs3-dev 2.0-4), path style only.  This file is the only one that
  *      includes libs3.h (STYLE.md); everything below about libs3 concerns
  *      the V2 path alone.
  *
- *  E1  Every failed request is counted by its class (s3_curl.h), for
+ *  SE1  Every failed request is counted by its class (s3_curl.h), for
  *      nereus_object_store_errors_total{class=...} (V2's libs3 statuses
  *      mapped to the same classes); V4 requests sent again are counted
  *      too.
- *  E2  and logged in one line: the request, key, status, S3's code and
+ *  SE2  and logged in one line: the request, key, status, S3's code and
  *      message, the class, the attempts, and what to fix (a region error
  *      names the region to set).
- *  C1  The s3_credentials file is read again when it changes (stat at
+ *  SC1  The s3_credentials file is read again when it changes (stat at
  *      most every CRED_CHECK_MS, before a request) and at once after a
  *      request refused for its credentials (a token, key or signature
  *      class), which is then sent once more if the keys changed; so
@@ -139,7 +139,7 @@
 #define DEFAULT_REGION		"us-east-1"
 #define REGION_MAX		48
 #define PROBE_KEY		"nereusfs-probe"
-#define CRED_CHECK_MS		1000	/* C1: stat the file at most this often */
+#define CRED_CHECK_MS		1000	/* SC1: stat the file at most this often */
 
 _Static_assert(NRS_S3C_COUNT == NRS_S3_CLASSES, "objstore.h's class count");
 
@@ -163,7 +163,7 @@ struct s3_store {
 	char region[REGION_MAX];
 	atomic_uint_fast64_t errors[NRS_S3C_COUNT];	/* by class */
 	atomic_uint_fast64_t retries;
-	/* C1: the credentials file, re-read when it changes */
+	/* SC1: the credentials file, re-read when it changes */
 	char *cred_file;	/* NULL: keys from the environment or opts */
 	pthread_mutex_t cred_lock;
 	struct stat cred_st;	/* the file when last read; cred_lock */
@@ -331,7 +331,7 @@ static int status_errno(S3Status st)
 	}
 }
 
-/* The class (s3_curl.h) of a libs3 status, for the metrics (E1). */
+/* The class (s3_curl.h) of a libs3 status, for the metrics (SE1). */
 static enum nrs_s3_class v2_class(S3Status st)
 {
 	switch (st) {
@@ -591,7 +591,7 @@ static int call_result(struct s3_call *c, bool quiet_enoent)
 		return rc;
 	atomic_fetch_add_explicit(&c->s->errors[c->timed_out ? NRS_S3C_TIMEOUT :
 						 v2_class(c->status)], 1,
-				  memory_order_relaxed);	/* E1 */
+				  memory_order_relaxed);	/* SE1 */
 	if (c->timed_out)
 		nrs_warn("s3 %s: %s %s: no answer within %d ms", c->s->url,
 			 op_names[c->op], c->key, c->s->timeout_ms);
@@ -758,7 +758,7 @@ static bool same_file_state(const struct stat *a, const struct stat *b)
 }
 
 /*
- * C1: re-read the credentials file if it changed (another inode -- a
+ * SC1: re-read the credentials file if it changed (another inode -- a
  * rename over it, as secret managers do --, size, mtime or ctime; looked
  * at most every CRED_CHECK_MS), or at once when force (a request was
  * refused for its credentials).  Returns true if other credentials are in
@@ -809,8 +809,8 @@ static const char *const method_names[] = {
 };
 
 /*
- * Count the outcome of r (by class, E1) and log a failure in one line
- * that says what to fix (E2), unless it is a missing object and
+ * Count the outcome of r (by class, SE1) and log a failure in one line
+ * that says what to fix (SE2), unless it is a missing object and
  * quiet_enoent.  Returns its errno.
  */
 static int v4_result(struct s3_store *s, const struct nrs_s3c_req *r,
@@ -858,9 +858,9 @@ static int v4_run(struct s3_store *s, const struct nrs_s3c_req *r,
 
 	if (!nrs_objkey_is_valid(r->key))
 		return -EINVAL;
-	creds_reload(s, false);	/* C1 */
+	creds_reload(s, false);	/* SC1 */
 	err = nrs_s3c_run(s->v4, r, o);
-	/* C1: refused for its credentials (an expired token, a rotated
+	/* SC1: refused for its credentials (an expired token, a rotated
 	 * key): once more if the file holds others now */
 	if (err == 0 && (o->cls == NRS_S3C_TOKEN || o->cls == NRS_S3C_KEY ||
 			 o->cls == NRS_S3C_SIGNATURE) && creds_reload(s, true))
@@ -1501,7 +1501,7 @@ int nrs_objstore_s3_open_url(const struct nrs_s3_opts *o,
 	free_secret(token);
 	if (err)
 		return err;
-	if (cred_file && s3_of(st)->v4) {	/* C1 */
+	if (cred_file && s3_of(st)->v4) {	/* SC1 */
 		struct s3_store *s = s3_of(st);
 
 		s->cred_file = strdup(cred_file);

@@ -19,7 +19,7 @@
  * WHAT CURL 7.88 (DEBIAN 12) DOES AND DOES NOT DO FOR V4
  *
  *  - It hashes only a POSTFIELDS body and adds no x-amz-content-sha256
- *    (curl 8 does): so every request carries that header, set here (S1):
+ *    (curl 8 does): so every request carries that header, set here (SH1):
  *    the object's SHA-256 in hex on PUT (the digest the proof of
  *    DESIGN.md 6 uses, so the service refuses a body damaged on the way;
  *    "UNSIGNED-PAYLOAD" when put() has none), the empty body's digest on
@@ -29,7 +29,7 @@
  *    suppress it: so "Expect:" is never set (the 100-continue curl adds
  *    itself is not signed, and costs one round trip per PUT).
  *  - It does not sort a query string (8.3 does): we send none.
- *  - Content-MD5 is kept on PUT (S2): servers that ignore the SHA-256
+ *  - Content-MD5 is kept on PUT (SH2): servers that ignore the SHA-256
  *    header (moto, s3rver) check it.
  *
  * REQUESTS: PUT, HEAD, GET with a Range, DELETE of BUCKET/KEY in the path
@@ -37,18 +37,18 @@
  * KEY") style.  Keys are nrs_objkey_is_valid() keys: no character needs
  * escaping.  x-amz-security-token carries a session token.
  *
- * RETRIES AND DEADLINE (R1, R2, R3)
+ * RETRIES AND DEADLINE (SR1, SR2, SR3)
  *
- *  R1  A request is sent again only when its class is transient: a 5xx,
+ *  SR1  A request is sent again only when its class is transient: a 5xx,
  *      503 SlowDown or 429, 400 RequestTimeout, no connection or no
  *      answer.  Never another 4xx: the same request gets the same answer.
  *      At most MAX_ATTEMPTS in all: the callers (materializer, reader)
  *      retry on their own schedule, so a store that is down fails an
  *      operation in about a second rather than holding it.
- *  R2  Between attempts: exponential back-off from 100 ms, doubling, at
+ *  SR2  Between attempts: exponential back-off from 100 ms, doubling, at
  *      most 2 s, with jitter (uniform in [d/2, d]) so threads that failed
  *      together do not retry together.
- *  R3  One deadline per operation (timeout_ms, retries and pauses
+ *  SR3  One deadline per operation (timeout_ms, retries and pauses
  *      included): every attempt's CURLOPT_TIMEOUT is what is left of it,
  *      and no pause runs past it.  So a stalled service holds a caller
  *      (and unmount) for at most timeout_ms.
@@ -86,7 +86,7 @@
 #define BACKOFF_CAP_MS		2000
 #define IO_BUFFER		(512 << 10)	/* curl's read and upload buffers:
 					 * 16 KiB and 64 KiB by default */
-#define MAX_ATTEMPTS		4	/* R1: a refused connection fails in ~1 s */
+#define MAX_ATTEMPTS		4	/* SR1: a refused connection fails in ~1 s */
 #define EMPTY_SHA256 \
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define URL_MAX			(NRS_OBJKEY_MAX + 512)
@@ -209,7 +209,7 @@ enum nrs_s3_class nrs_s3_classify(long http, const char *code,
 
 bool nrs_s3_class_is_retryable(enum nrs_s3_class cls)
 {
-	switch (cls) {	/* R1 */
+	switch (cls) {	/* SR1 */
 	case NRS_S3C_UNAVAILABLE:
 	case NRS_S3C_TIMEOUT:
 	case NRS_S3C_THROTTLED:
@@ -251,7 +251,7 @@ int nrs_s3_backoff_ms(unsigned int attempt, int base_ms, int cap_ms,
 	if (base_ms <= 0 || cap_ms <= 0)
 		return 0;
 	for (unsigned int i = 1; i < attempt && d < cap_ms; i++)
-		d *= 2;	/* R2: stops doubling at the cap, never wraps */
+		d *= 2;	/* SR2: stops doubling at the cap, never wraps */
 	if (d > cap_ms)
 		d = cap_ms;
 	return (int)(d / 2 + rand_r(seed) % (d / 2 + 1));
@@ -506,7 +506,7 @@ void nrs_s3_md5_base64(char out[25], const unsigned char md5[NRS_MD5_LEN])
 	out[o] = '\0';
 }
 
-/* The headers of r, one per line, into buf (S1, S2). */
+/* The headers of r, one per line, into buf (SH1, SH2). */
 int nrs_s3c_describe(struct nrs_s3c *c, const struct nrs_s3c_req *r,
 		     char *buf, size_t n)
 {
@@ -867,7 +867,7 @@ static int64_t now_ms(void)
 int nrs_s3c_run(struct nrs_s3c *c, const struct nrs_s3c_req *r,
 		struct nrs_s3c_resp *out)
 {
-	int64_t deadline = now_ms() + c->timeout_ms;	/* R3 */
+	int64_t deadline = now_ms() + c->timeout_ms;	/* SR3 */
 	struct attempt *a;
 	int err = 0;
 
@@ -901,15 +901,15 @@ int nrs_s3c_run(struct nrs_s3c *c, const struct nrs_s3c_req *r,
 					   r->key != NULL);
 		if (out->net == NRS_S3_NET_TIMEOUT && deadline - now_ms() <= 0)
 			out->timed_out = true;
-		if (!nrs_s3_class_is_retryable(out->cls) ||	/* R1 */
+		if (!nrs_s3_class_is_retryable(out->cls) ||	/* SR1 */
 		    out->attempts >= MAX_ATTEMPTS)
 			break;
 		pthread_mutex_lock(&c->lock);
 		pause = nrs_s3_backoff_ms(out->attempts, BACKOFF_BASE_MS,
-					  BACKOFF_CAP_MS, &c->seed);	/* R2 */
+					  BACKOFF_CAP_MS, &c->seed);	/* SR2 */
 		pthread_mutex_unlock(&c->lock);
 		left = deadline - now_ms();
-		if (left <= pause) {	/* R3: no pause past the deadline */
+		if (left <= pause) {	/* SR3: no pause past the deadline */
 			out->timed_out = true;
 			break;
 		}

@@ -68,7 +68,7 @@ enum nrs_s3_class nrs_s3_classify(long http, const char *code,
 				  enum nrs_s3_net net, bool is_object);
 
 /*
- * R1 (retries): is a request that ended in class c worth sending again?
+ * SR1 (retries): is a request that ended in class c worth sending again?
  * Yes for the transient ones only: UNAVAILABLE, TIMEOUT, THROTTLED,
  * SERVER; never for an answer that will be the same next time (every
  * other 4xx, a refused certificate).
@@ -79,7 +79,7 @@ bool nrs_s3_class_is_retryable(enum nrs_s3_class cls);
 int nrs_s3_class_errno(enum nrs_s3_class c);
 
 /*
- * R2: the pause before retry number attempt (1 for the first retry):
+ * SR2: the pause before retry number attempt (1 for the first retry):
  * exponential from base_ms, doubling, at most cap_ms, with full jitter
  * (uniform in [d/2, d]) drawn from *seed.
  */
@@ -169,7 +169,7 @@ struct nrs_s3c_resp {
 };
 
 /*
- * Run r until it succeeds, fails with a class R1 does not retry, or the
+ * Run r until it succeeds, fails with a class SR1 does not retry, or the
  * operation's deadline (timeout_ms of the client) passes; between
  * attempts wait nrs_s3_backoff_ms.  The outcome is in *out (cls OK for a
  * 2xx answer; a GET answered 416 is OK with got 0).  Returns 0 or -ENOMEM,

@@ -834,7 +834,7 @@ static void test_s3_refused(void **state)
 	assert_int_equal(nrs_obj_head(st, "k", &m), -ECONNREFUSED);
 	assert_int_equal(nrs_obj_get(st, "k", 0, o.buf, 10), -ECONNREFUSED);
 	assert_int_equal(nrs_obj_del(st, "k"), -ECONNREFUSED);
-	/* each retried a few times within about a second (s3_curl.c R1),
+	/* each retried a few times within about a second (s3_curl.c SR1),
 	 * never until the 20 s timeout */
 	assert_true(now_s() - t0 < 6.0);
 	/* A bucket is never listed. */

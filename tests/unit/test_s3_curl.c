@@ -1,9 +1,9 @@
 /*
  * test_s3_curl.c - the V4 request side of the S3 provider (s3_curl.c)
- * without an S3 server: the error classes, the retry classifier (R1), the
- * back-off (R2), the deadline (R3), errno mapping, the region of a host
+ * without an S3 server: the error classes, the retry classifier (SR1), the
+ * back-off (SR2), the deadline (SR3), errno mapping, the region of a host
  * name, the -o s3_* option parser (objstore_s3.c), the headers we set
- * (S1 x-amz-content-sha256, S2 Content-MD5, the session token), and the
+ * (SH1 x-amz-content-sha256, SH2 Content-MD5, the session token), and the
  * request libcurl signs: a tiny HTTP server on loopback (one thread)
  * captures it, and the test recomputes the AWS4-HMAC-SHA256 signature
  * from the captured request with OpenSSL's HMAC, for a region, a token
@@ -98,7 +98,7 @@ static void test_classify(void **state)
 			    "signature");
 }
 
-/* R1: retried exactly when transient. */
+/* SR1: retried exactly when transient. */
 static void test_retryable(void **state)
 {
 	static const struct {
@@ -172,7 +172,7 @@ static void test_errno(void **state)
 	assert_true(strstr(nrs_s3_class_advice(NRS_S3C_DENIED), "s3:ListBucket"));
 }
 
-/* R2: doubling from the base, capped, jittered in [d/2, d], no wrap. */
+/* SR2: doubling from the base, capped, jittered in [d/2, d], no wrap. */
 static void test_backoff(void **state)
 {
 	unsigned int seed = 1;
@@ -317,10 +317,10 @@ static void test_headers(void **state)
 	r.sha256 = sha;
 	r.md5 = md5;
 	assert_true(nrs_s3c_describe(c, &r, buf, sizeof(buf)) > 0);
-	/* S1: the object's SHA-256 as the payload hash, and as metadata */
+	/* SH1: the object's SHA-256 as the payload hash, and as metadata */
 	assert_non_null(strstr(buf, "x-amz-content-sha256: 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"));
 	assert_non_null(strstr(buf, "x-amz-meta-sha256: 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"));
-	/* S2: Content-MD5 is base64 of the 16 bytes */
+	/* SH2: Content-MD5 is base64 of the 16 bytes */
 	assert_non_null(strstr(buf, "Content-MD5: 8PHy8/T19vf4+fr7/P3+/w==\n"));
 	assert_non_null(strstr(buf, "x-amz-security-token: TOKEN/x+y=\n"));
 	assert_null(strstr(buf, "Expect"));
@@ -331,7 +331,7 @@ static void test_headers(void **state)
 	assert_non_null(strstr(buf, "x-amz-content-sha256: UNSIGNED-PAYLOAD\n"));
 	assert_null(strstr(buf, "x-amz-meta-sha256"));
 	assert_null(strstr(buf, "Content-MD5"));
-	/* S1: bodiless requests carry the empty body's digest */
+	/* SH1: bodiless requests carry the empty body's digest */
 	for (int m = NRS_S3C_GET; m <= NRS_S3C_DELETE; m++) {
 		struct nrs_s3c_req q = { .method = m, .key = "k", .off = 10,
 					 .dst = buf, .dst_len = 5 };
@@ -367,7 +367,7 @@ struct capture {
 	pthread_t th;
 	const char *answers[CAP_MAX];	/* status line + headers + body */
 	int nanswers;
-	int hang;		/* accept, read, never answer (R3) */
+	int hang;		/* accept, read, never answer (SR3) */
 	const char *expired;	/* a token answered 400 ExpiredToken, not
 				 * counted among the answers */
 	int served;
@@ -692,7 +692,7 @@ static const char *err_reply(int i, const char *status, const char *code)
 	return bufs[i];
 }
 
-/* R1 in action: 503 SlowDown, 500, then 200: three attempts. */
+/* SR1 in action: 503 SlowDown, 500, then 200: three attempts. */
 static void test_retry_transient(void **state)
 {
 	struct capture cp = { .nanswers = 3 };
@@ -716,7 +716,7 @@ static void test_retry_transient(void **state)
 	nrs_s3c_free(c);
 }
 
-/* R1: a 403 is never sent again; its code and message are read. */
+/* SR1: a 403 is never sent again; its code and message are read. */
 static void test_no_retry_403(void **state)
 {
 	struct capture cp = { .nanswers = 2 };
@@ -779,7 +779,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* R3: a server that takes the request and never answers holds the
+/* SR3: a server that takes the request and never answers holds the
  * operation for the deadline, not longer. */
 static void test_deadline(void **state)
 {
@@ -857,7 +857,7 @@ static void write_creds(const char *path, const char *token)
 	assert_int_equal(chmod(path, 0600), 0);
 }
 
-/* C1: a token the store calls expired makes the provider read the
+/* SC1: a token the store calls expired makes the provider read the
  * credentials file again, and the request goes once more with the new
  * token; nothing is remounted. */
 static void test_creds_reread(void **state)
@@ -880,7 +880,7 @@ static void test_creds_reread(void **state)
 	st = open_with_file(&cp, path);
 	/* then TOKEN-1 expires, and the file gets the next one, as an STS
 	 * refresher does (whether the provider sees the file change first
-	 * or the refusal first depends on the time it takes: both are C1) */
+	 * or the refusal first depends on the time it takes: both are SC1) */
 	cp.expired = "TOKEN-1";
 	write_creds(path, "TOKEN-2");
 	assert_int_equal(nrs_obj_put(st, "k", "abc", 3, md5, sha), 0);
@@ -895,7 +895,7 @@ static void test_creds_reread(void **state)
 	assert_int_equal(strncmp(cp.req[cp.served - 1], "PUT /nereus/k ", 14), 0);
 }
 
-/* C1: a file replaced by a rename (another inode) is read again before
+/* SC1: a file replaced by a rename (another inode) is read again before
  * the next request, at most a second later. */
 static void test_creds_renamed(void **state)
 {
