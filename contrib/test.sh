@@ -153,6 +153,18 @@ if [ "${NRS_SKIP_DEPS:-0}" != 1 ]; then
 		fail "deps: contrib/install-deps.sh failed ($?)" deps
 fi
 
+# moto and boto3 (tests/s3/moto.sh) come with the image's Python (pyenv),
+# not with Debian's: the python3 that has them goes first in PATH, also
+# where the caller's PATH does not name pyenv's shims.
+for py in python3 "${PYENV_ROOT:-${HOME:-/root}/.pyenv}/shims/python3"; do
+	py=$(command -v "$py" 2>/dev/null) || continue
+	if "$py" -c 'import moto, boto3' 2>/dev/null; then
+		PATH=$(dirname "$py"):$PATH
+		export PATH
+		break
+	fi
+done
+
 ok_autoreconf=0
 if step autoreconf 600 autoreconf -fi; then
 	ok_autoreconf=1
