@@ -773,7 +773,8 @@ static void test_s3_credentials(void **state)
 	assert_int_equal(nrs_s3_credentials(p, &a, &k, &t), 0);
 	free(a);
 	free(k);
-	a = k = NULL;
+	free(t);
+	a = k = t = NULL;
 	/* a directory is no credentials file */
 	assert_int_equal(nrs_s3_credentials(f->root, &a, &k, &t), -EPERM);
 	/* missing file, or a file without both lines */
