@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "nereusfs.h"
-#include "parse.h"
+#include "util/parse.h"
 
 #define EXIT_FAIL	1
 #define EXIT_USAGE	2

@@ -1,7 +1,7 @@
 /*
  * nereusfs-fsck - check a nereusfs data directory offline (man/nereusfs-fsck.8).
  *
- * The checks are src/fsck.c's F1..F30; this file does the I/O: it takes
+ * The checks are src/fsck/fsck.c's F1..F30; this file does the I/O: it takes
  * DIR/lock (F1), reads meta.db read-only (F2), scans the WAL read-only and
  * opens the object store read-only (DIR/objects, which F26 lists, or --s3),
  * so without --repair not a byte of DIR (or of the bucket) changes.
@@ -39,13 +39,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fsck.h"
-#include "lifecycle.h"
-#include "log.h"
-#include "meta.h"
-#include "objstore.h"
-#include "parse.h"
-#include "wal.h"
+#include "bg/lifecycle.h"
+#include "fsck/fsck.h"
+#include "meta/meta.h"
+#include "obj/objstore.h"
+#include "util/log.h"
+#include "util/parse.h"
+#include "wal/wal.h"
 
 #define EXIT_CLEAN	0
 #define EXIT_FOUND	1

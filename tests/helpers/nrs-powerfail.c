@@ -89,7 +89,7 @@
  * first, then SIGKILL the process (Q1):
  *
  *  Q1 raise(SIGKILL), kill(getpid(), SIGKILL) (the daemon's crash
- *     failpoints, src/failpoint.c), and a kill request: once the file
+ *     failpoints, src/util/failpoint.c), and a kill request: once the file
  *     named by NRS_PF_KILL exists (checked every 2 ms by a thread started
  *     when the first file of DATADIR is opened), the process is killed so.
  *     A test asks for "kill -9 under load" by creating that file.  If the

@@ -1,6 +1,6 @@
 /*
  * nrs-walrec - append one WAL record, formatted by the project's own
- * encoder (src/walrec.c), to the end of a local WAL segment file: damage
+ * encoder (src/wal/walrec.c), to the end of a local WAL segment file: damage
  * for the integration tests that a byte editor could not make (a record
  * whose CRCs all verify but whose fields no daemon writes).
  *
@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "walrec.h"
+#include "wal/walrec.h"
 
 static int num(const char *s, uint64_t *v)
 {

@@ -64,7 +64,7 @@ test_expect_success 'appends go on after the crashes, and verify after a clean r
 
 # The newest WAL segment, and the newest one holding a record.  Segment
 # files are DATA/wal/<16 hex digits>.seg with a 64-byte header, then
-# records (src/wal_local.c).
+# records (src/wal/wal_local.c).
 last_segment () {
 	for f in "$DATA"/wal/*.seg; do :; done
 	echo "${f##*/}"

@@ -10,7 +10,7 @@ test_description='crashes, recoveries, then simulated power loss at random point
 # and logs each acknowledgement with a CLOCK_MONOTONIC stamp taken after
 # write(2) returned (one ack log, one clock for all phases), and the phase
 # ends with a process crash -- a crash failpoint of the daemon
-# (src/failpoint.c) or a kill -9 under load, both falling between two
+# (src/util/failpoint.c) or a kill -9 under load, both falling between two
 # recorded calls (nrs-powerfail.c Q1) -- or a clean unmount.  A crash
 # keeps the page cache, so the next phase continues the same journal and
 # reads what the last one wrote but never synced.  The last phase ends as
@@ -345,7 +345,7 @@ for k in $points; do
 	'
 done
 
-# U1 of src/core.c: a daemon that exited 0 after a clean unmount left
+# U1 of src/core/core.c: a daemon that exited 0 after a clean unmount left
 # nothing only in the page cache.
 for k in $clean_ends; do
 	test_expect_success "after the clean unmount at record $k, a power cut changes no file" '

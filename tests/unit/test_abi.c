@@ -14,7 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "core.h"
+#include "core/core.h"
 #include "nereusfs.h"
 
 static void test_layouts(void **state)

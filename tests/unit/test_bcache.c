@@ -29,9 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "crc32c.h"
-#include "le.h"
-#include "objfmt.h"
+#include "obj/objfmt.h"
+#include "util/crc32c.h"
+#include "util/le.h"
 
 #define KIB	1024ull
 #define MIB	(1024ull * 1024)

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "crc32c.h"
+#include "util/crc32c.h"
 
 static void test_vectors(void **state)
 {

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "failpoint.h"
+#include "util/failpoint.h"
 
 static void test_off(void **state)
 {

@@ -34,11 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fsck.h"
-#include "recovery.h"
-#include "meta.h"
-#include "objfmt.h"
-#include "objstore.h"
+#include "fsck/fsck.h"
+#include "meta/meta.h"
+#include "obj/objfmt.h"
+#include "obj/objstore.h"
+#include "stream/recovery.h"
 
 struct out {
 	char text[8192];

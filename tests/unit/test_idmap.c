@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grow.h"
-#include "idmap.h"
+#include "util/grow.h"
+#include "util/idmap.h"
 
 /* A distinct non-NULL value per key (never dereferenced). */
 static void *val_of(uint64_t key)

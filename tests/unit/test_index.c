@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "index.h"
-#include "walrec.h"
+#include "stream/index.h"
+#include "wal/walrec.h"
 
 static struct nrs_index_ent ent(uint64_t s, uint64_t e, uint64_t seg,
 				uint64_t off)

@@ -9,8 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "lifecycle.h"
-#include "sat.h"
+#include "bg/lifecycle.h"
+#include "util/sat.h"
 
 #define MS 1000000LL
 

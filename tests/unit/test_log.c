@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "util/log.h"
 
 static char out[1 << 20];
 

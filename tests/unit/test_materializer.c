@@ -10,8 +10,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "materializer.h"
-#include "wal.h"
+#include "bg/materializer.h"
+#include "wal/wal.h"
 
 /* M5: a reclaim never reaches a segment made after it looked. */
 static void test_reclaim_bound(void **state)

@@ -27,8 +27,8 @@
 
 #include <sqlite3.h>
 
-#include "crc32c.h"
-#include "meta.h"
+#include "meta/meta.h"
+#include "util/crc32c.h"
 
 /* meta_sqlite.c SCHEMA_VERSION */
 #define NRS_TEST_SCHEMA_VERSION 3

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc32c.h"
-#include "le.h"
-#include "objfmt.h"
+#include "obj/objfmt.h"
+#include "util/crc32c.h"
+#include "util/le.h"
 
 static unsigned char pattern(uint64_t i)
 {

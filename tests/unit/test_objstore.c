@@ -46,7 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "objstore.h"
+#include "obj/objstore.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "parse.h"
+#include "util/parse.h"
 
 /* Each bad string fails and leaves *out alone. */
 static void refused(const char *s, int err)

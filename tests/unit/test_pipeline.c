@@ -21,13 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core_priv.h"
-#include "meta.h"
-#include "metrics.h"
-#include "pipeline.h"
-#include "stream.h"
-#include "wal.h"
-#include "walrec.h"
+#include "commit/pipeline.h"
+#include "core/core_priv.h"
+#include "meta/meta.h"
+#include "stream/stream.h"
+#include "util/metrics.h"
+#include "wal/wal.h"
+#include "wal/walrec.h"
 
 /* ---- a mock WAL: one growing buffer, one "segment" -------------------- */
 

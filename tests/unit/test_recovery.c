@@ -27,9 +27,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "core.h"
-#include "wal.h"
-#include "walrec.h"
+#include "core/core.h"
+#include "wal/wal.h"
+#include "wal/walrec.h"
 
 struct fix {
 	char dir[4096];

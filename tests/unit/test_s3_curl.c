@@ -33,8 +33,8 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
-#include "objstore.h"
-#include "s3_curl.h"
+#include "obj/objstore.h"
+#include "obj/s3_curl.h"
 
 #define EMPTY_SHA \
 	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

@@ -26,9 +26,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "failpoint.h"
-#include "wal.h"
-#include "walrec.h"
+#include "util/failpoint.h"
+#include "wal/wal.h"
+#include "wal/walrec.h"
 
 /* ---- fault injection --------------------------------------------------- */
 

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc32c.h"
-#include "walrec.h"
+#include "util/crc32c.h"
+#include "wal/walrec.h"
 
 /* A record laid out in memory: header, payload, padding. */
 struct rec {

@@ -9,8 +9,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "meta.h"
-#include "xattr.h"
+#include "core/xattr.h"
+#include "meta/meta.h"
 
 static int parse(const char *s, uint64_t *v)
 {

@@ -1,0 +1,440 @@
+/*
+ * lifecycle.c - retention and the physical GC of object generations
+ * (DESIGN.md section 1 event 5, I5, section 6; issue 5).  One background
+ * thread runs GC every LC_TICK_MS and retention every second (and, being
+ * the daemon's steady tick, writes the log's rate-limit summaries).
+ *
+ * RETENTION
+ *
+ *  L1 A stream's policy is the nearest set value of retention.bytes and
+ *     retention.ms on it or its directories (0: keep forever).
+ *  L2 The cut is the larger of the size cut and the time cut, taken at
+ *     object boundaries, never in bytes still only in the WAL, then rounded
+ *     down to a multiple of 4096: a stream whose start is not page aligned
+ *     is read with direct I/O (core.c), and retention must not take the
+ *     page cache from its readers.  The object the rounding cuts into stays
+ *     until a later cut passes its end:
+ *      - size: the end of the highest committed object that leaves at
+ *        least retention.bytes bytes above it (head - end >= bytes);
+ *      - time: the end of the highest committed object whose intent was
+ *        recorded more than retention.ms ago.  The intent comes at most
+ *        materialize_age_ms after the append, so a byte is kept at least
+ *        retention.ms after its append.
+ *  L3 A cut above start trims the stream exactly as user.nereus.trim does
+ *     (nrs_core_trim: durable, then the index drops the range).
+ *
+ * GC (generation states, meta.h)
+ *
+ *  G1 committed -> draining, when no published state needs the object any
+ *     more: its stream is gone (unlinked and its last handle closed), or
+ *     the object lies wholly below the stream's start.  (Compaction moves
+ *     the generations it replaces in its own publishing transaction.)  The
+ *     index no longer names it by then (trim and forget drop it first).
+ *     Checked for the streams a trim or a forget pokes (nrs_lc_poke), and
+ *     for every committed row once at start (a crash may have come between
+ *     the trim and the check).
+ *  G2 draining -> retired, once it has drained for gc_grace_ms and every
+ *     read that might still hold it has finished (the read gate, taken
+ *     exclusively once per pass, reader.h): its cached blocks are
+ *     forgotten, the object deleted from the store (a missing one is
+ *     fine), and the row marked retired.  A failed delete is retried next
+ *     pass.
+ *  G3 Every step is one durable state change, idempotent and re-derived
+ *     from the store's rows each pass, so a crash anywhere converges: a
+ *     retired row whose object still exists cannot happen (the state moves
+ *     after the delete); a draining row whose object is gone is retired by
+ *     the next delete (0 for a missing object).
+ *  G5 A retired row is kept for an hour (what fsck can check: its object
+ *     is gone), then forgotten, so the table does not grow with history.
+ *  G4 Orphans -- objects uploaded and never published -- are the prepared
+ *     rows found at start (materializer.c M6): found from the recorded
+ *     intents, never from a listing.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bg/lifecycle.h"
+#include "commit/pipeline.h"
+#include "core/core_priv.h"
+#include "obj/objfmt.h"
+#include "obj/objstore.h"
+#include "util/clock.h"
+#include "util/failpoint.h"
+#include "util/log.h"
+#include "util/sat.h"
+#include "util/waitms.h"
+
+#define LC_TICK_MS		500
+#define RETENTION_TICKS		2	/* retention every second */
+#define PRUNE_TICKS		120	/* G5 every minute */
+#define RETIRED_KEEP_MS		(3600 * 1000)	/* G5 */
+
+struct nrs_lc {
+	struct nrs_core *c;
+	uint64_t grace_ms;
+	pthread_t thread;
+	bool started;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stopping;		/* protected by lock */
+	bool sweep_all;		/* protected by lock: G1 for every row */
+	uint64_t *dirty;	/* protected by lock: streams poked (G1) */
+	size_t ndirty, cap;
+	unsigned int ticks;	/* the thread's own */
+};
+
+struct rows {
+	struct nrs_obj_row *v;
+	size_t n;
+};
+
+/* L2 for one stream's rows: the cut, or 0.  (nrs_retention_cut) */
+uint64_t nrs_retention_cut(const struct nrs_obj_row *v, size_t n, uint64_t head,
+			   uint64_t ret_bytes, uint64_t ret_ms, int64_t now_ns)
+{
+	uint64_t cut = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct nrs_obj_row *o = &v[i];
+
+		if (o->state != NRS_OBJ_COMMITTED || o->end > head)
+			continue;
+		if (ret_bytes && head - o->end >= ret_bytes && o->end > cut)
+			cut = o->end;
+		if (ret_ms && nrs_elapsed_ms(now_ns, o->ctime_ns, ret_ms) &&
+		    o->end > cut)	/* SAT1: a huge ret_ms never elapses */
+			cut = o->end;
+	}
+	return cut;
+}
+
+/* L1-L3 for one stream. */
+static void retain(struct nrs_lc *l, struct nrs_stream *st, uint64_t ino)
+{
+	struct nrs_core *c = l->c;
+	struct rows r = { 0 };
+	uint64_t rb = 0, rms = 0, head, start, cut;
+	int err;
+
+	if (nrs_meta_get_retention(c->meta, ino, NRS_RET_BYTES, &rb) ||
+	    nrs_meta_get_retention(c->meta, ino, NRS_RET_MS, &rms) ||
+	    (rb == 0 && rms == 0))
+		return;
+	if (nrs_meta_obj_rows(c->meta, st->id, 0, &r.v, &r.n) != 0)
+		goto out;
+	pthread_mutex_lock(&st->lock);
+	head = st->head;
+	start = st->start;
+	pthread_mutex_unlock(&st->lock);
+	cut = nrs_retention_cut(r.v, r.n, head, rb, rms, nrs_now_real_ns()) &
+	      ~(uint64_t)4095;
+	if (cut <= start)
+		goto out;
+	err = nrs_core_trim(c, st, cut);
+	if (err) {
+		nrs_warn("retention: cannot trim stream %" PRIu64 " to %" PRIu64
+			 ": %s", st->id, cut, strerror(-err));
+		goto out;
+	}
+	nrs_info("retention: stream %" PRIu64 " trimmed from %" PRIu64 " to %"
+		 PRIu64 " (retention.bytes %" PRIu64 ", retention.ms %" PRIu64
+		 ")", st->id, start, cut, rb, rms);
+	nrs_count(&c->metrics.retention_trims, 1);
+	nrs_count(&c->metrics.retention_trimmed_bytes, cut - start);
+out:
+	free(r.v);
+}
+
+struct ids {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void collect_id(void *ctx, struct nrs_stream *st)
+{
+	struct ids *l = ctx;
+
+	if (st->corrupt)
+		return;		/* offline: nothing of it is touched */
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		uint64_t *v = realloc(l->v, cap * 2 * sizeof(*v));
+
+		if (!v)
+			return;		/* this pass skips the rest */
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[2 * l->n] = st->id;
+	l->v[2 * l->n + 1] = st->ino;
+	l->n++;
+}
+
+static void retention_pass(struct nrs_lc *l)
+{
+	struct ids ids = { 0 };
+
+	nrs_core_streams_each(l->c, collect_id, &ids);
+	for (size_t i = 0; i < ids.n; i++) {
+		struct nrs_stream *st = nrs_core_stream_get(l->c, ids.v[2 * i]);
+
+		if (!st)
+			continue;
+		retain(l, st, ids.v[2 * i + 1]);
+		nrs_stream_put(st);
+	}
+	free(ids.v);
+}
+
+/* G1: does a published state still need committed row o?  The start in
+ * memory, if the stream is loaded, is the one reads check: it moves after
+ * the stored one (nrs_core_trim), so it is the one to trust. */
+static bool needed(struct nrs_core *c, const struct nrs_obj_row *o)
+{
+	struct nrs_stream *st = nrs_core_stream_get(c, o->stream_id);
+	struct nrs_stream_row s;
+	uint64_t start;
+	int err = nrs_meta_stream_get(c->meta, o->stream_id, &s);
+
+	if (err && err != -ENOENT) {
+		nrs_stream_put(st);
+		return true;		/* cannot tell: keep it */
+	}
+	if (err == -ENOENT) {
+		nrs_stream_put(st);
+		return false;		/* the stream is gone */
+	}
+	start = s.start;
+	if (st) {
+		pthread_mutex_lock(&st->lock);
+		if (st->start < start)
+			start = st->start;
+		pthread_mutex_unlock(&st->lock);
+		nrs_stream_put(st);
+	}
+	return o->end > start;
+}
+
+static void key_of(const struct nrs_obj_row *o, char key[NRS_OBJKEY_MAX],
+		   struct nrs_objhdr *h)
+{
+	h->stream_id = o->stream_id;
+	h->start = o->start;
+	h->end = o->end;
+	h->gen = o->gen;
+	nrs_objfmt_key(key, h);
+}
+
+/* G2 for one draining row whose grace is over; the gate barrier was
+ * passed by the caller. */
+static void retire(struct nrs_lc *l, const struct nrs_obj_row *o, int64_t now)
+{
+	struct nrs_core *c = l->c;
+	char key[NRS_OBJKEY_MAX];
+	struct nrs_objhdr h;
+	int err;
+
+	key_of(o, key, &h);
+	if (c->bcache)
+		nrs_bcache_forget(c->bcache, &h);
+	err = nrs_failpoint(NRS_FP_GC_BEFORE_DELETE);
+	if (!err)
+		err = nrs_obj_del(c->store, key);
+	if (!err)
+		err = nrs_failpoint(NRS_FP_GC_AFTER_DELETE);
+	if (!err)
+		err = nrs_meta_obj_set_state(c->meta, o->gen, NRS_OBJ_DRAINING,
+					     NRS_OBJ_RETIRED, now);
+	if (err) {
+		nrs_warn("gc: object %s: cannot retire it yet: %s", key,
+			 strerror(-err));
+		return;
+	}
+	nrs_count(&c->metrics.gc_deleted, 1);
+	nrs_count(&c->metrics.gc_deleted_bytes, o->length);
+	atomic_store(&c->metrics.gc_last_lag_ms,
+		     ((uint64_t)now - (uint64_t)o->mtime_ns) / 1000000);
+	nrs_debug("gc: retired object %s (%" PRIu64 " bytes)", key, o->length);
+}
+
+/* G1 for the committed rows in r. */
+static void drain_unneeded(struct nrs_lc *l, const struct rows *r)
+{
+	int64_t now = nrs_now_real_ns();
+
+	for (size_t i = 0; i < r->n; i++) {
+		const struct nrs_obj_row *o = &r->v[i];
+
+		if (o->state == NRS_OBJ_COMMITTED && !needed(l->c, o) &&
+		    nrs_meta_obj_set_state(l->c->meta, o->gen, NRS_OBJ_COMMITTED,
+					   NRS_OBJ_DRAINING, now) == 0)
+			nrs_debug("gc: object generation %" PRIu64 " of stream %"
+				  PRIu64 " is no longer needed", o->gen,
+				  o->stream_id);
+	}
+}
+
+/* G1 for the streams poked since the last pass (or all rows). */
+static void g1_pass(struct nrs_lc *l)
+{
+	struct rows r = { 0 };
+	uint64_t *dirty;
+	size_t n;
+	bool all;
+
+	pthread_mutex_lock(&l->lock);
+	all = l->sweep_all;
+	dirty = l->dirty;
+	n = l->ndirty;
+	l->sweep_all = false;
+	l->dirty = NULL;
+	l->ndirty = l->cap = 0;
+	pthread_mutex_unlock(&l->lock);
+	if (all) {
+		if (nrs_meta_obj_rows(l->c->meta, 0, NRS_OBJ_COMMITTED, &r.v,
+				      &r.n) == 0)
+			drain_unneeded(l, &r);
+		free(r.v);
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			if (nrs_meta_obj_rows(l->c->meta, dirty[i], 0, &r.v,
+					      &r.n) == 0)
+				drain_unneeded(l, &r);
+			free(r.v);
+			r.v = NULL;
+		}
+	}
+	free(dirty);
+}
+
+/* G2 over the draining rows. */
+static void g2_pass(struct nrs_lc *l)
+{
+	struct nrs_core *c = l->c;
+	struct rows r = { 0 };
+	int64_t now = nrs_now_real_ns();
+	uint64_t draining = 0;
+	bool barrier = false;
+
+	if (nrs_meta_obj_rows(c->meta, 0, NRS_OBJ_DRAINING, &r.v, &r.n) != 0)
+		goto out;
+	for (size_t i = 0; i < r.n; i++) {
+		const struct nrs_obj_row *o = &r.v[i];
+
+		if (!nrs_elapsed_ms(now, o->mtime_ns, l->grace_ms)) {	/* SAT1 */
+			draining += o->length;
+			continue;
+		}
+		if (!barrier) {
+			/* reads that may hold an older index finish first */
+			pthread_rwlock_wrlock(&c->gate);
+			pthread_rwlock_unlock(&c->gate);
+			barrier = true;
+		}
+		retire(l, o, now);
+	}
+	atomic_store(&c->metrics.gc_draining_bytes, draining);
+out:
+	free(r.v);
+}
+
+/* G5 */
+static void prune_retired(struct nrs_lc *l)
+{
+	struct rows r = { 0 };
+	int64_t now = nrs_now_real_ns();
+
+	if (nrs_meta_obj_rows(l->c->meta, 0, NRS_OBJ_RETIRED, &r.v, &r.n) == 0)
+		for (size_t i = 0; i < r.n; i++)
+			if (nrs_elapsed_ms(now, r.v[i].mtime_ns, RETIRED_KEEP_MS))
+				nrs_meta_obj_delete(l->c->meta, r.v[i].gen);
+	free(r.v);
+}
+
+void nrs_lc_poke(struct nrs_lc *l, uint64_t stream_id)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->lock);
+	if (l->ndirty == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		uint64_t *v = realloc(l->dirty, cap * sizeof(*v));
+
+		if (!v) {
+			l->sweep_all = true;	/* the next pass looks at all */
+			pthread_mutex_unlock(&l->lock);
+			return;
+		}
+		l->dirty = v;
+		l->cap = cap;
+	}
+	l->dirty[l->ndirty++] = stream_id;
+	pthread_mutex_unlock(&l->lock);
+}
+
+static bool nap(struct nrs_lc *l, uint64_t ms)
+{
+	return nrs_wait_ms(&l->cond, &l->lock, &l->stopping, ms);
+}
+
+static void *lc_thread(void *arg)
+{
+	struct nrs_lc *l = arg;
+
+	while (!nap(l, LC_TICK_MS)) {
+		if (l->ticks++ % RETENTION_TICKS == 0)
+			retention_pass(l);
+		g1_pass(l);
+		g2_pass(l);
+		if (l->ticks % PRUNE_TICKS == 0)
+			prune_retired(l);
+		nrs_log_flush(false);	/* log.c LG2: the "N more" lines */
+	}
+	return NULL;
+}
+
+int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out)
+{
+	struct nrs_lc *l = calloc(1, sizeof(*l));
+	int err;
+
+	if (!l)
+		return -ENOMEM;
+	l->c = c;
+	l->grace_ms = grace_ms ? grace_ms : NRS_GC_GRACE_MS_DEFAULT;
+	l->sweep_all = true;
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
+	err = -pthread_create(&l->thread, NULL, lc_thread, l);
+	if (err) {
+		nrs_lc_stop(l);
+		return err;
+	}
+	(void)pthread_setname_np(l->thread, "nrs-lifecycle");
+	l->started = true;
+	*out = l;
+	return 0;
+}
+
+void nrs_lc_stop(struct nrs_lc *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->lock);
+	l->stopping = true;
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+	if (l->started)
+		pthread_join(l->thread, NULL);
+	pthread_cond_destroy(&l->cond);
+	pthread_mutex_destroy(&l->lock);
+	free(l->dirty);
+	free(l);
+}

@@ -1,0 +1,59 @@
+/*
+ * materializer.h - background threads that move committed bytes from the
+ * WAL into segment objects, publish them as new generations, and reclaim
+ * WAL segments nothing needs any more (DESIGN.md section 1 events 4 and 5,
+ * section 6).  The rules are at the top of materializer.c.
+ */
+#ifndef NRS_MATERIALIZER_H
+#define NRS_MATERIALIZER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "obj/objstore.h"
+
+struct nrs_core;
+struct nrs_mat;
+
+#define NRS_COMPACT_OFF	UINT64_MAX
+
+struct nrs_mat_opts {
+	uint64_t min_bytes;	/* materialize once this many bytes wait;
+				 * 0: 4 MiB */
+	uint64_t max_age_ms;	/* ... or once the oldest waited this long;
+				 * 0: 5000 */
+	uint64_t object_size;	/* most payload bytes per object; 0: 16 MiB */
+	unsigned int threads;	/* 0: 2 */
+	uint64_t retry_max_ms;	/* backoff cap for store errors; 0: 10000 */
+	uint64_t compact_size;	/* merge objects below a quarter of it into
+				 * objects of at most it; 0: 64 MiB,
+				 * NRS_COMPACT_OFF: never */
+};
+
+/* Starts the threads (after recovery, with the pipeline running). */
+int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
+		  struct nrs_mat **out);
+/* Stops at a safe point: an upload in flight is abandoned (its intent is
+ * cleaned up at the next start), nothing half published. NULL ok. */
+void nrs_mat_stop(struct nrs_mat *m);
+
+/* What HEAD after a PUT proves (DESIGN.md 6, the uncertain PUT rule). */
+enum nrs_put_verdict {
+	NRS_PUT_PROVEN,		/* exact length and SHA-256: accepted */
+	NRS_PUT_AGAIN,		/* not there: PUT the same bytes again */
+	NRS_PUT_LATER,		/* the store did not answer: retry later */
+	NRS_PUT_QUARANTINE,	/* other bytes under the key: never
+				 * overwrite; a new generation gets a new key */
+};
+
+struct nrs_wal_stats;
+/* M5: every segment a reclaim after stats ws may delete is numbered
+ * below this (materializer.c). */
+uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws);
+
+/* head_err and got: the result of nrs_obj_head() for the key. */
+enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,
+				    uint64_t len,
+				    const unsigned char sha256[NRS_SHA256_LEN]);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * core_adapter.c - what a broker adapter needs beyond POSIX (DESIGN.md
+ * section 4, the ioctls of include/nereusfs.h): fence-and-bind a handle
+ * to an epoch, arm a handle's next write with an expected offset, and read
+ * a stream's published state in one step.
+ *
+ * Where each guarantee comes from:
+ *  - bind goes through nrs_core_fence, the pipeline's ordered fence (P1 in
+ *    pipeline.c): the "is the stream's epoch higher?" check and the raise
+ *    happen in the committer thread, in the same ordered step as every
+ *    append's epoch check and head CAS.  So no append of a fenced handle
+ *    is ordered after the fence, and none is published after it.
+ *  - the handle's epoch only grows (two binds racing on one handle leave
+ *    the higher), and is read by nrs_core_append under h->lock;
+ *  - an armed expectation lives under h->lock and nrs_core_append takes it
+ *    and queues its request in one critical section (core.c).
+ *
+ * Decisions (documented in nereusfs(8)): BIND and EXPECT need a handle
+ * open for writing (-EBADF); SNAPSHOT works on any stream handle; an
+ * offset of UINT64_MAX cannot be a head and is -EINVAL.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+
+#include "core/core_priv.h"
+#include "nereusfs.h"
+
+static int writable_stream(const struct nrs_handle *h)
+{
+	if (!h || h->kind != NRS_H_STREAM)
+		return -ENOTTY;
+	if ((h->flags & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	return 0;
+}
+
+int nrs_core_bind(struct nrs_core *c, struct nrs_handle *h, uint64_t epoch)
+{
+	int err = writable_stream(h);
+
+	if (err)
+		return err;
+	err = nrs_core_fence(c, h->st, epoch, true);
+	if (err)
+		return err;
+	pthread_mutex_lock(&h->lock);
+	if (epoch > h->epoch)
+		h->epoch = epoch;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int nrs_core_expect(struct nrs_core *c, struct nrs_handle *h, bool arm,
+		    uint64_t off)
+{
+	int err = writable_stream(h);
+
+	(void)c;
+	if (err)
+		return err;
+	if (arm && off == UINT64_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&h->lock);
+	h->armed = arm;
+	h->expect = off;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+int nrs_core_snapshot(struct nrs_core *c, struct nrs_handle *h,
+		      struct nrs_snapshot *out)
+{
+	struct nrs_stream *st;
+	struct nrs_snapshot s;
+
+	(void)c;
+	if (!h || h->kind != NRS_H_STREAM)
+		return -ENOTTY;
+	st = h->st;
+	pthread_mutex_lock(&st->lock);
+	s.head = st->head;
+	s.version = st->version;
+	s.start = st->start;
+	s.epoch = st->epoch;
+	pthread_mutex_unlock(&st->lock);
+	pthread_mutex_lock(&h->lock);
+	s.handle_epoch = h->epoch;
+	s.expect = h->armed ? h->expect : UINT64_MAX;
+	pthread_mutex_unlock(&h->lock);
+	*out = s;
+	return 0;
+}
+
+/* ---- the ABI ------------------------------------------------------- */
+
+ssize_t nrs_core_ioctl(struct nrs_core *c, struct nrs_handle *h,
+		       unsigned int cmd, const void *in, size_t in_len,
+		       void *out, size_t out_size)
+{
+	struct nrs_ioc_bind b;
+	struct nrs_ioc_expect e;
+	struct nrs_ioc_snapshot so;
+	struct nrs_snapshot s;
+	int err;
+
+	switch (cmd) {
+	case NRS_IOC_BIND:
+		if (in_len != sizeof(b))
+			return -EINVAL;
+		memcpy(&b, in, sizeof(b));
+		if (b.abi != NRS_IOC_ABI || b.flags != 0)
+			return -EINVAL;
+		return nrs_core_bind(c, h, b.epoch);
+	case NRS_IOC_EXPECT:
+		if (in_len != sizeof(e))
+			return -EINVAL;
+		memcpy(&e, in, sizeof(e));
+		if (e.abi != NRS_IOC_ABI || (e.flags & ~NRS_EXPECT_DISARM))
+			return -EINVAL;
+		return nrs_core_expect(c, h, !(e.flags & NRS_EXPECT_DISARM),
+				       e.offset);
+	case NRS_IOC_SNAPSHOT:
+		if (out_size < sizeof(so))
+			return -EINVAL;
+		err = nrs_core_snapshot(c, h, &s);
+		if (err)
+			return err;
+		memset(&so, 0, sizeof(so));
+		so.abi = NRS_IOC_ABI;
+		so.head = s.head;
+		so.version = s.version;
+		so.start = s.start;
+		so.epoch = s.epoch;
+		so.handle_epoch = s.handle_epoch;
+		so.expect = s.expect;
+		memcpy(out, &so, sizeof(so));
+		return (ssize_t)sizeof(so);
+	default:
+		return -ENOTTY;
+	}
+}

@@ -1,0 +1,148 @@
+/*
+ * core_priv.h - what the files of the stream core share (core.c,
+ * core_ns.c, core_xattr.c, recovery.c).  Not for other modules.
+ *
+ * Locks, in the order they may be taken: c->admin (trim, profile and
+ * unlink decisions), c->tlock (the stream table), st->lock.  The metadata
+ * store locks itself and is never called with st->lock held.  A handle's
+ * lock (h->lock) is taken with no other core lock held, or after them.
+ */
+#ifndef NRS_CORE_PRIV_H
+#define NRS_CORE_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/core.h"
+#include "meta/meta.h"
+#include "stream/reader.h"
+#include "stream/stream.h"
+#include "util/idmap.h"
+#include "util/metrics.h"
+
+struct nrs_bcache;
+struct nrs_lc;
+struct nrs_mat;
+struct nrs_objstore;
+struct nrs_pipeline;
+struct nrs_wal;
+
+struct nrs_core {
+	char *data_dir;
+	int lock_fd;			/* flock'd data_dir/lock */
+	struct nrs_meta *meta;
+	struct nrs_wal *wal;
+	struct nrs_pipeline *pipe;
+	struct nrs_objstore *store;	/* the embedded directory, or S3 */
+	struct nrs_bcache *bcache;	/* verified object blocks */
+	struct nrs_mat *mat;		/* materializer and reclaimer threads */
+	struct nrs_lc *lc;		/* retention and GC thread */
+	pthread_rwlock_t gate;		/* reads vs reclamation (reader.h) */
+	struct nrs_reader reader;
+	struct nrs_metrics metrics;
+	int64_t started_ns;
+	/* A5 at mount (core.c choose_reserve): the reserve in force,
+	 * whether it was scaled down, and what the mount warned about (a
+	 * word for /.nereus/status, or NULL) */
+	uint64_t wal_reserve;
+	bool reserve_scaled;
+	const char *space_warning;
+
+	pthread_mutex_t hlock;		/* the handle list */
+	struct nrs_handle *handles;
+	pthread_mutex_t admin;
+	pthread_rwlock_t tlock;
+	/* protected by tlock: stream id -> struct nrs_stream * (idmap.h:
+	 * its size follows the number of streams, never the largest id) */
+	struct nrs_idmap streams;
+
+	nrs_inval_fn inval;
+	void *inval_ctx;
+};
+
+enum nrs_handle_kind {
+	NRS_H_STREAM = 1,
+	NRS_H_VIRTUAL = 2,
+};
+
+struct nrs_handle {
+	enum nrs_handle_kind kind;
+	/* The FUSE layer's reference, plus one per nrs_core_append running:
+	 * an append's reply can reach the kernel, and the file be closed,
+	 * before the append has let go of h->lock. */
+	atomic_int refs;
+	/* all handles, for the ones the kernel never released (a RELEASE
+	 * that comes after the session ended): protected by c->hlock */
+	struct nrs_handle *hprev, *hnext;
+	uint64_t ino;
+	int flags;
+	struct nrs_stream *st;		/* NRS_H_STREAM: a reference */
+	bool direct;			/* bypasses the kernel page cache */
+	char *vbuf;			/* NRS_H_VIRTUAL: a snapshot */
+	size_t vlen;
+
+	pthread_mutex_t lock;		/* NRS_H_STREAM; after st->lock */
+	/* protected by lock: the writer state (core_adapter.c) */
+	uint64_t epoch;			/* opened under, or bound to */
+	uint64_t expect;		/* armed: the next write's offset */
+	bool armed;
+};
+
+/* core.c */
+struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row);
+/* Take a reference from the table; NULL if no such stream. */
+struct nrs_stream *nrs_core_stream_get(struct nrs_core *c, uint64_t id);
+void nrs_stream_put(struct nrs_stream *st);
+/* Insert st (the table takes the caller's reference). */
+int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st);
+/* Call fn for every stream in the table, with the table read-locked and
+ * the stream's lock held (fn must not take core locks). */
+void nrs_core_streams_each(struct nrs_core *c,
+			   void (*fn)(void *ctx, struct nrs_stream *st),
+			   void *ctx);
+/* -EIO (logged with the stream and the file) if st is corrupt, else 0. */
+int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st);
+/*
+ * The table's stream id, borrowed (no reference), or NULL: only for
+ * recovery, which runs before any other thread can change the table.
+ */
+struct nrs_stream *nrs_core_stream_peek(struct nrs_core *c, uint64_t id);
+/* The ids in the table, ascending, into *ids (the caller frees it) and *n;
+ * 0 or -ENOMEM. */
+int nrs_core_stream_ids(struct nrs_core *c, uint64_t **ids, size_t *n);
+/* Remove id from the table, dropping the table's reference. */
+void nrs_core_stream_remove(struct nrs_core *c, uint64_t id);
+void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
+		      struct stat *out);
+/* K1: st->privs of a's stream from a's mode (c->admin held). */
+void nrs_core_privs_set(struct nrs_core *c, const struct nrs_attr *a);
+/* The stream's name went: forget it now, or at the last close. */
+void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a);
+
+/*
+ * Raise st's writer epoch through the pipeline; waits for the commit.
+ * An epoch below the stream's is -ESTALE if bind (NRS_IOC_BIND), else
+ * -EINVAL (the epoch xattr); equal is a no-op.
+ */
+int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
+		   bool bind);
+
+/* core_xattr.c: raise st's start to v (durable), drop the index below it
+ * and the kernel's cached pages.  -EINVAL if v < start or v > head. */
+int nrs_core_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v);
+
+/* core_xattr.c: the virtual files */
+int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len);
+void nrs_virtual_stat(uint64_t ino, struct stat *out);
+bool nrs_is_virtual(uint64_t ino);
+
+/* core_obj.c: the object store, the block cache and the reader; then,
+ * once the pipeline runs, the materializer.  Close undoes both. */
+int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o);
+int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o);
+void nrs_core_obj_close(struct nrs_core *c);
+
+/* recovery.c: heads, re-publication, index; sets *next_lsn. */
+int nrs_recover(struct nrs_core *c, uint64_t *next_lsn);
+
+#endif

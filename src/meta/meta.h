@@ -1,0 +1,356 @@
+/*
+ * meta.h - the metadata store: namespace, stream heads, settings, xattrs.
+ *
+ * The first (and for one host the only) implementation is SQLite, in
+ * meta_sqlite.c, which owns the schema and is the only file that includes
+ * sqlite3.h.  Every function here is one transaction, thread safe (the store
+ * serialises callers internally), and returns 0 or a negative errno; out
+ * parameters are written only on success.
+ *
+ * Durability: namespace changes, settings and xattrs are committed with a
+ * sync (they survive power loss when the call returns).  Head publication
+ * (nrs_meta_publish) syncs only when asked: the local WAL already holds every
+ * acknowledged append durably, and recovery re-publishes it (DESIGN.md 6).
+ *
+ * Damage: a stream row carries a checksum (meta_sqlite.c C1-C4).  A row
+ * that fails it is -EUCLEAN for every call that reads or changes it, is
+ * logged with the stream id and the database file, and is passed on
+ * marked corrupt by nrs_meta_stream_foreach; the other rows are not
+ * affected.  A database whose structure is damaged is not opened
+ * (-EUCLEAN).
+ *
+ * Inode numbers: 1 is the root directory; 2..15 are reserved for virtual
+ * files of the FUSE layer; stored inodes start at 16.  Neither inode numbers
+ * nor stream ids are ever reused.
+ */
+#ifndef NRS_META_H
+#define NRS_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define NRS_ROOT_INO		1
+#define NRS_FIRST_INO		16
+#define NRS_NAME_MAX		255
+#define NRS_XATTR_VALUE_MAX	65536	/* durable user.* value limit */
+#define NRS_XATTR_NAME_MAX	255
+/*
+ * Per inode (meta_sqlite.c MS2): at most this many durable user.* names, and
+ * this many bytes of names plus values; a set past either is -ENOSPC, as
+ * ext4 answers when an inode's xattr space is full.  128 names of at most
+ * 255 bytes keep listxattr within the kernel's 64 KiB list limit.
+ */
+#define NRS_XATTR_COUNT_MAX	128
+#define NRS_XATTR_BYTES_MAX	(256u << 10)
+
+enum nrs_profile {
+	NRS_PROFILE_UNSET = 0,	/* directories only: nothing to pass down */
+	NRS_PROFILE_LOCAL_WAL = 1,
+	NRS_PROFILE_OBJECT_WAL = 2,
+};
+
+enum nrs_retention {
+	NRS_RET_BYTES = 0,
+	NRS_RET_MS = 1,
+};
+
+struct nrs_attr {
+	uint64_t ino;
+	uint64_t parent;	/* containing directory; 0 once unlinked */
+	uint32_t mode;		/* S_IFDIR or S_IFREG plus permission bits */
+	uint32_t uid, gid;
+	uint32_t nlink;		/* dirs: 2 + subdirs; streams: 1, 0 unlinked */
+	int64_t atime_ns, mtime_ns, ctime_ns;
+	uint64_t stream_id;	/* 0 for directories */
+};
+
+/* Stream ids are SQLite rowids (1 and up, never above INT64_MAX); a head
+ * is a file size (an off_t).  A row beyond them is damage (recovery.h RD1);
+ * no append takes a head past NRS_HEAD_MAX (pipeline.c P1). */
+#define NRS_STREAM_ID_MAX	((uint64_t)INT64_MAX)
+#define NRS_HEAD_MAX		((uint64_t)INT64_MAX)
+
+struct nrs_stream_row {
+	uint64_t id;
+	uint64_t ino;
+	uint64_t head, version, start, epoch, last_lsn;
+	int64_t mtime_ns;	/* last commit */
+	int profile;		/* enum nrs_profile, never UNSET */
+	bool unlinked;
+	bool corrupt;		/* the row fails its checksum: nothing but id
+				 * is known (nrs_meta_stream_foreach only) */
+};
+
+/* One stream's head CAS: from version old_version to the new values. */
+struct nrs_head_update {
+	uint64_t id;
+	uint64_t old_version;
+	uint64_t head, version, epoch, last_lsn;
+	int64_t mtime_ns;
+};
+
+/* setattr mask bits: NRS_SET_* */
+#include "meta/attrmask.h"
+
+struct nrs_meta;
+
+/* Open or create the database at path.  Creates the root (mode 0755, uid
+ * and gid of the caller) on first open; upgrades an older schema.
+ * -EUCLEAN: not our database, or its structure is damaged (SQLite's
+ * quick_check); -EPROTO: written by a newer version. */
+int nrs_meta_open(const char *path, struct nrs_meta **out);
+/* Close of NULL is a no-op. */
+void nrs_meta_close(struct nrs_meta *m);
+/*
+ * The metadata reserve (meta_sqlite.c MS1): a call that grows the store
+ * (mkdir, create, a user.* xattr set that adds bytes) fails -ENOSPC unless
+ * the file system holding the database keeps reserve bytes free after it.
+ * Calls that remove or change in place are never refused for space.
+ * 0 (the default) is no reserve.  -errno if the database file cannot be
+ * opened for the check.
+ */
+int nrs_meta_set_reserve(struct nrs_meta *m, uint64_t reserve);
+
+/* -ENOENT */
+int nrs_meta_getattr(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out);
+/* -ENOENT, -ENOTDIR (parent is a stream) */
+int nrs_meta_lookup(struct nrs_meta *m, uint64_t parent, const char *name,
+		    struct nrs_attr *out);
+/* -EEXIST, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -ENOSPC (MS1) */
+int nrs_meta_mkdir(struct nrs_meta *m, uint64_t parent, const char *name,
+		   uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		   struct nrs_attr *out);
+/*
+ * Create a stream (mode gets S_IFREG).  Its profile is the nearest set
+ * profile of its ancestors, else local-wal.  Errors as mkdir.
+ */
+int nrs_meta_create(struct nrs_meta *m, uint64_t parent, const char *name,
+		    uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		    struct nrs_attr *out, struct nrs_stream_row *srow);
+/*
+ * Remove the name of a stream: the dirent goes, the inode's nlink and
+ * parent become 0 and its stream is marked unlinked; the inode row stays
+ * until nrs_meta_forget_inode.  *out is the inode as it is now.
+ * -ENOENT, -EISDIR.
+ */
+int nrs_meta_unlink(struct nrs_meta *m, uint64_t parent, const char *name,
+		    int64_t now_ns, struct nrs_attr *out);
+/* -ENOENT, -ENOTDIR, -ENOTEMPTY */
+int nrs_meta_rmdir(struct nrs_meta *m, uint64_t parent, const char *name,
+		   int64_t now_ns);
+/*
+ * POSIX rename (flags: 0 or RENAME_NOREPLACE; RENAME_EXCHANGE is -EINVAL).
+ * Replacing a stream unlinks it as nrs_meta_unlink does, and *replaced is
+ * its inode number (0 if nothing was replaced).  -ENOENT, -EEXIST
+ * (NOREPLACE), -ENOTDIR, -EISDIR, -ENOTEMPTY, -EINVAL (a directory into its
+ * own subtree).  Renaming onto itself is a no-op.
+ */
+int nrs_meta_rename(struct nrs_meta *m, uint64_t parent, const char *name,
+		    uint64_t newparent, const char *newname, unsigned int flags,
+		    int64_t now_ns, uint64_t *replaced);
+/* Change the fields named by mask from a; ctime becomes now.  -ENOENT.
+ * NRS_SET_KILLPRIV clears bits of the stored mode in the same
+ * transaction (after NRS_SET_MODE, if both). */
+int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino, const struct nrs_attr *a,
+		     int mask, int64_t now_ns, struct nrs_attr *out);
+
+/* Return non-zero to stop the listing; a negative value is then returned
+ * by the listing.  Callbacks (here and below) run under the store's lock
+ * and must not call the store (-EDEADLK). */
+typedef int (*nrs_meta_dirent_cb)(void *ctx, const char *name,
+				  const struct nrs_attr *a, uint64_t cookie);
+/*
+ * List directory ino: entries with cookie > after, cookie ascending.
+ * Cookies are stable, >= 3 (1 and 2 are left for "." and "..").
+ * -ENOENT, -ENOTDIR.
+ */
+int nrs_meta_readdir(struct nrs_meta *m, uint64_t ino, uint64_t after,
+		     nrs_meta_dirent_cb cb, void *ctx);
+
+/* Durable user.* xattrs (any name; the caller filters reserved ones). */
+/* Returns the value length (copies it when size > 0); -ENODATA, -ERANGE */
+ssize_t nrs_meta_xattr_get(struct nrs_meta *m, uint64_t ino, const char *name,
+			   void *buf, size_t size);
+/* flags: 0, XATTR_CREATE (-EEXIST), XATTR_REPLACE (-ENODATA); -E2BIG;
+ * -ENOSPC past the per-inode bounds (MS2) or the reserve (MS1) */
+int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,
+		       const void *value, size_t size, int flags);
+/* -ENODATA */
+int nrs_meta_xattr_remove(struct nrs_meta *m, uint64_t ino, const char *name);
+/* NUL-separated names, sorted; returns total length (copies when size > 0);
+ * -ERANGE */
+ssize_t nrs_meta_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
+			    size_t size);
+
+/* Own profile of an inode (UNSET for a dir that has none). */
+int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile);
+/* -ENOENT, -EINVAL, -EUCLEAN (a stream whose row is damaged) */
+int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile);
+/*
+ * Retention: value 0 means keep forever.  get returns the effective value:
+ * the inode's own if set, else the nearest ancestor's, else 0 (-EAGAIN:
+ * changes kept overtaking a very deep walk; ask again later).
+ */
+int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
+			   uint64_t *value);
+int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
+			   uint64_t value);
+/* Inodes read so far to resolve inherited retention (meta_sqlite.c M8):
+ * flat while nothing changes, however deep the streams are. */
+uint64_t nrs_meta_chain_steps(struct nrs_meta *m);
+/* Whether inode ino has its own retention value which (not inherited). */
+int nrs_meta_retention_is_set(struct nrs_meta *m, uint64_t ino, int which,
+			      bool *set);
+
+/* Raise a stream's start offset (durable).  -ENOENT, -EINVAL if below
+ * the current start or above the head, -EUCLEAN (damaged row). */
+int nrs_meta_set_start(struct nrs_meta *m, uint64_t stream_id, uint64_t start);
+/* Raise a stream's epoch (durable).  -ENOENT, -EINVAL if not larger,
+ * -EUCLEAN. */
+int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch);
+/* -ENOENT, -EUCLEAN (the row fails its checksum) */
+int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
+			struct nrs_stream_row *out);
+
+/* Return non-zero to stop. */
+typedef int (*nrs_meta_stream_cb)(void *ctx, const struct nrs_stream_row *s);
+/* Every stream row, unlinked ones included, id ascending; a row that
+ * fails its checksum comes with corrupt set (and is logged). */
+int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
+			    void *ctx);
+
+/*
+ * Publish heads in one transaction: for each update, UPDATE ... WHERE id = ?
+ * AND version = old_version; the stream's mtime (and so its inode's mtime
+ * and ctime as getattr reports them) becomes mtime_ns: one row written per
+ * stream.  If any row does not match, nothing is changed and the result is
+ * -ESTALE (a lost CAS), or -EUCLEAN if it fails its checksum.  durable:
+ * sync before returning.
+ */
+int nrs_meta_publish(struct nrs_meta *m, const struct nrs_head_update *u,
+		     size_t n, bool durable);
+
+/* Delete an unlinked inode (nlink 0), its xattrs and its stream row.
+ * -ENOENT; -EBUSY if it still has a name. */
+int nrs_meta_forget_inode(struct nrs_meta *m, uint64_t ino);
+/* Inodes with nlink 0 (left by a crash while a handle was open). */
+int nrs_meta_unlinked_foreach(struct nrs_meta *m,
+			      int (*cb)(void *ctx, uint64_t ino), void *ctx);
+
+/* ---- object generations (DESIGN.md 1 event 4, 6) --------------------- */
+
+/*
+ * A segment object of a stream, one row per generation (objfmt.h).  States
+ * move prepared -> committed -> draining -> retired (DESIGN.md 6):
+ *  - prepared: an intent recorded (durably) before the upload; never read.
+ *    After a crash, prepared rows name the objects that may exist unpublished
+ *    (orphans): they are found here, never by listing the bucket.
+ *  - committed: published; the index serves [start, end) from it.
+ *  - draining, retired: superseded (stream lifecycle, GC).
+ *  - quarantined: the store held other bytes under its key; the key is never
+ *    written again (a new generation gets a new key).
+ */
+enum nrs_obj_state {
+	NRS_OBJ_PREPARED = 1,
+	NRS_OBJ_COMMITTED = 2,
+	NRS_OBJ_DRAINING = 3,
+	NRS_OBJ_RETIRED = 4,
+	NRS_OBJ_QUARANTINED = 5,
+};
+
+struct nrs_obj_row {
+	uint64_t gen;			/* >= 1, never reused */
+	uint64_t stream_id, start, end;
+	uint64_t length;		/* bytes of the whole object */
+	unsigned char sha256[32];
+	int state;			/* enum nrs_obj_state */
+	int64_t ctime_ns;		/* when the intent was recorded */
+	int64_t mtime_ns;		/* when the state last changed */
+};
+
+/* Record an intent (state prepared, durable); sets o->gen. */
+int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o);
+/* M4 of materializer.c: prepared -> committed with the object's SHA-256,
+ * durable.  -ESTALE if gen is not prepared. */
+int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
+			 const unsigned char sha256[32]);
+/* Compaction: in one durable transaction, gen goes prepared -> committed
+ * (with its SHA-256) and every one of olds committed -> draining at now_ns.
+ * -ESTALE (nothing changed) if any is not in the state it leaves. */
+int nrs_meta_obj_replace(struct nrs_meta *m, uint64_t gen,
+			 const unsigned char sha256[32], const uint64_t *olds,
+			 size_t nolds, int64_t now_ns);
+/* Move gen from state from to state to at now_ns (durable).  -ESTALE if
+ * gen is not in state from (or there is no such row). */
+int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to,
+			   int64_t now_ns);
+/* Forget a row (durable); 0 also if it is gone. */
+int nrs_meta_obj_delete(struct nrs_meta *m, uint64_t gen);
+/* Every row (stream_id 0) or a stream's, gen ascending; stop as above. */
+int nrs_meta_obj_foreach(struct nrs_meta *m, uint64_t stream_id,
+			 int (*cb)(void *ctx, const struct nrs_obj_row *o),
+			 void *ctx);
+
+/* Every row in one state, gen ascending; stop as above. */
+int nrs_meta_obj_foreach_state(struct nrs_meta *m, int state,
+			       int (*cb)(void *ctx, const struct nrs_obj_row *o),
+			       void *ctx);
+
+/*
+ * The rows of stream_id (0: every stream) in state (0: any), gen ascending,
+ * as an array of *n rows in *out (NULL when there are none), which the
+ * caller frees; both are written only on success.  0, -ENOMEM, or the
+ * errors of the foreach calls above.
+ */
+int nrs_meta_obj_rows(struct nrs_meta *m, uint64_t stream_id, int state,
+		      struct nrs_obj_row **out, size_t *n);
+
+/* Counts for /.nereus/status. */
+int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams);
+
+/* ---- offline tools (nereusfs-fsck) ---------------------------------- */
+
+/*
+ * Open an existing database for reading only: nothing is created or
+ * written, not even a -shm file.  -ENOENT if it is missing, -EPROTO for
+ * another schema version (an older one too: it cannot be upgraded here),
+ * -EUCLEAN for a file that is not ours.  Only the
+ * read calls work on it (others fail -EROFS).
+ */
+int nrs_meta_open_readonly(const char *path, struct nrs_meta **out);
+/* PRAGMA integrity_check: cb gets each problem SQLite lists (the text is
+ * valid during the call).  0 when the check ran, whatever it found. */
+int nrs_meta_integrity_check(struct nrs_meta *m,
+			     int (*cb)(void *ctx, const char *problem),
+			     void *ctx);
+/* An AUTOINCREMENT sequence (meta_sqlite.c M3) as stored in
+ * sqlite_sequence: a missing row reads as 0, as SQLite takes it. */
+struct nrs_meta_seq {
+	int64_t v;
+	bool integer;		/* false: not an integer (SQLite reads 0) */
+};
+/*
+ * M3, kept against a damaged sqlite_sequence: no stream created from now
+ * on gets an id at or below id, nor one an objects row names (durable).
+ * A sequence that is not an integer is left as fsck (F30) reports it.
+ * 0 or -errno; -EINVAL if id is above NRS_STREAM_ID_MAX.
+ */
+int nrs_meta_stream_seq_raise(struct nrs_meta *m, uint64_t id);
+/* The sequences of the inodes and streams tables; 0 or -errno. */
+int nrs_meta_sequences(struct nrs_meta *m, struct nrs_meta_seq *inodes,
+		       struct nrs_meta_seq *streams);
+/* Every inode row, linked or not, ino ascending. */
+int nrs_meta_inode_foreach(struct nrs_meta *m,
+			   int (*cb)(void *ctx, const struct nrs_attr *a),
+			   void *ctx);
+/* Every dirents row as stored: the name is len bytes (not checked against
+ * meta_sqlite.c M6, not NUL-terminated), valid during the call. */
+typedef int (*nrs_meta_rawdirent_cb)(void *ctx, uint64_t parent,
+				     const void *name, size_t len,
+				     uint64_t ino);
+int nrs_meta_dirent_foreach(struct nrs_meta *m, nrs_meta_rawdirent_cb cb,
+			    void *ctx);
+
+#endif

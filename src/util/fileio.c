@@ -1,0 +1,77 @@
+/* fileio.c - file I/O loops shared by the modules that own files, and
+ * the state directory check (DM2 of fileio.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "util/fileio.h"
+#include "util/log.h"
+
+ssize_t nrs_pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done,
+				  (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+int nrs_dir_check_private(const char *path, const char *what)
+{
+	struct stat st;
+	uid_t me = geteuid();
+
+	if (stat(path, &st) < 0) {
+		int err = -errno;
+
+		nrs_err("%s %s: %s", what, path, strerror(-err));
+		return err;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		nrs_err("%s %s is not a directory", what, path);
+		return -ENOTDIR;
+	}
+	if (st.st_mode & 077) {		/* DM2 */
+		nrs_err("%s %s has mode %04o: other users could read or change"
+			" the daemon's state; refusing it (run: chmod 700 %s)",
+			what, path, (unsigned int)(st.st_mode & 07777), path);
+		return -EPERM;
+	}
+	if (st.st_uid != me && st.st_uid != 0) {	/* DM2 */
+		nrs_err("%s %s is owned by uid %u, not by this daemon's (%u) or"
+			" root; refusing it (run: chown %u %s)", what, path,
+			(unsigned int)st.st_uid, (unsigned int)me,
+			(unsigned int)me, path);
+		return -EPERM;
+	}
+	return 0;
+}
+
+int nrs_fs_room(int fd, uint64_t reserve, uint64_t need)
+{
+	struct statvfs sv;
+	uint64_t avail;
+
+	if (reserve == 0)
+		return 0;
+	if (fstatvfs(fd, &sv) < 0)
+		return 0;	/* cannot tell: the write itself will say */
+	if (sv.f_frsize != 0 && sv.f_bavail > UINT64_MAX / sv.f_frsize)
+		return 0;	/* more than anyone reserves */
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return avail < reserve || avail - reserve < need ? -ENOSPC : 0;
+}

@@ -1,0 +1,283 @@
+/*
+ * wal.h - the WAL provider interface.
+ *
+ * A WAL provider makes a formatted batch of records durable (write, then
+ * sync) and reads bytes back.  It knows nothing of streams or heads: the commit pipeline formats
+ * records (walrec.h) and decides what is published (DESIGN.md section 1: a
+ * provider's completed I/O never makes anything visible).  A position is
+ * (segment, byte offset); a batch never spans two segments.
+ *
+ * The first provider is the local segment-file WAL (wal_local.c); an object
+ * WAL and a BookKeeper WAL are meant to sit behind the same operations.
+ *
+ * Threads: scan() and sync_all() run alone, before the first write() or
+ * after the last one.  write() and cut()
+ * are called by one thread at a time (the commit role); sync() by one
+ * thread at a time, concurrently with write(), so that the sync of batch k
+ * overlaps the write of batch k+1.  read() may run in any number of
+ * threads concurrently with all of them.
+ */
+#ifndef NRS_WAL_H
+#define NRS_WAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "wal/walrec.h"
+
+struct nrs_wal;
+
+struct nrs_wal_pos {
+	uint64_t seg;
+	uint64_t off;
+};
+
+/* One record found by scan(). */
+struct nrs_wal_rec_info {
+	struct nrs_walrec rec;
+	struct nrs_wal_pos pos;	/* where the record starts */
+	bool data_ok;		/* every payload chunk CRC verified */
+};
+
+/* Return 0 to continue the scan, a negative errno to stop it with that. */
+typedef int (*nrs_wal_scan_cb)(void *ctx, const struct nrs_wal_rec_info *ri);
+
+struct nrs_wal_stats {
+	uint64_t bytes;		/* bytes held in segments on disk */
+	uint64_t segments;
+	uint64_t cur_seg;
+	uint64_t last_seg;	/* the highest segment number held (0: none) */
+	uint64_t cur_bytes;	/* record bytes in cur_seg (0: none yet) */
+	bool broken;		/* a failed append could not be undone */
+};
+
+struct nrs_wal_ops {
+	const char *name;
+	/*
+	 * Write the iovecs back to back at the end of the log; *pos is the
+	 * position of the first byte.  They are not durable until a sync()
+	 * that covers them returns 0.  On error nothing of the batch may ever
+	 * be returned by a later scan(): the provider undoes the partial
+	 * write, or refuses every later write (-EIO) if it cannot.  Returns 0
+	 * or -errno (-ENOSPC on a full disk).
+	 */
+	int (*write)(struct nrs_wal *w, const struct iovec *iov, int iovcnt,
+		     struct nrs_wal_pos *pos);
+	/*
+	 * Make durable every byte written before end (the end of a batch:
+	 * its pos plus its length) in end.seg.  The caller syncs in write
+	 * order, up to the end of the last batch it wrote to each segment, so
+	 * earlier segments' bytes already are.  Runs in any thread,
+	 * concurrently with write() (never with another sync() or cut()):
+	 * the next batches are copied while these go to the disk.  On error
+	 * the bytes not yet made durable may or may not be on the disk: the
+	 * caller must cut() back to the start of the oldest batch not yet
+	 * synced; with it go the batches written after it, also those
+	 * written while the sync ran.
+	 */
+	int (*sync)(struct nrs_wal *w, struct nrs_wal_pos end);
+	/*
+	 * Drop every byte written at or after pos (a position write()
+	 * returned, of a batch no sync() made durable), durably, so that no
+	 * scan() ever returns it.  why is the error that made the caller
+	 * give the batch up (for the log).  If the bytes cannot be dropped,
+	 * the WAL refuses every later write (-EIO).  Called by the writing
+	 * thread.  Returns 0 or -errno.
+	 */
+	int (*cut)(struct nrs_wal *w, struct nrs_wal_pos pos, int why);
+	/* Read up to len bytes at pos; returns bytes read, short at segment
+	 * end, or -errno (-ENOENT: no such segment). */
+	ssize_t (*read)(struct nrs_wal *w, struct nrs_wal_pos pos, void *buf,
+			size_t len);
+	/*
+	 * Recovery: call cb for every record in log order (segments
+	 * ascending).  A torn or corrupt tail of the last segment is cut; a
+	 * corrupt range followed by valid records is skipped and logged.
+	 * After scan() the next write goes to a new segment.
+	 */
+	int (*scan)(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx);
+	/*
+	 * Make durable every byte and every name the log holds: all of its
+	 * segments and its directory (DESIGN.md I7).  A scan() may return
+	 * records a crash left only in the page cache (written, never
+	 * synced): recovery calls this after scan() and before it publishes
+	 * any of them (recovery.c R4); a clean close calls it after the last
+	 * write.  Never concurrently with write(), sync() or cut().  Returns
+	 * 0 or -errno; after an error nothing the scan returned may be taken
+	 * as durable.
+	 */
+	int (*sync_all)(struct nrs_wal *w);
+	void (*stats)(struct nrs_wal *w, struct nrs_wal_stats *out);
+	/*
+	 * Delete every segment numbered below `below` but the one appends go
+	 * to.  The caller guarantees that none of their records is needed any
+	 * more and that no read of them is in flight.  Returns the number of
+	 * segments removed (*bytes: their size) or -errno.
+	 */
+	int (*reclaim)(struct nrs_wal *w, uint64_t below, uint64_t *bytes);
+	/*
+	 * Seal the segment appends go to, if it is seg and holds a record:
+	 * the next write goes to a new segment, so that reclaim() may delete
+	 * seg once none of its records is needed.  Seals nothing, only moves
+	 * the next write.  Called by the writing thread (the commit role),
+	 * only while every batch it wrote is synced.  Returns 1 if sealed,
+	 * 0 if there was nothing to seal, or -errno (nothing changed).
+	 */
+	int (*seal)(struct nrs_wal *w, uint64_t seg);
+	void (*close)(struct nrs_wal *w);
+};
+
+struct nrs_wal {
+	const struct nrs_wal_ops *ops;
+};
+
+static inline int nrs_wal_write(struct nrs_wal *w, const struct iovec *iov,
+				int iovcnt, struct nrs_wal_pos *pos)
+{
+	return w->ops->write(w, iov, iovcnt, pos);
+}
+
+static inline int nrs_wal_sync(struct nrs_wal *w, struct nrs_wal_pos end)
+{
+	return w->ops->sync(w, end);
+}
+
+static inline int nrs_wal_cut(struct nrs_wal *w, struct nrs_wal_pos pos,
+			      int why)
+{
+	return w->ops->cut(w, pos, why);
+}
+
+/*
+ * write(), sync(), and cut() if the sync failed: the batch is durable, or
+ * (if the cut worked) it left no trace.  Returns 0 or -errno.
+ */
+static inline int nrs_wal_append(struct nrs_wal *w, const struct iovec *iov,
+				 int iovcnt, struct nrs_wal_pos *pos)
+{
+	struct nrs_wal_pos end;
+	uint64_t total = 0;
+	int err;
+
+	err = nrs_wal_write(w, iov, iovcnt, pos);
+	if (err < 0)
+		return err;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	end.seg = pos->seg;
+	end.off = pos->off + total;
+	err = nrs_wal_sync(w, end);
+	if (err < 0)
+		(void)nrs_wal_cut(w, *pos, err);
+	return err;
+}
+
+static inline ssize_t nrs_wal_read(struct nrs_wal *w, struct nrs_wal_pos pos,
+				   void *buf, size_t len)
+{
+	return w->ops->read(w, pos, buf, len);
+}
+
+static inline int nrs_wal_scan(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx)
+{
+	return w->ops->scan(w, cb, ctx);
+}
+
+static inline int nrs_wal_sync_all(struct nrs_wal *w)
+{
+	return w->ops->sync_all(w);
+}
+
+static inline void nrs_wal_stats(struct nrs_wal *w, struct nrs_wal_stats *out)
+{
+	w->ops->stats(w, out);
+}
+
+static inline int nrs_wal_reclaim(struct nrs_wal *w, uint64_t below,
+				  uint64_t *bytes)
+{
+	return w->ops->reclaim(w, below, bytes);
+}
+
+static inline int nrs_wal_seal(struct nrs_wal *w, uint64_t seg)
+{
+	return w->ops->seal ? w->ops->seal(w, seg) : 0;
+}
+
+/* Close of NULL is a no-op. */
+static inline void nrs_wal_close(struct nrs_wal *w)
+{
+	if (w)
+		w->ops->close(w);
+}
+
+/* A damaged range scan() found in a local WAL (wal_local.c R1-R6). */
+enum nrs_wal_damage_kind {
+	NRS_WAL_TORN_TAIL,	/* [start, end) of the last segment: cut (R5),
+				 * or left in place when read_only */
+	NRS_WAL_TORN_SEGMENT,	/* a last segment torn at creation (R1): the
+				 * file is removed, or left when read_only */
+	NRS_WAL_BAD_SEGMENT,	/* a segment header fails (R2): skipped whole */
+	NRS_WAL_CORRUPT,	/* [start, end) skipped: no header verifies (R4) */
+	NRS_WAL_BAD_CHUNK,	/* record lsn at start: payload chunk fails */
+};
+
+struct nrs_wal_damage {
+	enum nrs_wal_damage_kind kind;
+	uint64_t seg;		/* segment number */
+	uint64_t start, end;	/* byte range in the segment file */
+	uint64_t lsn;		/* NRS_WAL_BAD_CHUNK: the record */
+	uint32_t chunk;		/* NRS_WAL_BAD_CHUNK: the first bad chunk */
+};
+
+struct nrs_wal_local_opts {
+	uint64_t segment_size;	/* rotate past this many bytes (0: 64 MiB) */
+	/*
+	 * Free space (bytes) left to others on the file system: a write
+	 * that would leave less fails -ENOSPC before writing anything.  The
+	 * metadata store shares the disk and must still be able to publish
+	 * the heads of records the WAL already holds.  0: no reserve.
+	 */
+	uint64_t reserve;
+	/*
+	 * The most bytes the segments may hold: a write past it fails
+	 * -ENOSPC before writing anything (backpressure while committed bytes
+	 * cannot move to the object store).  0: no budget.
+	 */
+	uint64_t budget;
+	/*
+	 * For offline checkers: the directory is never created, scan() cuts
+	 * and removes nothing (a torn tail is only reported through damage;
+	 * its records are not passed to the callback, exactly as after a cut)
+	 * and write(), sync() and cut() fail -EROFS.
+	 */
+	bool read_only;
+	/* If not NULL, called by scan() for every damaged range it finds, in
+	 * log order, with damage_ctx.  It must not call the WAL. */
+	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
+	void *damage_ctx;
+};
+
+/*
+ * Open the local WAL in directory dir (segments are
+ * dir/NNNNNNNNNNNNNNNN.seg, 16 lower-case hex digits), creating the
+ * directory unless o->read_only (then -ENOENT if it is missing).
+ * Returns 0 or -errno.
+ */
+int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
+		       struct nrs_wal **out);
+
+/* The least default reserve (A5): what SQLite's own WAL grows by between
+ * checkpoints (1000 pages of 4 KiB). */
+#define NRS_WAL_RESERVE_FLOOR	(4ull << 20)
+/*
+ * A5, the default reserve on a file system of fs_bytes: 5% of it, at
+ * least NRS_WAL_RESERVE_FLOOR, at most max (the configured default), so
+ * that a small file system is not all reserve.  A reserve given by the
+ * admin is used as given.
+ */
+uint64_t nrs_wal_reserve_scaled(uint64_t max, uint64_t fs_bytes);
+
+#endif

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# tests/lint/layers.sh - the layering check (`make check-layers`, and a
+# test of `make check`).
+#
+#	tests/lint/layers.sh		check src/, then plant violations in
+#					copies of it and require the check
+#					to refuse each one
+#	tests/lint/layers.sh --only DIR	check the tree DIR only
+#
+# Every file under src/ belongs to the layer of its folder.  The layers,
+# from the top down (README, "Architecture"), with their rank:
+#
+#	7 fuse     the FUSE front and main()
+#	6 core     handles, namespace, xattrs, virtual files, adapter ioctls
+#	6 fsck     the offline checker (a sibling of core)
+#	5 bg       background services: materializer, lifecycle
+#	4 commit   the commit pipeline
+#	3 stream   the stream table, index, reader, recovery
+#	2 wal meta obj   the providers: WAL, metadata store, object store
+#	1 util     what every layer may use
+#
+# Rules (each one a line of the report when broken):
+#   LY1  an #include "DIR/FILE" names a layer of lower rank, or its own
+#        folder; never a higher rank (upward) nor another folder of the
+#        same rank (a sibling).  "config.h" and the installed ABI header
+#        "nereusfs.h" may be included anywhere.
+#   LY2  a header whose name ends in _priv.h is private to its folder.
+#   LY3  an include names a file that exists (no bare names that a
+#        search path might resolve to another layer's file).
+#   LY4  <fuse*.h> only in fuse/; <sqlite3.h> only in meta/; <curl/...>
+#        and <libs3.h> only in obj/.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+declare -A rank=([fuse]=7 [core]=6 [fsck]=6 [bg]=5 [commit]=4 [stream]=3
+		 [wal]=2 [meta]=2 [obj]=2 [util]=1)
+
+# Includes allowed against LY1 until the services seam lands (issue 13):
+# "FILE -> INCLUDE" a line.  Each one is a known debt, not a rule.
+tolerated="bg/lifecycle.c -> core/core_priv.h
+bg/materializer.c -> core/core_priv.h
+stream/recovery.c -> core/core_priv.h"
+
+check() {
+	local src=$1 f dir inc idir bad=0 line n
+	if [ ! -d "$src" ]; then
+		echo "layers: no such folder: $src" >&2
+		return 2
+	fi
+	for f in "$src"/*.[ch]; do
+		[ -e "$f" ] || continue
+		echo "LY1 ${f#"$src"/}: a file outside every layer folder"
+		bad=1
+	done
+	while IFS= read -r f; do
+		dir=${f#"$src"/}
+		dir=${dir%%/*}
+		if [ -z "${rank[$dir]:-}" ]; then
+			echo "LY1 ${f#"$src"/}: folder $dir is not a layer"
+			bad=1
+			continue
+		fi
+		n=0
+		while IFS= read -r line; do
+			n=$((n + 1))
+			case $line in
+			'#'*include*) ;;
+			*) continue ;;
+			esac
+			if [[ $line =~ ^#[[:space:]]*include[[:space:]]*\"([^\"]+)\" ]]; then
+				inc=${BASH_REMATCH[1]}
+				case $inc in
+				config.h|nereusfs.h) continue ;;
+				esac
+				if [[ $inc != */* ]]; then
+					echo "LY3 ${f#"$src"/}:$n: \"$inc\" names no layer folder"
+					bad=1
+					continue
+				fi
+				if [ ! -e "$src/$inc" ]; then
+					echo "LY3 ${f#"$src"/}:$n: \"$inc\" does not exist"
+					bad=1
+					continue
+				fi
+				idir=${inc%%/*}
+				if [[ $inc == *_priv.h && $idir != "$dir" ]]; then
+					if ! grep -qxF "${f#"$src"/} -> $inc" <<<"$tolerated"; then
+						echo "LY2 ${f#"$src"/}:$n: $inc is private to $idir/"
+						bad=1
+					fi
+					continue
+				fi
+				[ "$idir" = "$dir" ] && continue
+				if [ "${rank[$idir]:-0}" -ge "${rank[$dir]}" ]; then
+					grep -qxF "${f#"$src"/} -> $inc" <<<"$tolerated" && continue
+					if [ "${rank[$idir]:-0}" -eq "${rank[$dir]}" ]; then
+						echo "LY1 ${f#"$src"/}:$n: $inc is a sibling layer's ($idir)"
+					else
+						echo "LY1 ${f#"$src"/}:$n: $inc points up ($dir -> $idir)"
+					fi
+					bad=1
+				fi
+			elif [[ $line =~ ^#[[:space:]]*include[[:space:]]*\<([^\>]+)\> ]]; then
+				inc=${BASH_REMATCH[1]}
+				case $inc in
+				fuse*.h|fuse/*)
+					[ "$dir" = fuse ] || { echo "LY4 ${f#"$src"/}:$n: <$inc> outside fuse/"; bad=1; } ;;
+				sqlite3.h)
+					[ "$dir" = meta ] || { echo "LY4 ${f#"$src"/}:$n: <$inc> outside meta/"; bad=1; } ;;
+				curl/*|libs3.h)
+					[ "$dir" = obj ] || { echo "LY4 ${f#"$src"/}:$n: <$inc> outside obj/"; bad=1; } ;;
+				esac
+			fi
+		done <"$f"
+	done < <(find "$src" -mindepth 2 -name '*.[ch]' | LC_ALL=C sort)
+	return $bad
+}
+
+# Plant one violation in a copy of SRC and require check to refuse it.
+plant() {
+	local src=$1 file=$2 text=$3 want=$4 tmp out
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/layers.XXXXXX") || return 1
+	cp -r "$src" "$tmp/src"
+	printf '%s\n' "$text" >>"$tmp/src/$file"
+	out=$(check "$tmp/src")
+	local rc=$?
+	rm -rf "$tmp"
+	if [ $rc -eq 0 ] || ! grep -q "^$want " <<<"$out"; then
+		echo "FAIL: planting '$text' in $file was not refused ($want)"
+		return 1
+	fi
+	echo "ok: planted '$text' in $file refused: $(head -n1 <<<"$out")"
+}
+
+src=$here/../../src
+self=1
+case ${1:-} in
+--only) src=${2:?--only DIR}; self=0 ;;
+'') ;;
+*) echo "usage: $0 [--only DIR]" >&2; exit 2 ;;
+esac
+
+check "$src" || { echo "layers: the tree breaks the layering (above)"; exit 1; }
+echo "layers: $(find "$src" -mindepth 2 -name '*.[ch]' | wc -l) files, every include points down"
+[ $self -eq 1 ] || exit 0
+
+fail=0
+plant "$src" util/log.c '#include "core/core.h"' LY1 || fail=1
+plant "$src" wal/walrec.c '#include "meta/meta.h"' LY1 || fail=1
+plant "$src" bg/lifecycle.c '#include "fuse/fuse_front.h"' LY1 || fail=1
+plant "$src" fuse/main.c '#include "core/core_priv.h"' LY2 || fail=1
+plant "$src" util/log.c '#include "log.h"' LY3 || fail=1
+plant "$src" core/core.c '#include <fuse_lowlevel.h>' LY4 || fail=1
+plant "$src" stream/reader.c '#include <sqlite3.h>' LY4 || fail=1
+exit $fail
