@@ -62,6 +62,7 @@
 #include "bg/lifecycle.h"
 #include "commit/pipeline.h"
 #include "core/core_priv.h"
+#include "obj/bcache.h"
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
 #include "util/clock.h"

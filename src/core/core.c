@@ -90,7 +90,7 @@
 #include "bg/lifecycle.h"
 #include "commit/pipeline.h"
 #include "core/core_priv.h"
-#include "obj/objfmt.h"
+#include "obj/bcache.h"
 #include "obj/objstore.h"
 #include "stream/reader.h"
 #include "util/clock.h"

@@ -20,7 +20,7 @@
 #include "bg/lifecycle.h"
 #include "bg/materializer.h"
 #include "core/core_priv.h"
-#include "obj/objfmt.h"
+#include "obj/bcache.h"
 #include "obj/objstore.h"
 #include "util/log.h"
 

@@ -48,7 +48,7 @@
 #include "commit/pipeline.h"
 #include "core/core_priv.h"
 #include "core/xattr.h"
-#include "obj/objfmt.h"
+#include "obj/bcache.h"
 #include "obj/objstore.h"
 #include "util/clock.h"
 #include "util/log.h"

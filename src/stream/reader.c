@@ -6,7 +6,7 @@
  * Committed bytes never change (I2), so a snapshot can never go stale: at
  * worst a concurrent append makes it shorter than it could be.
  *
- * An object entry is read through the block cache (objfmt.h), which
+ * An object entry is read through the block cache (bcache.h), which
  * verifies every block against the object's CRC table and the header
  * against the stream, range and generation the index names.  Near the end
  * of an object the cache is told which object comes next, so that a
@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "obj/bcache.h"
 #include "obj/objfmt.h"
 #include "stream/reader.h"
 #include "stream/stream.h"
@@ -133,7 +134,7 @@ static void log_failure(const struct nrs_stream *st, const struct nrs_index_ent 
 /*
  * Name the objects after e's to the block cache when a read of e ends at b,
  * within NRS_BCACHE_FOLLOW of the end of e's object, so that a sequential
- * reader's prefetches run on into them (bcache.c, PREFETCH): those whose
+ * reader's prefetches run on into them (bcache_prefetch.c): those whose
  * entries follow e's without a gap, within NRS_BCACHE_FOLLOW bytes.  Takes
  * st->lock.
  */

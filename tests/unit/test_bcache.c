@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "obj/bcache.h"
 #include "obj/objfmt.h"
 #include "util/crc32c.h"
 #include "util/le.h"

@@ -1,0 +1,406 @@
+/*
+ * bcache_fetch.c - how a read of the block cache (bcache.c) gets its
+ * blocks: the object's header and CRC table, then each block from memory,
+ * from the disk tier (bcache_disk.c), from a flight another reader or a
+ * prefetch has under way, or with a range GET of its own, verified before
+ * it is cached or copied (B1).
+ *
+ * READS
+ *
+ * A read takes a reference on the object's header entry, then walks the
+ * blocks it wants.  A block in memory is copied out under a reference; a
+ * block on disk is read and verified; a block a flight carries (below) is
+ * waited for; a missing run is fetched with one range GET by the reader
+ * itself.  A run stops at a block that memory or disk already holds or a
+ * flight carries, and at `readahead` bytes.  A read that is not sequential
+ * fetches only the blocks it wants.
+ *
+ * Whether a read is sequential, and so how far its own GET reaches, is
+ * bcache_prefetch.c's.
+ *
+ * Each block of a GET is verified before it is cached or copied; a bad
+ * block is logged (key, stream, logical offset), counted, never cached,
+ * and fails the read (-EBADMSG) if the read wanted it.  A bad block
+ * fetched for anyone else fails nothing.
+ *
+ * A run being fetched is a flight, listed until its blocks are cached: a
+ * reader that misses a block of a flight waits for it to land instead of
+ * fetching it again, then looks again: normally the block is in memory by
+ * then; if not (the fetch failed, or memory had no room), the reader
+ * fetches it itself, so that only its own GET can fail it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "obj/bcache_priv.h"
+#include "util/log.h"
+
+
+/* Log a verification failure of h's object (what at logical offset), and
+ * count it unless it is a newer version rather than damage. */
+static void report_bad(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		       uint64_t offset, const char *what, bool count)
+{
+	char key[NRS_OBJKEY_MAX];
+
+	if (count) {
+		pthread_mutex_lock(&c->lock);
+		c->st.bad_blocks++;
+		pthread_mutex_unlock(&c->lock);
+	}
+	nrs_objfmt_key(key, h);
+	nrs_err("bcache: object %s (stream %" PRIu64 " offset %" PRIu64
+		"): %s", key, h->stream_id, offset, what);
+}
+
+/* One range GET, counted.  Returns bytes read or a store error, logged;
+ * a prefetch's (quiet) only at debug level: no read asked for it, and the
+ * one that does will say what fails. */
+static ssize_t store_get(struct nrs_bcache *c, const struct nrs_objhdr *h,
+			 uint64_t at, void *buf, size_t len, bool quiet)
+{
+	char key[NRS_OBJKEY_MAX];
+	ssize_t got;
+
+	nrs_objfmt_key(key, h);
+	got = nrs_obj_get(c->store, key, at, buf, len);
+	pthread_mutex_lock(&c->lock);
+	c->st.get_requests++;
+	if (got > 0)
+		c->st.get_bytes += (uint64_t)got;
+	pthread_mutex_unlock(&c->lock);
+	if (got < 0)
+		nrs_log(quiet ? NRS_LOG_DEBUG : got == -ENOENT ? NRS_LOG_ERR
+							       : NRS_LOG_WARN,
+			"bcache: %sGET %s bytes %" PRIu64 "+%zu: %s",
+			quiet ? "prefetch " : "", key, at, len,
+			strerror((int)-got));
+	return got;
+}
+
+/* Fetch, verify and parse the header and table of h into a new entry. */
+static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		     bool quiet, struct ent **out)
+{
+	size_t hl = nrs_objfmt_hdr_len(h->end - h->start);
+	struct ent *e = nrs_bc_ent_new(h, HDR_IDX, hl);
+	const char *what = NULL;
+	ssize_t got;
+	int err;
+
+	if (!e)
+		return -ENOMEM;
+	got = store_get(c, h, 0, e->data, hl, quiet);
+	if (got < 0) {
+		free(e);
+		return (int)got;
+	}
+	if ((size_t)got < hl) {
+		err = -EBADMSG;
+		what = "shorter than its header";
+	} else {
+		err = nrs_objfmt_parse(e->data, hl, h, &e->info);
+		if (err == -EBADMSG)
+			what = "header fails its checksum";
+		else if (err == -EUCLEAN)
+			what = "header names another stream, range or "
+			       "generation";
+		else if (err == -EPROTO)
+			what = "newer object format version than this build "
+			       "reads";
+		if (err == -EUCLEAN)
+			err = -EBADMSG;
+	}
+	if (!err) {
+		err = nrs_objfmt_verify_table(&e->info, e->data + NRS_OBJ_FIXED);
+		if (err)
+			what = "block CRC table fails its checksum";
+	}
+	if (err) {
+		report_bad(c, h, h->start, what, err != -EPROTO);
+		free(e);
+		return err;
+	}
+	*out = e;
+	return 0;
+}
+
+/* A reference to the header entry of h, fetched if need be (by a prefetch:
+ * quiet, and evicting nothing read ahead, B7). */
+int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		   bool prefetch, struct ent **out)
+{
+	struct ent *e, *mine = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	e = nrs_bc_tier_find(&c->mem, h, HDR_IDX);
+	if (e) {
+		e->refs++;
+		nrs_bc_tier_touch(&c->mem, e);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!e) {
+		int err = hdr_fetch(c, h, prefetch, &mine);
+
+		if (err)
+			return err;
+		pthread_mutex_lock(&c->lock);
+		e = nrs_bc_tier_find(&c->mem, h, HDR_IDX);
+		if (e) {		/* another reader was faster */
+			e->refs++;
+			nrs_bc_tier_touch(&c->mem, e);
+		} else {
+			e = mine;
+			mine = NULL;
+			e->refs = 1;
+			if (nrs_bc_mem_make_room(c, sizeof(*e) + e->len, prefetch)) {
+				e->refs++;
+				nrs_bc_tier_add(&c->mem, e, sizeof(*e) + e->len);
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+		free(mine);
+	}
+	*out = e;
+	return 0;
+}
+
+/* The reads of stream id so far: its slot, or the least recently used
+ * one, emptied.  Lock held; the pointer is good while it is. */
+
+
+/* The flight carrying block idx of h, or NULL.  Lock held; the pointer is
+ * good while it is. */
+static const struct flight *flight_of(const struct nrs_bcache *c,
+				      const struct nrs_objhdr *h, uint32_t idx)
+{
+	for (unsigned i = 0; i < MAX_FLIGHTS; i++) {
+		const struct flight *f = &c->flights[i];
+
+		if (f->n && idx - f->first < f->n && nrs_bc_obj_is(&f->h, h))
+			return f;
+	}
+	return NULL;
+}
+
+static bool in_flight(const struct nrs_bcache *c, const struct nrs_objhdr *h,
+		      uint32_t idx)
+{
+	return flight_of(c, h, idx) != NULL;
+}
+
+/* Is block idx of h in memory, on disk or being fetched?  Lock held. */
+bool nrs_bc_is_held(const struct nrs_bcache *c, const struct nrs_objhdr *h,
+		    uint32_t idx)
+{
+	return nrs_bc_tier_find(&c->mem, h, idx) ||
+	       nrs_bc_tier_find(&c->disk, h, idx) || in_flight(c, h, idx);
+}
+
+/* List [first, first + n) of h as a flight: its slot, or -1 if none is
+ * free.  Lock held. */
+int nrs_bc_flight_add(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		      uint32_t first, uint32_t n)
+{
+	for (unsigned i = 0; i < MAX_FLIGHTS; i++) {
+		if (c->flights[i].n == 0) {
+			c->flights[i] = (struct flight){ .h = *h,
+							 .first = first, .n = n };
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+
+
+/* Copy the wanted part of block idx (len bytes at data) to r->dst. */
+static void copy_out(const struct req *r, uint32_t idx,
+		     const unsigned char *data, size_t len)
+{
+	uint64_t bs = (uint64_t)idx * NRS_OBJ_BLOCK;
+	uint64_t from = bs > r->rel ? bs : r->rel;
+	uint64_t to = bs + len < r->end ? bs + len : r->end;
+
+	if (from < to)
+		memcpy(r->dst + (from - r->rel), data + (from - bs),
+		       (size_t)(to - from));
+}
+
+/* End flight slot (-1: none) and wake the readers waiting for it.  Lock
+ * held. */
+void nrs_bc_flight_end_locked(struct nrs_bcache *c, int slot)
+{
+	if (slot < 0)
+		return;
+	c->flights[slot].n = 0;
+	pthread_cond_broadcast(&c->landed);
+}
+
+static void flight_end(struct nrs_bcache *c, int slot)
+{
+	pthread_mutex_lock(&c->lock);
+	nrs_bc_flight_end_locked(c, slot);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Plan a reader's own GET from first, a miss: the wanted blocks and, when
+ * sequential, on to the stream's window (r->win), within readahead bytes;
+ * stopping at a block memory or disk holds or a flight carries.  Counts
+ * the wanted ones after first as misses, and lists the run as the caller's
+ * flight in *slot (-1: no free slot), which the caller ends.  Lock held.
+ */
+static uint32_t plan_fetch(struct nrs_bcache *c, const struct req *r,
+			   uint32_t first, int *slot)
+{
+	uint32_t limit = r->seq ? r->hdr->info.nblocks - 1 : r->last;
+	uint32_t max = c->readahead / NRS_OBJ_BLOCK, n = 1;
+
+	if (r->seq) {
+		uint32_t win = r->win;
+
+		if (win < r->last - first + 1)
+			win = r->last - first + 1;
+		if (win < max)
+			max = win;
+	}
+	while (n < max && first + n <= limit &&
+	       !nrs_bc_is_held(c, r->h, first + n)) {
+		if (first + n <= r->last)
+			c->st.misses++;
+		n++;
+	}
+	*slot = nrs_bc_flight_add(c, r->h, first, n);
+	return n;
+}
+
+/*
+ * Fetch blocks [first, first + n) with one GET, verify each, cache the good
+ * ones and copy out the wanted ones.  -EBADMSG if a wanted block is bad.
+ * For a prefetch (r->job) nothing is wanted and its blocks are cached as
+ * read ahead (B7).
+ */
+int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
+		     uint32_t first, uint32_t n)
+{
+	const struct nrs_objinfo *oi = &r->hdr->info;
+	const unsigned char *table = r->hdr->data + NRS_OBJ_FIXED;
+	uint64_t plen = r->h->end - r->h->start;
+	uint64_t at = (uint64_t)first * NRS_OBJ_BLOCK;
+	size_t bytes = (size_t)(plen - at < (uint64_t)n * NRS_OBJ_BLOCK ?
+				plen - at : (uint64_t)n * NRS_OBJ_BLOCK);
+	unsigned char *buf = malloc(bytes);
+	ssize_t got;
+	int err = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	got = store_get(c, r->h, nrs_objfmt_hdr_len(plen) + at, buf, bytes,
+			r->job != NULL);
+	if (got < 0) {
+		free(buf);
+		return (int)got;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t idx = first + i;
+		bool wanted = !r->job && idx <= r->last;
+		size_t bl = nrs_objfmt_block_len(oi, idx);
+		const unsigned char *p = buf + (size_t)i * NRS_OBJ_BLOCK;
+		const char *bad = NULL;
+		struct ent *e;
+
+		if ((size_t)i * NRS_OBJ_BLOCK + bl > (size_t)got)
+			bad = "object shorter than its header says";
+		else if (nrs_objfmt_verify_block(oi, table, idx, p, bl))
+			bad = "block fails its checksum";
+		if (bad) {
+			/* Never cached; fails the read only if wanted. */
+			report_bad(c, r->h, r->h->start + at +
+				   (uint64_t)i * NRS_OBJ_BLOCK, bad, true);
+			err = wanted ? -EBADMSG : 0;
+			break;
+		}
+		if (wanted)
+			copy_out(r, idx, p, bl);
+		e = nrs_bc_ent_new(r->h, idx, bl);	/* B1: p verified */
+		if (e) {
+			memcpy(e->data, p, bl);
+			nrs_bc_mem_insert(c, e, r->job);
+		}
+		if (c->dir_fd >= 0)
+			nrs_bc_disk_store(c, r->h, idx, p, bl);
+	}
+	free(buf);
+	return err;
+}
+
+/* Serve block *cur of r and step *cur past what was served. */
+int nrs_bc_read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
+{
+	uint32_t idx = *cur, n = 0;
+	struct ent *e;
+	bool on_disk = false, waited = false;
+	int slot = -1, err;
+
+	pthread_mutex_lock(&c->lock);
+	/* B6: this reader owns no flight here, nor when it waits below */
+	while (!(e = nrs_bc_tier_find(&c->mem, r->h, idx)) &&
+	       in_flight(c, r->h, idx)) {
+		waited = true;
+		pthread_cond_wait(&c->landed, &c->lock);
+	}
+	if (e) {
+		if (waited)
+			c->st.misses++;
+		else
+			c->st.hits++;
+		if (e->ahead) {		/* B7: read, no longer ahead */
+			e->ahead = false;
+			c->ahead -= e->cost;
+		}
+		e->refs++;
+		nrs_bc_tier_touch(&c->mem, e);
+	} else {
+		c->st.misses++;
+		on_disk = nrs_bc_tier_find(&c->disk, r->h, idx) != NULL;
+		if (!on_disk)
+			n = plan_fetch(c, r, idx, &slot);
+	}
+	pthread_mutex_unlock(&c->lock);
+
+	if (e) {
+		copy_out(r, idx, e->data, e->len);
+		pthread_mutex_lock(&c->lock);
+		nrs_bc_ent_put(e);
+		pthread_mutex_unlock(&c->lock);
+		*cur = idx + 1;
+		return 0;
+	}
+	if (on_disk) {
+		err = nrs_bc_disk_load(c, r, idx, &e);
+		if (!err) {
+			copy_out(r, idx, e->data, e->len);
+			nrs_bc_mem_insert(c, e, NULL);
+			*cur = idx + 1;
+			return 0;
+		}
+		if (err == -ENOMEM)
+			return err;
+		pthread_mutex_lock(&c->lock);
+		n = plan_fetch(c, r, idx, &slot);
+		pthread_mutex_unlock(&c->lock);
+	}
+	err = nrs_bc_fetch_run(c, r, idx, n);
+	flight_end(c, slot);
+	*cur = idx + n;
+	return err;
+}
+
