@@ -7,8 +7,8 @@
  * the whole pipeline (materialize, read from objects, reclaim the WAL) runs
  * with no server.  With -o s3=URL the same objects go to that bucket;
  * credentials come from the s3_credentials file or the environment, never
- * from the command line.  Opening probes the bucket once (objstore_s3.c
- * PROBE): credentials, a region or a bucket the store refuses fail the
+ * from the command line.  Opening probes the bucket once
+ * (objstore_s3_open.c PROBE): credentials, a region or a bucket the store refuses fail the
  * mount; a store that is down at mount only delays materialization
  * (appends go on from the WAL, up to its budget).
  */

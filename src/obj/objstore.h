@@ -7,10 +7,10 @@
  * the object format (objfmt.h) gives the bytes their meaning.  Providers:
  *  - the embedded directory store (objstore_dir.c), the default: objects are
  *    files under DATA/objects;
- *  - S3 (objstore_s3.c), http or https, path or virtual-hosted style,
- *    signed V4 by libcurl (s3_curl.c, the only file that includes
- *    curl/curl.h) or, for old servers, V2 by libs3 (objstore_s3.c, the
- *    only file that includes libs3.h).
+ *  - S3 (objstore_s3.c and the objstore_s3_*.c it names), http or https,
+ *    path or virtual-hosted style, signed V4 by libcurl (s3_curl.c, the
+ *    only file that includes curl/curl.h) or, for old servers, V2 by
+ *    libs3 (objstore_s3_v2.c, the only file that includes libs3.h).
  *
  * Rules every provider keeps:
  *  - put() stores all of the bytes or none of them under the key: a reader
@@ -217,7 +217,8 @@ int nrs_s3_credentials(const char *file, char **access, char **secret,
  * nrs_objstore_s3_open() of o with the credentials of nrs_s3_credentials(
  * cred_file) (o's own keys are ignored); the secrets are wiped from
  * memory before it returns.  With V4 and a cred_file, the file is read
- * again when it changes or the store refuses its keys (objstore_s3.c SC1).  Then a probe (objstore_s3.c PROBE): a
+ * again when it changes or the store refuses its keys (objstore_s3.c
+ * SC1).  Then a probe (objstore_s3_open.c PROBE): a
  * definite refusal (credentials, region, bucket) closes the store and
  * fails -EACCES or -ENXIO (no such bucket), logged with what to fix; a store
  * that does not answer is a warning and the store is returned.  What goes

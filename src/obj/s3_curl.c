@@ -60,8 +60,8 @@
  * TLS: CURLOPT_SSL_VERIFYPEER 1 and VERIFYHOST 2 on every request (curl's
  * defaults, set anyway), CURLOPT_CAINFO when a CA file is given; else
  * GnuTLS's system store.  Our calls to curl_easy_setopt pass through
- * objstore_s3.c's interposition unchanged (it acts only while libs3 sets up
- * a request).
+ * objstore_s3_v2tls.c's interposition unchanged (it acts only while libs3
+ * sets up a request).
  */
 #include "config.h"
 

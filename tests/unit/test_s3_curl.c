@@ -2,7 +2,7 @@
  * test_s3_curl.c - the V4 request side of the S3 provider (s3_curl.c)
  * without an S3 server: the error classes, the retry classifier (SR1), the
  * back-off (SR2), the deadline (SR3), errno mapping, the region of a host
- * name, the -o s3_* option parser (objstore_s3.c), the headers we set
+ * name, the -o s3_* option parser (objstore_s3_open.c), the headers we set
  * (SH1 x-amz-content-sha256, SH2 Content-MD5, the session token), and the
  * request libcurl signs: a tiny HTTP server on loopback (one thread)
  * captures it, and the test recomputes the AWS4-HMAC-SHA256 signature
