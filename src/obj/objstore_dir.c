@@ -15,7 +15,7 @@
  * ".tmp" and anything in it can never be taken for an object, and neither
  * can any other dot-name someone leaves in DIR.
  *
- * OBJECT FILE FORMAT (integers little-endian)
+ * OBJECT FILE FORMAT (integers little-endian, le.h)
  *
  *     0   u8   magic[8]   "NRSDOBJ1"
  *     8   u32  version    1
@@ -73,7 +73,6 @@
 #include "config.h"
 
 #include <dirent.h>
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -89,6 +88,7 @@
 #include "obj/objstore.h"
 #include "util/crc32c.h"
 #include "util/fileio.h"
+#include "util/le.h"
 #include "util/log.h"
 
 #define OBJ_VERSION	1
@@ -120,49 +120,31 @@ static struct dir_store *dir_of(struct nrs_objstore *s)
 	return (struct dir_store *)s;
 }
 
-static void put_le32(unsigned char *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static uint32_t get_le32(const unsigned char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return le32toh(v);
-}
-
 static void hdr_encode(unsigned char h[OBJ_HDR], uint64_t len,
 		       const unsigned char *sha256)
 {
-	uint64_t le_len = htole64(len);
-
 	memset(h, 0, OBJ_HDR);
 	memcpy(h, obj_magic, sizeof(obj_magic));
-	put_le32(h + 8, OBJ_VERSION);
-	put_le32(h + 12, OBJ_HDR);
-	memcpy(h + 16, &le_len, 8);
+	nrs_le32_put(h + 8, OBJ_VERSION);
+	nrs_le32_put(h + 12, OBJ_HDR);
+	nrs_le64_put(h + 16, len);
 	if (sha256) {
 		memcpy(h + 24, sha256, NRS_SHA256_LEN);
-		put_le32(h + 56, OBJ_HAS_SHA256);
+		nrs_le32_put(h + 56, OBJ_HAS_SHA256);
 	}
-	put_le32(h + OBJ_CRC_OFF, nrs_crc32c(0, h, OBJ_CRC_OFF));
+	nrs_le32_put(h + OBJ_CRC_OFF, nrs_crc32c(0, h, OBJ_CRC_OFF));
 }
 
 /* Does h hold a header this code wrote?  Its length in *len if so. */
 static bool hdr_decode(const unsigned char h[OBJ_HDR], uint64_t *len)
 {
-	uint64_t le_len;
-
 	if (memcmp(h, obj_magic, sizeof(obj_magic)) != 0 ||
-	    get_le32(h + OBJ_CRC_OFF) != nrs_crc32c(0, h, OBJ_CRC_OFF) ||
-	    get_le32(h + 8) != OBJ_VERSION || get_le32(h + 12) != OBJ_HDR ||
-	    (get_le32(h + 56) & ~OBJ_HAS_SHA256) != 0)
+	    nrs_le32_get(h + OBJ_CRC_OFF) != nrs_crc32c(0, h, OBJ_CRC_OFF) ||
+	    nrs_le32_get(h + 8) != OBJ_VERSION ||
+	    nrs_le32_get(h + 12) != OBJ_HDR ||
+	    (nrs_le32_get(h + 56) & ~OBJ_HAS_SHA256) != 0)
 		return false;
-	memcpy(&le_len, h + 16, 8);
-	*len = le64toh(le_len);
+	*len = nrs_le64_get(h + 16);
 	return true;
 }
 
@@ -419,7 +401,7 @@ static int dir_head(struct nrs_objstore *s, const char *key,
 		return (int)n;
 	}
 	if (n == OBJ_HDR && hdr_decode(h, &hdr_len) && hdr_len == m.length) {
-		m.has_sha256 = (get_le32(h + 56) & OBJ_HAS_SHA256) != 0;
+		m.has_sha256 = (nrs_le32_get(h + 56) & OBJ_HAS_SHA256) != 0;
 		memcpy(m.sha256, h + 24, NRS_SHA256_LEN);
 	} else {
 		nrs_err("dir store %s: object %s: bad header or length (%" PRIu64

@@ -76,6 +76,7 @@
 #include <time.h>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 #include "obj/objstore.h"
 #include "obj/s3_curl.h"
@@ -485,25 +486,9 @@ void nrs_s3_hex(char *out, const unsigned char *in, size_t n)
 
 void nrs_s3_md5_base64(char out[25], const unsigned char md5[NRS_MD5_LEN])
 {
-	static const char b[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	int o = 0;
-
-	/* five whole groups of three bytes, then one byte and "==" */
-	for (int i = 0; i < 15; i += 3) {
-		uint32_t v = (uint32_t)md5[i] << 16 | (uint32_t)md5[i + 1] << 8 |
-			     md5[i + 2];
-
-		out[o++] = b[v >> 18 & 63];
-		out[o++] = b[v >> 12 & 63];
-		out[o++] = b[v >> 6 & 63];
-		out[o++] = b[v & 63];
-	}
-	out[o++] = b[md5[15] >> 2];
-	out[o++] = b[(md5[15] & 3) << 4];
-	out[o++] = '=';
-	out[o++] = '=';
-	out[o] = '\0';
+	/* 16 bytes: 24 characters ("==" at the end) and a NUL */
+	_Static_assert(4 * ((NRS_MD5_LEN + 2) / 3) + 1 == 25, "out's size");
+	EVP_EncodeBlock((unsigned char *)out, md5, NRS_MD5_LEN);
 }
 
 /* The headers of r, one per line, into buf (SH1, SH2). */

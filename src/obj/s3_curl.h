@@ -99,7 +99,8 @@ bool nrs_s3_host_region(const char *host, char *out, size_t n);
 
 /* Lower-case hex of n bytes into out (2n + 1 bytes). */
 void nrs_s3_hex(char *out, const unsigned char *in, size_t n);
-/* Base64 of an MD5 (Content-MD5): 24 characters and a NUL. */
+/* Base64 of an MD5 (Content-MD5; libcrypto's EVP_EncodeBlock): 24
+ * characters and a NUL. */
 void nrs_s3_md5_base64(char out[25], const unsigned char md5[16]);
 
 /* ---- the client ------------------------------------------------------- */

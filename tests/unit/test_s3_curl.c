@@ -301,6 +301,37 @@ static struct nrs_s3c *client(bool virt, const char *token, const char *host,
 	return c;
 }
 
+/* Content-MD5 (SH2) of known inputs: the MD5 of "" and of "abc" (RFC
+ * 1321's test suite), in the base64 `openssl md5 -binary | base64`
+ * prints. */
+static void test_md5_base64(void **state)
+{
+	static const struct {
+		const char *input, *b64;
+	} v[] = {
+		{ "", "1B2M2Y8AsgTpgAmY7PhCfg==" },
+		{ "abc", "kAFQmDzST7DWlj99KOF/cg==" },
+	};
+	unsigned char md5[16];
+	char out[25];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		unsigned int n = 0;
+
+		memset(out, 'x', sizeof(out));
+		assert_int_equal(EVP_Digest(v[i].input, strlen(v[i].input), md5,
+					    &n, EVP_md5(), NULL), 1);
+		assert_int_equal(n, 16);
+		nrs_s3_md5_base64(out, md5);
+		assert_string_equal(out, v[i].b64);
+	}
+	/* every bit set: the last group's padding */
+	memset(md5, 0xff, sizeof(md5));
+	nrs_s3_md5_base64(out, md5);
+	assert_string_equal(out, "/////////////////////w==");
+}
+
 static void test_headers(void **state)
 {
 	unsigned char sha[32], md5[16];
@@ -981,6 +1012,7 @@ int main(void)
 		cmocka_unit_test(test_opt_parse),
 		cmocka_unit_test(test_open_opts),
 		cmocka_unit_test(test_tls_is_gnutls),
+		cmocka_unit_test(test_md5_base64),
 		cmocka_unit_test(test_headers),
 		cmocka_unit_test(test_signed_put_path),
 		cmocka_unit_test(test_signed_put_virtual),
