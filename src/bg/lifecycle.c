@@ -181,9 +181,10 @@ static void retention_pass(struct nrs_lc *l)
 {
 	struct ids ids = { 0 };
 
-	nrs_core_streams_each(l->c, collect_id, &ids);
+	nrs_streams_each(&l->c->streams, collect_id, &ids);
 	for (size_t i = 0; i < ids.n; i++) {
-		struct nrs_stream *st = nrs_core_stream_get(l->c, ids.v[2 * i]);
+		struct nrs_stream *st = nrs_streams_get(&l->c->streams,
+							ids.v[2 * i]);
 
 		if (!st)
 			continue;
@@ -198,7 +199,7 @@ static void retention_pass(struct nrs_lc *l)
  * the stored one (nrs_core_trim), so it is the one to trust. */
 static bool needed(struct nrs_core *c, const struct nrs_obj_row *o)
 {
-	struct nrs_stream *st = nrs_core_stream_get(c, o->stream_id);
+	struct nrs_stream *st = nrs_streams_get(&c->streams, o->stream_id);
 	struct nrs_stream_row s;
 	uint64_t start;
 	int err = nrs_meta_stream_get(c->meta, o->stream_id, &s);

@@ -352,10 +352,10 @@ static struct nrs_stream *pick(struct nrs_mat *m)
 	struct pick p = { .m = m, .now = nrs_now_mono_ns() };
 	struct nrs_stream *st;
 
-	nrs_core_streams_each(m->c, consider, &p);
+	nrs_streams_each(&m->c->streams, consider, &p);
 	if (!p.best)
 		return NULL;
-	st = nrs_core_stream_get(m->c, p.best);
+	st = nrs_streams_get(&m->c->streams, p.best);
 	if (!st)
 		return NULL;
 	pthread_mutex_lock(&st->lock);
@@ -725,7 +725,7 @@ static bool other_due(struct nrs_mat *m, uint64_t id)
 {
 	struct other o = { .m = m, .id = id, .now = nrs_now_mono_ns() };
 
-	nrs_core_streams_each(m->c, consider_other, &o);
+	nrs_streams_each(&m->c->streams, consider_other, &o);
 	return o.due;
 }
 
@@ -867,8 +867,8 @@ static bool compact_some(struct worker *w)
 
 	if (m->o.compact_size == NRS_COMPACT_OFF)
 		return false;
-	nrs_core_streams_each(m->c, consider_compact, &p);
-	if (!p.best || !(st = nrs_core_stream_get(m->c, p.best)))
+	nrs_streams_each(&m->c->streams, consider_compact, &p);
+	if (!p.best || !(st = nrs_streams_get(&m->c->streams, p.best)))
 		return false;
 	pthread_mutex_lock(&st->lock);
 	ok = !st->mat_busy && plan_compact(m, st, &a, &b, &olds);
@@ -930,7 +930,7 @@ static void reclaim(struct nrs_mat *m)
 	floor = nrs_pipeline_wal_floor(c->pipe);
 	if (floor < below)
 		below = floor;
-	nrs_core_streams_each(c, oldest_seg, &below);
+	nrs_streams_each(&c->streams, oldest_seg, &below);
 
 	pthread_mutex_lock(&m->reclaim_lock);
 	/* nothing but the current segment; or nothing new since last time
@@ -970,7 +970,7 @@ static void seal_dead(struct nrs_mat *m)
 	if (!ws.cur_seg || ws.cur_bytes == 0)
 		return;
 	floor = nrs_pipeline_wal_floor(c->pipe);
-	nrs_core_streams_each(c, oldest_seg, &named);
+	nrs_streams_each(&c->streams, oldest_seg, &named);
 	if (floor <= ws.cur_seg || named <= ws.cur_seg)
 		return;		/* a live record in it: M7 */
 	pthread_mutex_lock(&m->reclaim_lock);

@@ -3,7 +3,8 @@
  * core_ns.c, core_xattr.c, recovery.c).  Not for other modules.
  *
  * Locks, in the order they may be taken: c->admin (trim, profile and
- * unlink decisions), c->tlock (the stream table), st->lock.  The metadata
+ * unlink decisions), c->streams.lock (the stream table, stream/table.h),
+ * st->lock.  The metadata
  * store locks itself and is never called with st->lock held.  A handle's
  * lock (h->lock) is taken with no other core lock held, or after them.
  */
@@ -17,7 +18,7 @@
 #include "meta/meta.h"
 #include "stream/reader.h"
 #include "stream/stream.h"
-#include "util/idmap.h"
+#include "stream/table.h"
 #include "util/metrics.h"
 
 struct nrs_bcache;
@@ -51,10 +52,7 @@ struct nrs_core {
 	pthread_mutex_t hlock;		/* the handle list */
 	struct nrs_handle *handles;
 	pthread_mutex_t admin;
-	pthread_rwlock_t tlock;
-	/* protected by tlock: stream id -> struct nrs_stream * (idmap.h:
-	 * its size follows the number of streams, never the largest id) */
-	struct nrs_idmap streams;
+	struct nrs_streams streams;	/* the stream table (its own lock) */
 
 	nrs_inval_fn inval;
 	void *inval_ctx;
@@ -89,29 +87,8 @@ struct nrs_handle {
 };
 
 /* core.c */
-struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row);
-/* Take a reference from the table; NULL if no such stream. */
-struct nrs_stream *nrs_core_stream_get(struct nrs_core *c, uint64_t id);
-void nrs_stream_put(struct nrs_stream *st);
-/* Insert st (the table takes the caller's reference). */
-int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st);
-/* Call fn for every stream in the table, with the table read-locked and
- * the stream's lock held (fn must not take core locks). */
-void nrs_core_streams_each(struct nrs_core *c,
-			   void (*fn)(void *ctx, struct nrs_stream *st),
-			   void *ctx);
 /* -EIO (logged with the stream and the file) if st is corrupt, else 0. */
 int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st);
-/*
- * The table's stream id, borrowed (no reference), or NULL: only for
- * recovery, which runs before any other thread can change the table.
- */
-struct nrs_stream *nrs_core_stream_peek(struct nrs_core *c, uint64_t id);
-/* The ids in the table, ascending, into *ids (the caller frees it) and *n;
- * 0 or -ENOMEM. */
-int nrs_core_stream_ids(struct nrs_core *c, uint64_t **ids, size_t *n);
-/* Remove id from the table, dropping the table's reference. */
-void nrs_core_stream_remove(struct nrs_core *c, uint64_t id);
 void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
 		      struct stat *out);
 /* K1: st->privs of a's stream from a's mode (c->admin held). */

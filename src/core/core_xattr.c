@@ -165,7 +165,8 @@ ssize_t nrs_core_getxattr(struct nrs_core *c, uint64_t ino, const char *name,
 				buf, size);
 	}
 	{
-		struct nrs_stream *st = nrs_core_stream_get(c, a.stream_id);
+		struct nrs_stream *st = nrs_streams_get(&c->streams,
+							a.stream_id);
 
 		if (!st)
 			return -ENOENT;
@@ -286,7 +287,7 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 					      NRS_RET_BYTES : NRS_RET_MS, v);
 	if (S_ISDIR(a->mode))
 		return nrs_meta_set_profile(c->meta, a->ino, p);
-	st = nrs_core_stream_get(c, a->stream_id);
+	st = nrs_streams_get(&c->streams, a->stream_id);
 	if (!st)
 		return -ENOENT;
 	err = nrs_core_stream_check(c, st);
@@ -413,7 +414,7 @@ ssize_t nrs_core_listxattr(struct nrs_core *c, uint64_t ino, char *buf,
 
 /* ---- virtual files -------------------------------------------------- */
 
-/* One stream's part of the gauges (nrs_core_streams_each). */
+/* One stream's part of the gauges (nrs_streams_each). */
 static void add_stream(void *ctx, struct nrs_stream *st)
 {
 	struct nrs_metrics_gauges *g = ctx;
@@ -442,7 +443,7 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 	nrs_meta_counts(c->meta, &g->dirs, &g->streams);
 	g->chain_steps = nrs_meta_chain_steps(c->meta);
 	g->now_ns = nrs_now_mono_ns();
-	nrs_core_streams_each(c, add_stream, g);
+	nrs_streams_each(&c->streams, add_stream, g);
 	if (c->bcache) {
 		struct nrs_bcache_stats bs;
 

@@ -187,7 +187,7 @@ static int load_stream(void *ctx, const struct nrs_stream_row *row)
 	if (!st)
 		return -ENOMEM;
 	st->damage = damage;
-	err = nrs_core_stream_insert(c, st);
+	err = nrs_streams_insert(&c->streams, st);
 	if (err)
 		nrs_stream_put(st);
 	return err;
@@ -247,7 +247,8 @@ static int republish(struct nrs_core *c, const struct scan *s)
 
 	for (size_t i = 0; i < s->n; i++) {
 		const struct nrs_walrec *r = &s->v[i].rec;
-		struct nrs_stream *st = nrs_core_stream_peek(c, r->stream_id);
+		struct nrs_stream *st = nrs_streams_peek(&c->streams,
+							 r->stream_id);
 
 		if (!st || st->corrupt || r->len == 0 ||	/* R7 */
 		    r->lsn <= st->last_lsn)
@@ -269,7 +270,7 @@ static int republish(struct nrs_core *c, const struct scan *s)
 		recs++;
 	}
 	for (size_t i = 0; i < nu; i++) {
-		struct nrs_stream *st = nrs_core_stream_peek(c, u[i].id);
+		struct nrs_stream *st = nrs_streams_peek(&c->streams, u[i].id);
 
 		u[i].head = st->head;
 		u[i].version = st->version;
@@ -637,11 +638,11 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 		goto out;
 	if (ol.n > 1)
 		qsort(ol.v, ol.n, sizeof(*ol.v), nrs_recover_obj_cmp);
-	err = nrs_core_stream_ids(c, &ids, &nids);	/* ascending, as ol */
+	err = nrs_streams_ids(&c->streams, &ids, &nids); /* ascending, as ol */
 	if (err)
 		goto out;
 	for (size_t i = 0; i < nids; i++) {
-		struct nrs_stream *st = nrs_core_stream_peek(c, ids[i]);
+		struct nrs_stream *st = nrs_streams_peek(&c->streams, ids[i]);
 
 		if (!st || st->corrupt)		/* R7 */
 			continue;
