@@ -116,12 +116,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "bg/lifecycle.h"
 #include "bg/materializer.h"
-#include "commit/pipeline.h"
-#include "core/core_priv.h"
+#include "bg/services.h"
 #include "obj/objfmt.h"
 #include "stream/reader.h"
+#include "stream/table.h"
 #include "util/clock.h"
 #include "util/failpoint.h"
 #include "util/log.h"
@@ -146,7 +145,7 @@
 struct worker;
 
 struct nrs_mat {
-	struct nrs_core *c;
+	const struct nrs_services *svc;
 	struct nrs_mat_opts o;
 	struct worker *workers;
 	unsigned int nworkers;		/* started */
@@ -225,7 +224,7 @@ static int upload(struct nrs_mat *m, const char *key, const void *buf,
 		  size_t len, const unsigned char md5[NRS_MD5_LEN],
 		  const unsigned char sha[NRS_SHA256_LEN])
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	unsigned int attempt = 0;
 
 	for (;;) {
@@ -235,10 +234,10 @@ static int upload(struct nrs_mat *m, const char *key, const void *buf,
 
 		perr = nrs_failpoint(NRS_FP_OBJ_BEFORE_PUT);
 		if (!perr)
-			perr = nrs_obj_put(c->store, key, buf, len, md5, sha);
+			perr = nrs_obj_put(svc->store, key, buf, len, md5, sha);
 		if (!perr)
 			perr = nrs_failpoint(NRS_FP_OBJ_AFTER_PUT);
-		herr = nrs_obj_head(c->store, key, &got);
+		herr = nrs_obj_head(svc->store, key, &got);
 		v = nrs_put_decide(herr, &got, len, sha);
 		if (v == NRS_PUT_PROVEN) {
 			if (attempt > 0)
@@ -253,10 +252,10 @@ static int upload(struct nrs_mat *m, const char *key, const void *buf,
 				got.length, got.has_sha256 ?
 				"with another SHA-256" : "without a SHA-256",
 				len);
-			nrs_count(&c->metrics.obj_quarantined, 1);
+			nrs_count(&svc->metrics->obj_quarantined, 1);
 			return -EBADMSG;
 		}
-		nrs_count(&c->metrics.obj_retries, 1);
+		nrs_count(&svc->metrics->obj_retries, 1);
 		if (attempt % 10 == 0)
 			nrs_warn("object %s: upload not proven (PUT: %s, HEAD:"
 				 " %s); retrying with backoff", key,
@@ -352,10 +351,10 @@ static struct nrs_stream *pick(struct nrs_mat *m)
 	struct pick p = { .m = m, .now = nrs_now_mono_ns() };
 	struct nrs_stream *st;
 
-	nrs_streams_each(&m->c->streams, consider, &p);
+	nrs_streams_each(m->svc->streams, consider, &p);
 	if (!p.best)
 		return NULL;
-	st = nrs_streams_get(&m->c->streams, p.best);
+	st = nrs_streams_get(m->svc->streams, p.best);
 	if (!st)
 		return NULL;
 	pthread_mutex_lock(&st->lock);
@@ -397,7 +396,7 @@ struct olds {
 
 /* M4, the in-memory half: serve [o->start, o->end) from generation
  * o->gen instead of what the index named there. */
-static void apply(struct nrs_core *c, struct nrs_stream *st,
+static void apply(const struct nrs_services *svc, struct nrs_stream *st,
 		  const struct nrs_obj_row *o, const struct olds *olds)
 {
 	struct nrs_index_ent e = {
@@ -429,9 +428,9 @@ static void apply(struct nrs_core *c, struct nrs_stream *st,
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (n == 0)	/* trimmed while it was made: GC's (lifecycle.c G1) */
-		nrs_lc_poke(c->lc, st->id);
-	nrs_count(&c->metrics.obj_uploads, 1);
-	nrs_count(&c->metrics.obj_upload_bytes, o->length);
+		svc->poke(svc->ctx, st->id);
+	nrs_count(&svc->metrics->obj_uploads, 1);
+	nrs_count(&svc->metrics->obj_upload_bytes, o->length);
 }
 
 static void reclaim(struct nrs_mat *m);
@@ -501,15 +500,15 @@ static void job_key(char key[NRS_OBJKEY_MAX], const struct job *j)
 static int build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 		 uint64_t b, const struct olds *olds, struct job *out)
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	size_t len = (size_t)(b - a), hl = nrs_objfmt_hdr_len(len);
-	struct nrs_reader rd = c->reader;
+	struct nrs_reader rd = *svc->reader;
 	struct job j = {
 		.st = st,
 		.o = { .stream_id = st->id, .start = a, .end = b,
 		       .length = hl + len },
 		.olds = *olds,
-		.has_md5 = nrs_obj_wants_md5(c->store),
+		.has_md5 = nrs_obj_wants_md5(svc->store),
 	};
 	ssize_t n;
 	int err;
@@ -530,12 +529,12 @@ static int build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 	/* a merged object is as young as its youngest part, not younger:
 	 * retention by time counts from there (lifecycle.c L2) */
 	j.o.ctime_ns = olds->n ? olds->ctime_ns : nrs_now_real_ns();
-	err = nrs_meta_obj_prepare(c->meta, &j.o);
+	err = nrs_meta_obj_prepare(svc->meta, &j.o);
 	if (err)
 		goto out_free;
 	err = seal_digest(&j);
 	if (err) {
-		nrs_meta_obj_delete(c->meta, j.o.gen);	/* nothing was put */
+		nrs_meta_obj_delete(svc->meta, j.o.gen);	/* nothing was put */
 		goto out_free;
 	}
 	*out = j;
@@ -552,7 +551,7 @@ out_free:
  */
 static int finish(struct nrs_mat *m, struct job *j)
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	char key[NRS_OBJKEY_MAX];
 	int err;
 
@@ -562,12 +561,12 @@ static int finish(struct nrs_mat *m, struct job *j)
 			     j->has_md5 ? j->md5 : NULL, j->o.sha256);
 		if (err != -EBADMSG)
 			break;
-		if (nrs_meta_obj_set_state(c->meta, j->o.gen, NRS_OBJ_PREPARED,
+		if (nrs_meta_obj_set_state(svc->meta, j->o.gen, NRS_OBJ_PREPARED,
 					   NRS_OBJ_QUARANTINED,
 					   nrs_now_real_ns()) != 0 ||
 		    stopping(m))
 			return err;
-		err = nrs_meta_obj_prepare(c->meta, &j->o) ?: seal_digest(j);
+		err = nrs_meta_obj_prepare(svc->meta, &j->o) ?: seal_digest(j);
 		if (err)
 			return err;
 	}
@@ -575,11 +574,11 @@ static int finish(struct nrs_mat *m, struct job *j)
 		return err;	/* stopping: the intent is an orphan (M6) */
 	err = nrs_failpoint(NRS_FP_OBJ_BEFORE_PUBLISH);
 	if (!err)
-		err = j->olds.n ? nrs_meta_obj_replace(c->meta, j->o.gen,
+		err = j->olds.n ? nrs_meta_obj_replace(svc->meta, j->o.gen,
 						       j->o.sha256,
 						       j->olds.gen, j->olds.n,
 						       nrs_now_real_ns())
-				: nrs_meta_obj_publish(c->meta, j->o.gen,
+				: nrs_meta_obj_publish(svc->meta, j->o.gen,
 						       j->o.sha256);
 	if (!err)
 		err = nrs_failpoint(NRS_FP_OBJ_AFTER_PUBLISH);
@@ -588,8 +587,8 @@ static int finish(struct nrs_mat *m, struct job *j)
 		 * trim): this one is not published and nothing needs it */
 		nrs_info("stream %" PRIu64 ": compaction into %s gave way to a"
 			 " trim; the upload is removed", j->st->id, key);
-		if (nrs_obj_del(c->store, key) == 0)
-			nrs_meta_obj_delete(c->meta, j->o.gen);
+		if (nrs_obj_del(svc->store, key) == 0)
+			nrs_meta_obj_delete(svc->meta, j->o.gen);
 		return err;
 	}
 	if (err) {
@@ -598,10 +597,10 @@ static int finish(struct nrs_mat *m, struct job *j)
 		return err;
 	}
 	j->o.state = NRS_OBJ_COMMITTED;
-	apply(c, j->st, &j->o, &j->olds);
+	apply(svc, j->st, &j->o, &j->olds);
 	if (j->olds.n) {
-		nrs_count(&c->metrics.compactions, 1);
-		nrs_count(&c->metrics.compacted_objects, j->olds.n);
+		nrs_count(&svc->metrics->compactions, 1);
+		nrs_count(&svc->metrics->compacted_objects, j->olds.n);
 		nrs_debug("stream %" PRIu64 ": compacted %zu objects into [%"
 			  PRIu64 ", %" PRIu64 ")", j->st->id, j->olds.n,
 			  j->o.start, j->o.end);
@@ -624,7 +623,7 @@ static void run_job(struct worker *w, struct job *j)
 		/* W3: an object before it in the stream is not published,
 		 * so neither is this one (or the stop came first); its PUT
 		 * never started */
-		nrs_meta_obj_delete(m->c->meta, j->o.gen);
+		nrs_meta_obj_delete(m->svc->meta, j->o.gen);
 		if (!broken)
 			err = -ECANCELED;
 	} else if (j->buf) {
@@ -725,7 +724,7 @@ static bool other_due(struct nrs_mat *m, uint64_t id)
 {
 	struct other o = { .m = m, .id = id, .now = nrs_now_mono_ns() };
 
-	nrs_streams_each(&m->c->streams, consider_other, &o);
+	nrs_streams_each(m->svc->streams, consider_other, &o);
 	return o.due;
 }
 
@@ -867,8 +866,8 @@ static bool compact_some(struct worker *w)
 
 	if (m->o.compact_size == NRS_COMPACT_OFF)
 		return false;
-	nrs_streams_each(&m->c->streams, consider_compact, &p);
-	if (!p.best || !(st = nrs_streams_get(&m->c->streams, p.best)))
+	nrs_streams_each(m->svc->streams, consider_compact, &p);
+	if (!p.best || !(st = nrs_streams_get(m->svc->streams, p.best)))
 		return false;
 	pthread_mutex_lock(&st->lock);
 	ok = !st->mat_busy && plan_compact(m, st, &a, &b, &olds);
@@ -880,7 +879,7 @@ static bool compact_some(struct worker *w)
 		return false;
 	}
 	olds.ctime_ns = 0;
-	err = nrs_meta_obj_foreach(m->c->meta, st->id, newest_ctime, &olds);
+	err = nrs_meta_obj_foreach(m->svc->meta, st->id, newest_ctime, &olds);
 	if (!err && olds.ctime_ns == 0)
 		olds.ctime_ns = nrs_now_real_ns();
 	if (!err)
@@ -920,17 +919,17 @@ uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws)
 /* M5 */
 static void reclaim(struct nrs_mat *m)
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	struct nrs_wal_stats ws;
 	uint64_t below, floor, bytes = 0;
 	int n;
 
-	nrs_wal_stats(c->wal, &ws);
+	nrs_wal_stats(svc->wal, &ws);
 	below = nrs_mat_reclaim_bound(&ws);
-	floor = nrs_pipeline_wal_floor(c->pipe);
+	floor = svc->wal_floor(svc->ctx);
 	if (floor < below)
 		below = floor;
-	nrs_streams_each(&c->streams, oldest_seg, &below);
+	nrs_streams_each(svc->streams, oldest_seg, &below);
 
 	pthread_mutex_lock(&m->reclaim_lock);
 	/* nothing but the current segment; or nothing new since last time
@@ -942,13 +941,12 @@ static void reclaim(struct nrs_mat *m)
 	}
 	if (nrs_failpoint(NRS_FP_WAL_BEFORE_RECLAIM) == 0) {
 		/* readers holding an older index snapshot finish first */
-		pthread_rwlock_wrlock(&c->gate);
-		pthread_rwlock_unlock(&c->gate);
-		n = nrs_wal_reclaim(c->wal, below, &bytes);
+		svc->drain(svc->ctx);
+		n = nrs_wal_reclaim(svc->wal, below, &bytes);
 		if (n > 0) {
-			nrs_count(&c->metrics.wal_reclaimed_segments,
+			nrs_count(&svc->metrics->wal_reclaimed_segments,
 				  (uint64_t)n);
-			nrs_count(&c->metrics.wal_reclaimed_bytes, bytes);
+			nrs_count(&svc->metrics->wal_reclaimed_bytes, bytes);
 			nrs_debug("reclaimed %d WAL segments below %016" PRIx64
 				  " (%" PRIu64 " bytes)", n, below, bytes);
 		}
@@ -961,16 +959,16 @@ static void reclaim(struct nrs_mat *m)
 /* M7: seal the current segment if it holds records and none is live. */
 static void seal_dead(struct nrs_mat *m)
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	struct nrs_wal_stats ws;
 	uint64_t floor, named = UINT64_MAX, now = nrs_now_mono_ns();
 	int rc;
 
-	nrs_wal_stats(c->wal, &ws);
+	nrs_wal_stats(svc->wal, &ws);
 	if (!ws.cur_seg || ws.cur_bytes == 0)
 		return;
-	floor = nrs_pipeline_wal_floor(c->pipe);
-	nrs_streams_each(&c->streams, oldest_seg, &named);
+	floor = svc->wal_floor(svc->ctx);
+	nrs_streams_each(svc->streams, oldest_seg, &named);
 	if (floor <= ws.cur_seg || named <= ws.cur_seg)
 		return;		/* a live record in it: M7 */
 	pthread_mutex_lock(&m->reclaim_lock);
@@ -978,10 +976,10 @@ static void seal_dead(struct nrs_mat *m)
 		pthread_mutex_unlock(&m->reclaim_lock);
 		return;
 	}
-	rc = nrs_pipeline_wal_seal(c->pipe, ws.cur_seg,
+	rc = svc->wal_seal(svc->ctx, ws.cur_seg,
 				   (uint64_t)SEAL_IDLE_MS * 1000000);
 	if (rc > 0)
-		nrs_count(&c->metrics.wal_sealed_segments, 1);
+		nrs_count(&svc->metrics->wal_sealed_segments, 1);
 	if (rc < 0) {
 		nrs_warn("sealing idle WAL segment %016" PRIx64 ": %s (tried "
 			 "again in %d s)", ws.cur_seg, strerror(-rc),
@@ -995,7 +993,7 @@ static void seal_dead(struct nrs_mat *m)
  * the ones removed are not tried again.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	struct nrs_obj_row *v = m->orphans;
 	int err;
 
@@ -1007,13 +1005,13 @@ static int clean_orphans(struct nrs_mat *m)
 		char key[NRS_OBJKEY_MAX];
 
 		nrs_objfmt_key(key, &h);
-		err = nrs_obj_del(c->store, key);
+		err = nrs_obj_del(svc->store, key);
 		if (!err)
-			err = nrs_meta_obj_delete(c->meta, o->gen);
+			err = nrs_meta_obj_delete(svc->meta, o->gen);
 		if (!err) {
 			nrs_info("removed orphan object %s (an upload a stop or"
 				 " crash interrupted)", key);
-			nrs_count(&c->metrics.obj_orphans_removed, 1);
+			nrs_count(&svc->metrics->obj_orphans_removed, 1);
 		} else {
 			nrs_warn("orphan object %s: cannot remove it yet: %s",
 				 key, strerror(-err));
@@ -1089,15 +1087,15 @@ out_destroy:
 	return err;
 }
 
-int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
-		  struct nrs_mat **out)
+int nrs_mat_start(const struct nrs_services *svc,
+		  const struct nrs_mat_opts *o, struct nrs_mat **out)
 {
 	struct nrs_mat *m = calloc(1, sizeof(*m));
 	int err = 0;
 
 	if (!m)
 		return -ENOMEM;
-	m->c = c;
+	m->svc = svc;
 	m->o = *o;
 	if (!m->o.min_bytes)
 		m->o.min_bytes = DEFAULT_MIN_BYTES;
@@ -1121,7 +1119,7 @@ int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
 	pthread_cond_init(&m->idle, NULL);
 	pthread_mutex_init(&m->reclaim_lock, NULL);
 	/* M6: the orphans are the intents there are before any thread runs */
-	err = nrs_meta_obj_rows(c->meta, 0, NRS_OBJ_PREPARED, &m->orphans,
+	err = nrs_meta_obj_rows(svc->meta, 0, NRS_OBJ_PREPARED, &m->orphans,
 				&m->norphans);
 	if (err) {
 		nrs_err("cannot read the object intents a stop or crash left: %s",

@@ -12,8 +12,8 @@
 
 #include "obj/objstore.h"
 
-struct nrs_core;
 struct nrs_mat;
+struct nrs_services;
 
 #define NRS_COMPACT_OFF	UINT64_MAX
 
@@ -30,9 +30,10 @@ struct nrs_mat_opts {
 				 * NRS_COMPACT_OFF: never */
 };
 
-/* Starts the threads (after recovery, with the pipeline running). */
-int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
-		  struct nrs_mat **out);
+/* Starts the threads (after recovery, with the pipeline running).  svc
+ * (services.h) stays alive and unchanged until nrs_mat_stop(). */
+int nrs_mat_start(const struct nrs_services *svc,
+		  const struct nrs_mat_opts *o, struct nrs_mat **out);
 /* Stops at a safe point: an upload in flight is abandoned (its intent is
  * cleaned up at the next start), nothing half published. NULL ok. */
 void nrs_mat_stop(struct nrs_mat *m);

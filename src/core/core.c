@@ -91,6 +91,7 @@
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
 #include "stream/reader.h"
+#include "stream/recovery.h"
 #include "util/clock.h"
 #include "util/fileio.h"
 #include "util/log.h"
@@ -662,6 +663,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		.budget = o->wal_budget,
 	};
 	pthread_rwlockattr_t ga;
+	struct nrs_recover_env rec;
 	struct nrs_pipeline_cfg pc;
 	struct nrs_core *c;
 	char path[4096];
@@ -729,7 +731,13 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	err = nrs_core_obj_open(c, o);
 	if (err)
 		goto out_free;
-	err = nrs_recover(c, &next_lsn);
+	rec = (struct nrs_recover_env){
+		.meta = c->meta,
+		.wal = c->wal,
+		.streams = &c->streams,
+		.data_dir = c->data_dir,
+	};
+	err = nrs_recover(&rec, &next_lsn);
 	if (err)
 		goto out_free;
 	memset(&pc, 0, sizeof(pc));

@@ -1,11 +1,14 @@
 /*
- * core_priv.h - what the files of the stream core share (core.c,
- * core_ns.c, core_xattr.c, recovery.c).  Not for other modules.
+ * core_priv.h - what the files of the stream core share: core.c,
+ * core_ns.c, core_xattr.c, core_adapter.c and core_obj.c, all in core/
+ * (tests/lint/layers.sh LY2 refuses it anywhere else).  Recovery gets a
+ * struct nrs_recover_env (stream/recovery.h) and the background services
+ * a struct nrs_services (bg/services.h, built in core_obj.c) instead.
  *
  * Locks, in the order they may be taken: c->admin (trim, profile and
  * unlink decisions), c->streams.lock (the stream table, stream/table.h),
- * st->lock.  The metadata
- * store locks itself and is never called with st->lock held.  A handle's
+ * st->lock.  The metadata store locks itself and is never called with
+ * st->lock held.  A handle's
  * lock (h->lock) is taken with no other core lock held, or after them.
  */
 #ifndef NRS_CORE_PRIV_H
@@ -14,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "bg/services.h"
 #include "core/core.h"
 #include "meta/meta.h"
 #include "stream/reader.h"
@@ -38,6 +42,7 @@ struct nrs_core {
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
 	struct nrs_lc *lc;		/* retention and GC thread */
+	struct nrs_services svc;	/* what mat and lc get (core_obj.c) */
 	pthread_rwlock_t gate;		/* reads vs reclamation (reader.h) */
 	struct nrs_reader reader;
 	struct nrs_metrics metrics;
@@ -118,8 +123,5 @@ bool nrs_is_virtual(uint64_t ino);
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o);
 void nrs_core_obj_close(struct nrs_core *c);
-
-/* recovery.c: heads, re-publication, index; sets *next_lsn. */
-int nrs_recover(struct nrs_core *c, uint64_t *next_lsn);
 
 #endif
