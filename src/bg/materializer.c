@@ -1,7 +1,8 @@
 /*
  * materializer.c - WAL-resident committed ranges become segment objects,
- * published as new generations; then the WAL segments no range needs are
- * deleted (DESIGN.md section 1 events 4 and 5, section 6, I2, I5, I6).
+ * published as new generations (DESIGN.md section 1 event 4, section 6,
+ * I2, I5, I6); its builder threads also run the WAL's GC (walgc.c), which
+ * deletes the WAL segments no range needs any more (event 5).
  *
  * Appends never wait for any of this.  Workers take streams one at a time
  * (st->mat_busy), so a stream's objects are built in offset order.
@@ -27,32 +28,14 @@
  *  M4 Publish.  One durable transaction moves the row prepared ->
  *     committed.  Only then does the index serve the range from the object
  *     (under the stream lock), and `materialized` move.
- *  M5 Reclaim.  A WAL segment may go when no stream's index names it (a
- *     stream's WAL entries are a suffix of its index, in segment order, so
- *     its first one is its oldest), the pipeline holds no written but
- *     unindexed record in it (nrs_pipeline_wal_floor, read first), and
- *     appends no longer go to it.  Before deleting, the reclaimer takes the
- *     read gate exclusively once: every read that started with an older
- *     index snapshot has finished by then (reader.h).  Trimmed and unlinked
- *     ranges drop out of the indexes the same way, so their segments go too.
+ *  (The WAL reclaim and the seal of an idle dead segment, GC work the
+ *  builders run, have their rules, M5 and M7, in walgc.c.)
  *  M9 A stream that is due but whose next byte no WAL record holds (a
  *     range recovery found with no copy, recovery.c R5b) is logged and
  *     retried after a pause, like a failed build: materializing it stops
  *     there, since `materialized` never moves past bytes no object holds
  *     (W3), until a trim (user.nereus.trim, retention) raises its start
  *     past them.  Other streams go on.
- *  M7 Seal (issue 12).  M5 never deletes the segment appends go to, so on
- *     an idle mount the space of its dead records would stay taken for
- *     good.  When the current segment holds a record, the pipeline holds
- *     none in it unindexed (the floor, read first) and no stream's index
- *     names it, the idle builder has it sealed (nrs_pipeline_wal_seal:
- *     only while no append is in flight and none came for SEAL_IDLE_MS,
- *     pipeline.c P6; wal_local.c D2),
- *     and the reclaim that follows deletes it by M5's rules -- which look
- *     again, so a record indexed in between keeps it.  A segment that
- *     still holds live bytes not yet materialized is not sealed: M1 makes
- *     them due after materialize_age_ms at most, and then it is.  A failed
- *     seal (a full disk) is tried again after SEAL_RETRY_MS.
  *  M6 Start-up.  Prepared rows left by a crash are orphans: their objects
  *     are deleted (a missing one is fine) and then the rows.  Committed
  *     rows were restored into the indexes by recovery.  The orphans are
@@ -104,8 +87,9 @@
  * A crash anywhere converges: before M4 the range is still served from the
  * WAL and the intent is cleaned up (M6); after M4 recovery serves it from
  * the object and stops the commit chain walk at `materialized`; a segment
- * deleted by M5 held nothing a published head needs.  A crash with two
- * objects of a stream on their way (W2) leaves two intents, both orphans.
+ * deleted by M5 (walgc.c) held nothing a published head needs.  A crash
+ * with two objects of a stream on their way (W2) leaves two intents, both
+ * orphans.
  */
 #include "config.h"
 
@@ -118,6 +102,7 @@
 
 #include "bg/materializer.h"
 #include "bg/services.h"
+#include "bg/walgc.h"
 #include "obj/objfmt.h"
 #include "stream/reader.h"
 #include "stream/table.h"
@@ -137,8 +122,6 @@
 #define DEFAULT_RETRY_MAX_MS	10000
 #define DEFAULT_COMPACT_SIZE	(64ull << 20)
 #define MAX_COMPACT		64	/* objects merged at most at once */
-#define SEAL_RETRY_MS		10000	/* M7 */
-#define SEAL_IDLE_MS		1000	/* M7: no append for this long */
 #define RUN_MAX			4	/* objects of one stream in a row while
 					 * another stream is due (W1) */
 
@@ -160,9 +143,7 @@ struct nrs_mat {
 	struct nrs_obj_row *orphans;
 	size_t norphans;
 	size_t orphans_next;		/* the first not removed yet */
-	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
-	uint64_t reclaimed_below;	/* protected by reclaim_lock */
-	uint64_t seal_after_ns;		/* protected by reclaim_lock: M7 */
+	struct nrs_walgc walgc;		/* M5, M7 (walgc.c) */
 };
 
 enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,
@@ -432,8 +413,6 @@ static void apply(const struct nrs_services *svc, struct nrs_stream *st,
 	nrs_count(&svc->metrics->obj_uploads, 1);
 	nrs_count(&svc->metrics->obj_upload_bytes, o->length);
 }
-
-static void reclaim(struct nrs_mat *m);
 
 /*
  * An object between M2 and M4: built (read, recorded as an intent, sealed,
@@ -781,7 +760,7 @@ static void materialize(struct worker *w, struct nrs_stream *st)
 		j.last = !ok || stopping(m) || is_broken(w, st->id) ||
 			 (run >= RUN_MAX && other_due(m, st->id));
 		hand(w, &j);
-		reclaim(m);	/* the builder has the time: W2 */
+		nrs_walgc_reclaim(&m->walgc);	/* the builder has the time: W2 */
 		if (j.last)
 			return;
 	}
@@ -893,102 +872,6 @@ static bool compact_some(struct worker *w)
 	return drain(w) == 0;
 }
 
-static void oldest_seg(void *ctx, struct nrs_stream *st)
-{
-	uint64_t *below = ctx, s = nrs_index_min_seg(&st->index);
-
-	if (s < *below)
-		*below = s;
-}
-
-/*
- * M5: the first segment a reclaim that read ws may not touch.  With a
- * current segment, that one; with none (after start-up, before the first
- * append), the first number a new segment could take: every segment
- * made after ws was read holds records the index walk that follows may
- * not have seen, and a rotation or a seal between that walk and the
- * delete would no longer protect one as the current segment.
- */
-uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws)
-{
-	if (ws->cur_seg)
-		return ws->cur_seg;
-	return ws->last_seg < UINT64_MAX ? ws->last_seg + 1 : UINT64_MAX;
-}
-
-/* M5 */
-static void reclaim(struct nrs_mat *m)
-{
-	const struct nrs_services *svc = m->svc;
-	struct nrs_wal_stats ws;
-	uint64_t below, floor, bytes = 0;
-	int n;
-
-	nrs_wal_stats(svc->wal, &ws);
-	below = nrs_mat_reclaim_bound(&ws);
-	floor = svc->wal_floor(svc->ctx);
-	if (floor < below)
-		below = floor;
-	nrs_streams_each(svc->streams, oldest_seg, &below);
-
-	pthread_mutex_lock(&m->reclaim_lock);
-	/* nothing but the current segment; or nothing new since last time
-	 * (with no current segment, `below` says nothing: no appends yet) */
-	if (ws.segments <= (ws.cur_seg ? 1u : 0u) ||
-	    (ws.cur_seg && below <= m->reclaimed_below)) {
-		pthread_mutex_unlock(&m->reclaim_lock);
-		return;
-	}
-	if (nrs_failpoint(NRS_FP_WAL_BEFORE_RECLAIM) == 0) {
-		/* readers holding an older index snapshot finish first */
-		svc->drain(svc->ctx);
-		n = nrs_wal_reclaim(svc->wal, below, &bytes);
-		if (n > 0) {
-			nrs_count(&svc->metrics->wal_reclaimed_segments,
-				  (uint64_t)n);
-			nrs_count(&svc->metrics->wal_reclaimed_bytes, bytes);
-			nrs_debug("reclaimed %d WAL segments below %016" PRIx64
-				  " (%" PRIu64 " bytes)", n, below, bytes);
-		}
-		if (n >= 0 && ws.cur_seg)
-			m->reclaimed_below = below;
-	}
-	pthread_mutex_unlock(&m->reclaim_lock);
-}
-
-/* M7: seal the current segment if it holds records and none is live. */
-static void seal_dead(struct nrs_mat *m)
-{
-	const struct nrs_services *svc = m->svc;
-	struct nrs_wal_stats ws;
-	uint64_t floor, named = UINT64_MAX, now = nrs_now_mono_ns();
-	int rc;
-
-	nrs_wal_stats(svc->wal, &ws);
-	if (!ws.cur_seg || ws.cur_bytes == 0)
-		return;
-	floor = svc->wal_floor(svc->ctx);
-	nrs_streams_each(svc->streams, oldest_seg, &named);
-	if (floor <= ws.cur_seg || named <= ws.cur_seg)
-		return;		/* a live record in it: M7 */
-	pthread_mutex_lock(&m->reclaim_lock);
-	if (now < m->seal_after_ns) {
-		pthread_mutex_unlock(&m->reclaim_lock);
-		return;
-	}
-	rc = svc->wal_seal(svc->ctx, ws.cur_seg,
-				   (uint64_t)SEAL_IDLE_MS * 1000000);
-	if (rc > 0)
-		nrs_count(&svc->metrics->wal_sealed_segments, 1);
-	if (rc < 0) {
-		nrs_warn("sealing idle WAL segment %016" PRIx64 ": %s (tried "
-			 "again in %d s)", ws.cur_seg, strerror(-rc),
-			 SEAL_RETRY_MS / 1000);
-		m->seal_after_ns = now + (uint64_t)SEAL_RETRY_MS * 1000000;
-	}
-	pthread_mutex_unlock(&m->reclaim_lock);
-}
-
 /* M6: delete the objects of the orphans found at start, then their rows;
  * the ones removed are not tried again.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
@@ -1048,8 +931,8 @@ static void *builder_main(void *arg)
 		struct nrs_stream *st = pick(m);
 
 		if (!st) {
-			seal_dead(m);
-			reclaim(m);
+			nrs_walgc_seal_dead(&m->walgc);
+			nrs_walgc_reclaim(&m->walgc);
 			if (!compact_some(w))
 				idle_wait(m, TICK_MS);
 			continue;
@@ -1117,7 +1000,7 @@ int nrs_mat_start(const struct nrs_services *svc,
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
 	pthread_cond_init(&m->idle, NULL);
-	pthread_mutex_init(&m->reclaim_lock, NULL);
+	nrs_walgc_init(&m->walgc, svc);
 	/* M6: the orphans are the intents there are before any thread runs */
 	err = nrs_meta_obj_rows(svc->meta, 0, NRS_OBJ_PREPARED, &m->orphans,
 				&m->norphans);
@@ -1160,7 +1043,7 @@ void nrs_mat_stop(struct nrs_mat *m)
 		pthread_cond_destroy(&w->cond);
 		pthread_mutex_destroy(&w->lock);
 	}
-	pthread_mutex_destroy(&m->reclaim_lock);
+	nrs_walgc_destroy(&m->walgc);
 	pthread_cond_destroy(&m->idle);
 	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->lock);

@@ -2,7 +2,8 @@
  * materializer.h - background threads that move committed bytes from the
  * WAL into segment objects, publish them as new generations, and reclaim
  * WAL segments nothing needs any more (DESIGN.md section 1 events 4 and 5,
- * section 6).  The rules are at the top of materializer.c.
+ * section 6).  The rules are at the top of materializer.c, and of walgc.c
+ * for the reclaim (its API in walgc.h).
  */
 #ifndef NRS_MATERIALIZER_H
 #define NRS_MATERIALIZER_H
@@ -10,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bg/walgc.h"
 #include "obj/objstore.h"
 
 struct nrs_mat;
@@ -47,10 +49,6 @@ enum nrs_put_verdict {
 				 * overwrite; a new generation gets a new key */
 };
 
-struct nrs_wal_stats;
-/* M5: every segment a reclaim after stats ws may delete is numbered
- * below this (materializer.c). */
-uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws);
 
 /* head_err and got: the result of nrs_obj_head() for the key. */
 enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,

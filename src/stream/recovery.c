@@ -36,7 +36,7 @@
  *     R5a walks the commit chain back from the head's last LSN: each
  *     record must end where the next one (in logical order) begins.  The
  *     walk stops at the floor because the WAL segments below may have
- *     been reclaimed (materializer.c M5).
+ *     been reclaimed (walgc.c M5).
  *     R5b If it stops above the floor (a record the chain needs is lost:
  *     a torn tail that hit the newest acknowledged record, corruption),
  *     the records below are rebuilt upwards from the floor along

@@ -8,8 +8,8 @@
  * of nrs_recover_obj_cmp, are indexed first; the end of the last one taken
  * is the stream's `materialized`; then the commit chain is walked back from
  * the head only down to nrs_recover_chain_floor(start, materialized),
- * because the WAL segments below may have been reclaimed (materializer.c
- * M5).  Where that walk breaks, the chain is rebuilt upwards from the
+ * because the WAL segments below may have been reclaimed (walgc.c M5).
+ * Where that walk breaks, the chain is rebuilt upwards from the
  * floor (R5b), so that only the range no record can be trusted for is a
  * gap (nrs_recover_chain).
  */
