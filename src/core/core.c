@@ -1,7 +1,9 @@
 /*
- * core.c - the stream core's life cycle, handles, reads
- * and appends.  Namespace operations are in core_ns.c, xattrs and the
- * virtual files in core_xattr.c, recovery in recovery.c.
+ * core.c - the stream core's life cycle, handles, reads and appends.
+ * Namespace operations are in core_ns.c, xattrs in core_xattr.c, the
+ * virtual files in core_virtual.c, the object side and the services seam
+ * in core_obj.c, recovery in stream/recovery.c, the stream table in
+ * stream/table.c.
  *
  * Data directory layout (DESIGN.md section 7), every file 0600 and every
  * directory 0700 (fileio.h DM1), the directory itself refused at start if

@@ -1,9 +1,10 @@
 /*
  * core_priv.h - what the files of the stream core share: core.c,
- * core_ns.c, core_xattr.c, core_adapter.c and core_obj.c, all in core/
- * (tests/lint/layers.sh LY2 refuses it anywhere else).  Recovery gets a
- * struct nrs_recover_env (stream/recovery.h) and the background services
- * a struct nrs_services (bg/services.h, built in core_obj.c) instead.
+ * core_ns.c, core_xattr.c, core_virtual.c, core_adapter.c and core_obj.c,
+ * all in core/ (tests/lint/layers.sh LY2 refuses it anywhere else).
+ * Recovery gets a struct nrs_recover_env (stream/recovery.h) and the
+ * background services a struct nrs_services (bg/services.h, built in
+ * core_obj.c) instead.
  *
  * Locks, in the order they may be taken: c->admin (trim, profile and
  * unlink decisions), c->streams.lock (the stream table, stream/table.h),
@@ -113,7 +114,7 @@ int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
  * and the kernel's cached pages.  -EINVAL if v < start or v > head. */
 int nrs_core_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v);
 
-/* core_xattr.c: the virtual files */
+/* core_virtual.c: the virtual files */
 int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len);
 void nrs_virtual_stat(uint64_t ino, struct stat *out);
 bool nrs_is_virtual(uint64_t ino);
