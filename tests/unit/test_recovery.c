@@ -19,8 +19,8 @@
  * test's own.  So each rule of recovery.c is seen on its own: R1 (unlinked
  * inodes forgotten), R3 (every condition of a continuation, in LSN order),
  * R4 (no publication when the sync fails), R5 (the index from objects,
- * then the WAL), R6 (the next LSN), R7 (nothing onto a corrupt row), RD2,
- * RD3 and RD4.  Stream "s" starts at head 5, version 1, epoch 3, last LSN
+ * then the WAL; a lost record a gap of exactly its range), R6 (the next
+ * LSN), R7 (nothing onto a corrupt row), RD2, RD3 and RD4.  Stream "s" starts at head 5, version 1, epoch 3, last LSN
  * 10, with its record (LSN 10, [0, 5)) in the fake WAL.
  */
 #include "config.h"
@@ -730,6 +730,28 @@ static void test_seam_index_objects(void **state)
 	seam_close(s);
 }
 
+/* R5a, R5b: a lost record in the middle of the chain leaves exactly its
+ * range a gap; the records on both sides are indexed. */
+static void test_seam_index_gap(void **state)
+{
+	struct seam *s = seam_open(state);
+	struct nrs_head_update u = {
+		.id = s->id, .old_version = 1, .head = 14, .version = 3,
+		.epoch = 3, .last_lsn = 12, .mtime_ns = 2,
+	};
+	struct nrs_stream *st;
+
+	assert_int_equal(nrs_meta_publish(s->meta, &u, 1, true), 0);
+	rec_add(s, 12, s->id, 11, 3, 3, 11, true);	/* LSN 11 is lost */
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 14, 3, 12);
+	st = seam_stream(s);
+	assert_int_equal(st->index.n, 2);
+	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_WAL);
+	assert_ent(&st->index.v[1], 11, 14, NRS_TARGET_WAL);
+	seam_close(s);
+}
+
 /* RD3: an object row no materializer writes is not indexed. */
 static void test_seam_impossible_object(void **state)
 {
@@ -804,6 +826,7 @@ int main(void)
 		SEAM(test_seam_impossible_record),
 		SEAM(test_seam_unlinked_forgotten),
 		SEAM(test_seam_index_objects),
+		SEAM(test_seam_index_gap),
 		SEAM(test_seam_impossible_object),
 		SEAM(test_seam_corrupt_row),
 #undef SEAM
