@@ -21,7 +21,8 @@
  *        materialize_age_ms after the append, so a byte is kept at least
  *        retention.ms after its append.
  *  L3 A cut above start trims the stream exactly as user.nereus.trim does
- *     (nrs_core_trim: durable, then the index drops the range).
+ *     (the trim upcall, services.h: durable, then the index drops the
+ *     range).
  *
  * GC (generation states, meta.h)
  *
@@ -60,11 +61,11 @@
 #include <time.h>
 
 #include "bg/lifecycle.h"
-#include "commit/pipeline.h"
-#include "core/core_priv.h"
+#include "bg/services.h"
 #include "obj/bcache.h"
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
+#include "stream/table.h"
 #include "util/clock.h"
 #include "util/failpoint.h"
 #include "util/log.h"
@@ -77,7 +78,7 @@
 #define RETIRED_KEEP_MS		(3600 * 1000)	/* G5 */
 
 struct nrs_lc {
-	struct nrs_core *c;
+	const struct nrs_services *svc;
 	uint64_t grace_ms;
 	pthread_t thread;
 	bool started;
@@ -119,16 +120,16 @@ uint64_t nrs_retention_cut(const struct nrs_obj_row *v, size_t n, uint64_t head,
 /* L1-L3 for one stream. */
 static void retain(struct nrs_lc *l, struct nrs_stream *st, uint64_t ino)
 {
-	struct nrs_core *c = l->c;
+	const struct nrs_services *svc = l->svc;
 	struct rows r = { 0 };
 	uint64_t rb = 0, rms = 0, head, start, cut;
 	int err;
 
-	if (nrs_meta_get_retention(c->meta, ino, NRS_RET_BYTES, &rb) ||
-	    nrs_meta_get_retention(c->meta, ino, NRS_RET_MS, &rms) ||
+	if (nrs_meta_get_retention(svc->meta, ino, NRS_RET_BYTES, &rb) ||
+	    nrs_meta_get_retention(svc->meta, ino, NRS_RET_MS, &rms) ||
 	    (rb == 0 && rms == 0))
 		return;
-	if (nrs_meta_obj_rows(c->meta, st->id, 0, &r.v, &r.n) != 0)
+	if (nrs_meta_obj_rows(svc->meta, st->id, 0, &r.v, &r.n) != 0)
 		goto out;
 	pthread_mutex_lock(&st->lock);
 	head = st->head;
@@ -138,7 +139,7 @@ static void retain(struct nrs_lc *l, struct nrs_stream *st, uint64_t ino)
 	      ~(uint64_t)4095;
 	if (cut <= start)
 		goto out;
-	err = nrs_core_trim(c, st, cut);
+	err = svc->trim(svc->ctx, st, cut);
 	if (err) {
 		nrs_warn("retention: cannot trim stream %" PRIu64 " to %" PRIu64
 			 ": %s", st->id, cut, strerror(-err));
@@ -147,8 +148,8 @@ static void retain(struct nrs_lc *l, struct nrs_stream *st, uint64_t ino)
 	nrs_info("retention: stream %" PRIu64 " trimmed from %" PRIu64 " to %"
 		 PRIu64 " (retention.bytes %" PRIu64 ", retention.ms %" PRIu64
 		 ")", st->id, start, cut, rb, rms);
-	nrs_count(&c->metrics.retention_trims, 1);
-	nrs_count(&c->metrics.retention_trimmed_bytes, cut - start);
+	nrs_count(&svc->metrics->retention_trims, 1);
+	nrs_count(&svc->metrics->retention_trimmed_bytes, cut - start);
 out:
 	free(r.v);
 }
@@ -182,9 +183,10 @@ static void retention_pass(struct nrs_lc *l)
 {
 	struct ids ids = { 0 };
 
-	nrs_core_streams_each(l->c, collect_id, &ids);
+	nrs_streams_each(l->svc->streams, collect_id, &ids);
 	for (size_t i = 0; i < ids.n; i++) {
-		struct nrs_stream *st = nrs_core_stream_get(l->c, ids.v[2 * i]);
+		struct nrs_stream *st = nrs_streams_get(l->svc->streams,
+							ids.v[2 * i]);
 
 		if (!st)
 			continue;
@@ -196,13 +198,13 @@ static void retention_pass(struct nrs_lc *l)
 
 /* G1: does a published state still need committed row o?  The start in
  * memory, if the stream is loaded, is the one reads check: it moves after
- * the stored one (nrs_core_trim), so it is the one to trust. */
-static bool needed(struct nrs_core *c, const struct nrs_obj_row *o)
+ * the stored one (the trim upcall), so it is the one to trust. */
+static bool needed(const struct nrs_services *svc, const struct nrs_obj_row *o)
 {
-	struct nrs_stream *st = nrs_core_stream_get(c, o->stream_id);
+	struct nrs_stream *st = nrs_streams_get(svc->streams, o->stream_id);
 	struct nrs_stream_row s;
 	uint64_t start;
-	int err = nrs_meta_stream_get(c->meta, o->stream_id, &s);
+	int err = nrs_meta_stream_get(svc->meta, o->stream_id, &s);
 
 	if (err && err != -ENOENT) {
 		nrs_stream_put(st);
@@ -237,30 +239,30 @@ static void key_of(const struct nrs_obj_row *o, char key[NRS_OBJKEY_MAX],
  * passed by the caller. */
 static void retire(struct nrs_lc *l, const struct nrs_obj_row *o, int64_t now)
 {
-	struct nrs_core *c = l->c;
+	const struct nrs_services *svc = l->svc;
 	char key[NRS_OBJKEY_MAX];
 	struct nrs_objhdr h;
 	int err;
 
 	key_of(o, key, &h);
-	if (c->bcache)
-		nrs_bcache_forget(c->bcache, &h);
+	if (svc->bcache)
+		nrs_bcache_forget(svc->bcache, &h);
 	err = nrs_failpoint(NRS_FP_GC_BEFORE_DELETE);
 	if (!err)
-		err = nrs_obj_del(c->store, key);
+		err = nrs_obj_del(svc->store, key);
 	if (!err)
 		err = nrs_failpoint(NRS_FP_GC_AFTER_DELETE);
 	if (!err)
-		err = nrs_meta_obj_set_state(c->meta, o->gen, NRS_OBJ_DRAINING,
+		err = nrs_meta_obj_set_state(svc->meta, o->gen, NRS_OBJ_DRAINING,
 					     NRS_OBJ_RETIRED, now);
 	if (err) {
 		nrs_warn("gc: object %s: cannot retire it yet: %s", key,
 			 strerror(-err));
 		return;
 	}
-	nrs_count(&c->metrics.gc_deleted, 1);
-	nrs_count(&c->metrics.gc_deleted_bytes, o->length);
-	atomic_store(&c->metrics.gc_last_lag_ms,
+	nrs_count(&svc->metrics->gc_deleted, 1);
+	nrs_count(&svc->metrics->gc_deleted_bytes, o->length);
+	atomic_store(&svc->metrics->gc_last_lag_ms,
 		     ((uint64_t)now - (uint64_t)o->mtime_ns) / 1000000);
 	nrs_debug("gc: retired object %s (%" PRIu64 " bytes)", key, o->length);
 }
@@ -273,8 +275,8 @@ static void drain_unneeded(struct nrs_lc *l, const struct rows *r)
 	for (size_t i = 0; i < r->n; i++) {
 		const struct nrs_obj_row *o = &r->v[i];
 
-		if (o->state == NRS_OBJ_COMMITTED && !needed(l->c, o) &&
-		    nrs_meta_obj_set_state(l->c->meta, o->gen, NRS_OBJ_COMMITTED,
+		if (o->state == NRS_OBJ_COMMITTED && !needed(l->svc, o) &&
+		    nrs_meta_obj_set_state(l->svc->meta, o->gen, NRS_OBJ_COMMITTED,
 					   NRS_OBJ_DRAINING, now) == 0)
 			nrs_debug("gc: object generation %" PRIu64 " of stream %"
 				  PRIu64 " is no longer needed", o->gen,
@@ -299,13 +301,13 @@ static void g1_pass(struct nrs_lc *l)
 	l->ndirty = l->cap = 0;
 	pthread_mutex_unlock(&l->lock);
 	if (all) {
-		if (nrs_meta_obj_rows(l->c->meta, 0, NRS_OBJ_COMMITTED, &r.v,
+		if (nrs_meta_obj_rows(l->svc->meta, 0, NRS_OBJ_COMMITTED, &r.v,
 				      &r.n) == 0)
 			drain_unneeded(l, &r);
 		free(r.v);
 	} else {
 		for (size_t i = 0; i < n; i++) {
-			if (nrs_meta_obj_rows(l->c->meta, dirty[i], 0, &r.v,
+			if (nrs_meta_obj_rows(l->svc->meta, dirty[i], 0, &r.v,
 					      &r.n) == 0)
 				drain_unneeded(l, &r);
 			free(r.v);
@@ -318,13 +320,13 @@ static void g1_pass(struct nrs_lc *l)
 /* G2 over the draining rows. */
 static void g2_pass(struct nrs_lc *l)
 {
-	struct nrs_core *c = l->c;
+	const struct nrs_services *svc = l->svc;
 	struct rows r = { 0 };
 	int64_t now = nrs_now_real_ns();
 	uint64_t draining = 0;
 	bool barrier = false;
 
-	if (nrs_meta_obj_rows(c->meta, 0, NRS_OBJ_DRAINING, &r.v, &r.n) != 0)
+	if (nrs_meta_obj_rows(svc->meta, 0, NRS_OBJ_DRAINING, &r.v, &r.n) != 0)
 		goto out;
 	for (size_t i = 0; i < r.n; i++) {
 		const struct nrs_obj_row *o = &r.v[i];
@@ -335,13 +337,12 @@ static void g2_pass(struct nrs_lc *l)
 		}
 		if (!barrier) {
 			/* reads that may hold an older index finish first */
-			pthread_rwlock_wrlock(&c->gate);
-			pthread_rwlock_unlock(&c->gate);
+			svc->drain(svc->ctx);
 			barrier = true;
 		}
 		retire(l, o, now);
 	}
-	atomic_store(&c->metrics.gc_draining_bytes, draining);
+	atomic_store(&svc->metrics->gc_draining_bytes, draining);
 out:
 	free(r.v);
 }
@@ -352,10 +353,10 @@ static void prune_retired(struct nrs_lc *l)
 	struct rows r = { 0 };
 	int64_t now = nrs_now_real_ns();
 
-	if (nrs_meta_obj_rows(l->c->meta, 0, NRS_OBJ_RETIRED, &r.v, &r.n) == 0)
+	if (nrs_meta_obj_rows(l->svc->meta, 0, NRS_OBJ_RETIRED, &r.v, &r.n) == 0)
 		for (size_t i = 0; i < r.n; i++)
 			if (nrs_elapsed_ms(now, r.v[i].mtime_ns, RETIRED_KEEP_MS))
-				nrs_meta_obj_delete(l->c->meta, r.v[i].gen);
+				nrs_meta_obj_delete(l->svc->meta, r.v[i].gen);
 	free(r.v);
 }
 
@@ -401,14 +402,15 @@ static void *lc_thread(void *arg)
 	return NULL;
 }
 
-int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out)
+int nrs_lc_start(const struct nrs_services *svc, uint64_t grace_ms,
+		 struct nrs_lc **out)
 {
 	struct nrs_lc *l = calloc(1, sizeof(*l));
 	int err;
 
 	if (!l)
 		return -ENOMEM;
-	l->c = c;
+	l->svc = svc;
 	l->grace_ms = grace_ms ? grace_ms : NRS_GC_GRACE_MS_DEFAULT;
 	l->sweep_all = true;
 	pthread_mutex_init(&l->lock, NULL);

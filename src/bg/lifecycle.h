@@ -14,11 +14,13 @@
  * judges with the same default. */
 #define NRS_GC_GRACE_MS_DEFAULT	60000
 
-struct nrs_core;
 struct nrs_lc;
+struct nrs_services;
 
-/* Starts the thread; grace_ms 0: NRS_GC_GRACE_MS_DEFAULT. */
-int nrs_lc_start(struct nrs_core *c, uint64_t grace_ms, struct nrs_lc **out);
+/* Starts the thread; grace_ms 0: NRS_GC_GRACE_MS_DEFAULT.  svc
+ * (services.h) stays alive and unchanged until nrs_lc_stop(). */
+int nrs_lc_start(const struct nrs_services *svc, uint64_t grace_ms,
+		 struct nrs_lc **out);
 /* A trim or a forget may have left objects of stream_id unneeded: check
  * them at the next pass (G1).  NULL ok. */
 void nrs_lc_poke(struct nrs_lc *l, uint64_t stream_id);

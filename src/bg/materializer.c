@@ -1,7 +1,8 @@
 /*
  * materializer.c - WAL-resident committed ranges become segment objects,
- * published as new generations; then the WAL segments no range needs are
- * deleted (DESIGN.md section 1 events 4 and 5, section 6, I2, I5, I6).
+ * published as new generations (DESIGN.md section 1 event 4, section 6,
+ * I2, I5, I6); its builder threads also run the WAL's GC (walgc.c), which
+ * deletes the WAL segments no range needs any more (event 5).
  *
  * Appends never wait for any of this.  Workers take streams one at a time
  * (st->mat_busy), so a stream's objects are built in offset order.
@@ -27,32 +28,14 @@
  *  M4 Publish.  One durable transaction moves the row prepared ->
  *     committed.  Only then does the index serve the range from the object
  *     (under the stream lock), and `materialized` move.
- *  M5 Reclaim.  A WAL segment may go when no stream's index names it (a
- *     stream's WAL entries are a suffix of its index, in segment order, so
- *     its first one is its oldest), the pipeline holds no written but
- *     unindexed record in it (nrs_pipeline_wal_floor, read first), and
- *     appends no longer go to it.  Before deleting, the reclaimer takes the
- *     read gate exclusively once: every read that started with an older
- *     index snapshot has finished by then (reader.h).  Trimmed and unlinked
- *     ranges drop out of the indexes the same way, so their segments go too.
+ *  (The WAL reclaim and the seal of an idle dead segment, GC work the
+ *  builders run, have their rules, M5 and M7, in walgc.c.)
  *  M9 A stream that is due but whose next byte no WAL record holds (a
  *     range recovery found with no copy, recovery.c R5b) is logged and
  *     retried after a pause, like a failed build: materializing it stops
  *     there, since `materialized` never moves past bytes no object holds
  *     (W3), until a trim (user.nereus.trim, retention) raises its start
  *     past them.  Other streams go on.
- *  M7 Seal (issue 12).  M5 never deletes the segment appends go to, so on
- *     an idle mount the space of its dead records would stay taken for
- *     good.  When the current segment holds a record, the pipeline holds
- *     none in it unindexed (the floor, read first) and no stream's index
- *     names it, the idle builder has it sealed (nrs_pipeline_wal_seal:
- *     only while no append is in flight and none came for SEAL_IDLE_MS,
- *     pipeline.c P6; wal_local.c D2),
- *     and the reclaim that follows deletes it by M5's rules -- which look
- *     again, so a record indexed in between keeps it.  A segment that
- *     still holds live bytes not yet materialized is not sealed: M1 makes
- *     them due after materialize_age_ms at most, and then it is.  A failed
- *     seal (a full disk) is tried again after SEAL_RETRY_MS.
  *  M6 Start-up.  Prepared rows left by a crash are orphans: their objects
  *     are deleted (a missing one is fine) and then the rows.  Committed
  *     rows were restored into the indexes by recovery.  The orphans are
@@ -104,8 +87,9 @@
  * A crash anywhere converges: before M4 the range is still served from the
  * WAL and the intent is cleaned up (M6); after M4 recovery serves it from
  * the object and stops the commit chain walk at `materialized`; a segment
- * deleted by M5 held nothing a published head needs.  A crash with two
- * objects of a stream on their way (W2) leaves two intents, both orphans.
+ * deleted by M5 (walgc.c) held nothing a published head needs.  A crash
+ * with two objects of a stream on their way (W2) leaves two intents, both
+ * orphans.
  */
 #include "config.h"
 
@@ -116,12 +100,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "bg/lifecycle.h"
 #include "bg/materializer.h"
-#include "commit/pipeline.h"
-#include "core/core_priv.h"
+#include "bg/services.h"
+#include "bg/walgc.h"
 #include "obj/objfmt.h"
 #include "stream/reader.h"
+#include "stream/table.h"
 #include "util/clock.h"
 #include "util/failpoint.h"
 #include "util/log.h"
@@ -138,15 +122,13 @@
 #define DEFAULT_RETRY_MAX_MS	10000
 #define DEFAULT_COMPACT_SIZE	(64ull << 20)
 #define MAX_COMPACT		64	/* objects merged at most at once */
-#define SEAL_RETRY_MS		10000	/* M7 */
-#define SEAL_IDLE_MS		1000	/* M7: no append for this long */
 #define RUN_MAX			4	/* objects of one stream in a row while
 					 * another stream is due (W1) */
 
 struct worker;
 
 struct nrs_mat {
-	struct nrs_core *c;
+	const struct nrs_services *svc;
 	struct nrs_mat_opts o;
 	struct worker *workers;
 	unsigned int nworkers;		/* started */
@@ -161,9 +143,7 @@ struct nrs_mat {
 	struct nrs_obj_row *orphans;
 	size_t norphans;
 	size_t orphans_next;		/* the first not removed yet */
-	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
-	uint64_t reclaimed_below;	/* protected by reclaim_lock */
-	uint64_t seal_after_ns;		/* protected by reclaim_lock: M7 */
+	struct nrs_walgc walgc;		/* M5, M7 (walgc.c) */
 };
 
 enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,
@@ -225,7 +205,7 @@ static int upload(struct nrs_mat *m, const char *key, const void *buf,
 		  size_t len, const unsigned char md5[NRS_MD5_LEN],
 		  const unsigned char sha[NRS_SHA256_LEN])
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	unsigned int attempt = 0;
 
 	for (;;) {
@@ -235,10 +215,10 @@ static int upload(struct nrs_mat *m, const char *key, const void *buf,
 
 		perr = nrs_failpoint(NRS_FP_OBJ_BEFORE_PUT);
 		if (!perr)
-			perr = nrs_obj_put(c->store, key, buf, len, md5, sha);
+			perr = nrs_obj_put(svc->store, key, buf, len, md5, sha);
 		if (!perr)
 			perr = nrs_failpoint(NRS_FP_OBJ_AFTER_PUT);
-		herr = nrs_obj_head(c->store, key, &got);
+		herr = nrs_obj_head(svc->store, key, &got);
 		v = nrs_put_decide(herr, &got, len, sha);
 		if (v == NRS_PUT_PROVEN) {
 			if (attempt > 0)
@@ -253,10 +233,10 @@ static int upload(struct nrs_mat *m, const char *key, const void *buf,
 				got.length, got.has_sha256 ?
 				"with another SHA-256" : "without a SHA-256",
 				len);
-			nrs_count(&c->metrics.obj_quarantined, 1);
+			nrs_count(&svc->metrics->obj_quarantined, 1);
 			return -EBADMSG;
 		}
-		nrs_count(&c->metrics.obj_retries, 1);
+		nrs_count(&svc->metrics->obj_retries, 1);
 		if (attempt % 10 == 0)
 			nrs_warn("object %s: upload not proven (PUT: %s, HEAD:"
 				 " %s); retrying with backoff", key,
@@ -352,10 +332,10 @@ static struct nrs_stream *pick(struct nrs_mat *m)
 	struct pick p = { .m = m, .now = nrs_now_mono_ns() };
 	struct nrs_stream *st;
 
-	nrs_core_streams_each(m->c, consider, &p);
+	nrs_streams_each(m->svc->streams, consider, &p);
 	if (!p.best)
 		return NULL;
-	st = nrs_core_stream_get(m->c, p.best);
+	st = nrs_streams_get(m->svc->streams, p.best);
 	if (!st)
 		return NULL;
 	pthread_mutex_lock(&st->lock);
@@ -397,7 +377,7 @@ struct olds {
 
 /* M4, the in-memory half: serve [o->start, o->end) from generation
  * o->gen instead of what the index named there. */
-static void apply(struct nrs_core *c, struct nrs_stream *st,
+static void apply(const struct nrs_services *svc, struct nrs_stream *st,
 		  const struct nrs_obj_row *o, const struct olds *olds)
 {
 	struct nrs_index_ent e = {
@@ -429,12 +409,10 @@ static void apply(struct nrs_core *c, struct nrs_stream *st,
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (n == 0)	/* trimmed while it was made: GC's (lifecycle.c G1) */
-		nrs_lc_poke(c->lc, st->id);
-	nrs_count(&c->metrics.obj_uploads, 1);
-	nrs_count(&c->metrics.obj_upload_bytes, o->length);
+		svc->poke(svc->ctx, st->id);
+	nrs_count(&svc->metrics->obj_uploads, 1);
+	nrs_count(&svc->metrics->obj_upload_bytes, o->length);
 }
-
-static void reclaim(struct nrs_mat *m);
 
 /*
  * An object between M2 and M4: built (read, recorded as an intent, sealed,
@@ -501,15 +479,15 @@ static void job_key(char key[NRS_OBJKEY_MAX], const struct job *j)
 static int build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 		 uint64_t b, const struct olds *olds, struct job *out)
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	size_t len = (size_t)(b - a), hl = nrs_objfmt_hdr_len(len);
-	struct nrs_reader rd = c->reader;
+	struct nrs_reader rd = *svc->reader;
 	struct job j = {
 		.st = st,
 		.o = { .stream_id = st->id, .start = a, .end = b,
 		       .length = hl + len },
 		.olds = *olds,
-		.has_md5 = nrs_obj_wants_md5(c->store),
+		.has_md5 = nrs_obj_wants_md5(svc->store),
 	};
 	ssize_t n;
 	int err;
@@ -530,12 +508,12 @@ static int build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 	/* a merged object is as young as its youngest part, not younger:
 	 * retention by time counts from there (lifecycle.c L2) */
 	j.o.ctime_ns = olds->n ? olds->ctime_ns : nrs_now_real_ns();
-	err = nrs_meta_obj_prepare(c->meta, &j.o);
+	err = nrs_meta_obj_prepare(svc->meta, &j.o);
 	if (err)
 		goto out_free;
 	err = seal_digest(&j);
 	if (err) {
-		nrs_meta_obj_delete(c->meta, j.o.gen);	/* nothing was put */
+		nrs_meta_obj_delete(svc->meta, j.o.gen);	/* nothing was put */
 		goto out_free;
 	}
 	*out = j;
@@ -552,7 +530,7 @@ out_free:
  */
 static int finish(struct nrs_mat *m, struct job *j)
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	char key[NRS_OBJKEY_MAX];
 	int err;
 
@@ -562,12 +540,12 @@ static int finish(struct nrs_mat *m, struct job *j)
 			     j->has_md5 ? j->md5 : NULL, j->o.sha256);
 		if (err != -EBADMSG)
 			break;
-		if (nrs_meta_obj_set_state(c->meta, j->o.gen, NRS_OBJ_PREPARED,
+		if (nrs_meta_obj_set_state(svc->meta, j->o.gen, NRS_OBJ_PREPARED,
 					   NRS_OBJ_QUARANTINED,
 					   nrs_now_real_ns()) != 0 ||
 		    stopping(m))
 			return err;
-		err = nrs_meta_obj_prepare(c->meta, &j->o) ?: seal_digest(j);
+		err = nrs_meta_obj_prepare(svc->meta, &j->o) ?: seal_digest(j);
 		if (err)
 			return err;
 	}
@@ -575,11 +553,11 @@ static int finish(struct nrs_mat *m, struct job *j)
 		return err;	/* stopping: the intent is an orphan (M6) */
 	err = nrs_failpoint(NRS_FP_OBJ_BEFORE_PUBLISH);
 	if (!err)
-		err = j->olds.n ? nrs_meta_obj_replace(c->meta, j->o.gen,
+		err = j->olds.n ? nrs_meta_obj_replace(svc->meta, j->o.gen,
 						       j->o.sha256,
 						       j->olds.gen, j->olds.n,
 						       nrs_now_real_ns())
-				: nrs_meta_obj_publish(c->meta, j->o.gen,
+				: nrs_meta_obj_publish(svc->meta, j->o.gen,
 						       j->o.sha256);
 	if (!err)
 		err = nrs_failpoint(NRS_FP_OBJ_AFTER_PUBLISH);
@@ -588,8 +566,8 @@ static int finish(struct nrs_mat *m, struct job *j)
 		 * trim): this one is not published and nothing needs it */
 		nrs_info("stream %" PRIu64 ": compaction into %s gave way to a"
 			 " trim; the upload is removed", j->st->id, key);
-		if (nrs_obj_del(c->store, key) == 0)
-			nrs_meta_obj_delete(c->meta, j->o.gen);
+		if (nrs_obj_del(svc->store, key) == 0)
+			nrs_meta_obj_delete(svc->meta, j->o.gen);
 		return err;
 	}
 	if (err) {
@@ -598,10 +576,10 @@ static int finish(struct nrs_mat *m, struct job *j)
 		return err;
 	}
 	j->o.state = NRS_OBJ_COMMITTED;
-	apply(c, j->st, &j->o, &j->olds);
+	apply(svc, j->st, &j->o, &j->olds);
 	if (j->olds.n) {
-		nrs_count(&c->metrics.compactions, 1);
-		nrs_count(&c->metrics.compacted_objects, j->olds.n);
+		nrs_count(&svc->metrics->compactions, 1);
+		nrs_count(&svc->metrics->compacted_objects, j->olds.n);
 		nrs_debug("stream %" PRIu64 ": compacted %zu objects into [%"
 			  PRIu64 ", %" PRIu64 ")", j->st->id, j->olds.n,
 			  j->o.start, j->o.end);
@@ -624,7 +602,7 @@ static void run_job(struct worker *w, struct job *j)
 		/* W3: an object before it in the stream is not published,
 		 * so neither is this one (or the stop came first); its PUT
 		 * never started */
-		nrs_meta_obj_delete(m->c->meta, j->o.gen);
+		nrs_meta_obj_delete(m->svc->meta, j->o.gen);
 		if (!broken)
 			err = -ECANCELED;
 	} else if (j->buf) {
@@ -725,7 +703,7 @@ static bool other_due(struct nrs_mat *m, uint64_t id)
 {
 	struct other o = { .m = m, .id = id, .now = nrs_now_mono_ns() };
 
-	nrs_core_streams_each(m->c, consider_other, &o);
+	nrs_streams_each(m->svc->streams, consider_other, &o);
 	return o.due;
 }
 
@@ -782,7 +760,7 @@ static void materialize(struct worker *w, struct nrs_stream *st)
 		j.last = !ok || stopping(m) || is_broken(w, st->id) ||
 			 (run >= RUN_MAX && other_due(m, st->id));
 		hand(w, &j);
-		reclaim(m);	/* the builder has the time: W2 */
+		nrs_walgc_reclaim(&m->walgc);	/* the builder has the time: W2 */
 		if (j.last)
 			return;
 	}
@@ -867,8 +845,8 @@ static bool compact_some(struct worker *w)
 
 	if (m->o.compact_size == NRS_COMPACT_OFF)
 		return false;
-	nrs_core_streams_each(m->c, consider_compact, &p);
-	if (!p.best || !(st = nrs_core_stream_get(m->c, p.best)))
+	nrs_streams_each(m->svc->streams, consider_compact, &p);
+	if (!p.best || !(st = nrs_streams_get(m->svc->streams, p.best)))
 		return false;
 	pthread_mutex_lock(&st->lock);
 	ok = !st->mat_busy && plan_compact(m, st, &a, &b, &olds);
@@ -880,7 +858,7 @@ static bool compact_some(struct worker *w)
 		return false;
 	}
 	olds.ctime_ns = 0;
-	err = nrs_meta_obj_foreach(m->c->meta, st->id, newest_ctime, &olds);
+	err = nrs_meta_obj_foreach(m->svc->meta, st->id, newest_ctime, &olds);
 	if (!err && olds.ctime_ns == 0)
 		olds.ctime_ns = nrs_now_real_ns();
 	if (!err)
@@ -894,108 +872,11 @@ static bool compact_some(struct worker *w)
 	return drain(w) == 0;
 }
 
-static void oldest_seg(void *ctx, struct nrs_stream *st)
-{
-	uint64_t *below = ctx, s = nrs_index_min_seg(&st->index);
-
-	if (s < *below)
-		*below = s;
-}
-
-/*
- * M5: the first segment a reclaim that read ws may not touch.  With a
- * current segment, that one; with none (after start-up, before the first
- * append), the first number a new segment could take: every segment
- * made after ws was read holds records the index walk that follows may
- * not have seen, and a rotation or a seal between that walk and the
- * delete would no longer protect one as the current segment.
- */
-uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws)
-{
-	if (ws->cur_seg)
-		return ws->cur_seg;
-	return ws->last_seg < UINT64_MAX ? ws->last_seg + 1 : UINT64_MAX;
-}
-
-/* M5 */
-static void reclaim(struct nrs_mat *m)
-{
-	struct nrs_core *c = m->c;
-	struct nrs_wal_stats ws;
-	uint64_t below, floor, bytes = 0;
-	int n;
-
-	nrs_wal_stats(c->wal, &ws);
-	below = nrs_mat_reclaim_bound(&ws);
-	floor = nrs_pipeline_wal_floor(c->pipe);
-	if (floor < below)
-		below = floor;
-	nrs_core_streams_each(c, oldest_seg, &below);
-
-	pthread_mutex_lock(&m->reclaim_lock);
-	/* nothing but the current segment; or nothing new since last time
-	 * (with no current segment, `below` says nothing: no appends yet) */
-	if (ws.segments <= (ws.cur_seg ? 1u : 0u) ||
-	    (ws.cur_seg && below <= m->reclaimed_below)) {
-		pthread_mutex_unlock(&m->reclaim_lock);
-		return;
-	}
-	if (nrs_failpoint(NRS_FP_WAL_BEFORE_RECLAIM) == 0) {
-		/* readers holding an older index snapshot finish first */
-		pthread_rwlock_wrlock(&c->gate);
-		pthread_rwlock_unlock(&c->gate);
-		n = nrs_wal_reclaim(c->wal, below, &bytes);
-		if (n > 0) {
-			nrs_count(&c->metrics.wal_reclaimed_segments,
-				  (uint64_t)n);
-			nrs_count(&c->metrics.wal_reclaimed_bytes, bytes);
-			nrs_debug("reclaimed %d WAL segments below %016" PRIx64
-				  " (%" PRIu64 " bytes)", n, below, bytes);
-		}
-		if (n >= 0 && ws.cur_seg)
-			m->reclaimed_below = below;
-	}
-	pthread_mutex_unlock(&m->reclaim_lock);
-}
-
-/* M7: seal the current segment if it holds records and none is live. */
-static void seal_dead(struct nrs_mat *m)
-{
-	struct nrs_core *c = m->c;
-	struct nrs_wal_stats ws;
-	uint64_t floor, named = UINT64_MAX, now = nrs_now_mono_ns();
-	int rc;
-
-	nrs_wal_stats(c->wal, &ws);
-	if (!ws.cur_seg || ws.cur_bytes == 0)
-		return;
-	floor = nrs_pipeline_wal_floor(c->pipe);
-	nrs_core_streams_each(c, oldest_seg, &named);
-	if (floor <= ws.cur_seg || named <= ws.cur_seg)
-		return;		/* a live record in it: M7 */
-	pthread_mutex_lock(&m->reclaim_lock);
-	if (now < m->seal_after_ns) {
-		pthread_mutex_unlock(&m->reclaim_lock);
-		return;
-	}
-	rc = nrs_pipeline_wal_seal(c->pipe, ws.cur_seg,
-				   (uint64_t)SEAL_IDLE_MS * 1000000);
-	if (rc > 0)
-		nrs_count(&c->metrics.wal_sealed_segments, 1);
-	if (rc < 0) {
-		nrs_warn("sealing idle WAL segment %016" PRIx64 ": %s (tried "
-			 "again in %d s)", ws.cur_seg, strerror(-rc),
-			 SEAL_RETRY_MS / 1000);
-		m->seal_after_ns = now + (uint64_t)SEAL_RETRY_MS * 1000000;
-	}
-	pthread_mutex_unlock(&m->reclaim_lock);
-}
-
 /* M6: delete the objects of the orphans found at start, then their rows;
  * the ones removed are not tried again.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
 {
-	struct nrs_core *c = m->c;
+	const struct nrs_services *svc = m->svc;
 	struct nrs_obj_row *v = m->orphans;
 	int err;
 
@@ -1007,13 +888,13 @@ static int clean_orphans(struct nrs_mat *m)
 		char key[NRS_OBJKEY_MAX];
 
 		nrs_objfmt_key(key, &h);
-		err = nrs_obj_del(c->store, key);
+		err = nrs_obj_del(svc->store, key);
 		if (!err)
-			err = nrs_meta_obj_delete(c->meta, o->gen);
+			err = nrs_meta_obj_delete(svc->meta, o->gen);
 		if (!err) {
 			nrs_info("removed orphan object %s (an upload a stop or"
 				 " crash interrupted)", key);
-			nrs_count(&c->metrics.obj_orphans_removed, 1);
+			nrs_count(&svc->metrics->obj_orphans_removed, 1);
 		} else {
 			nrs_warn("orphan object %s: cannot remove it yet: %s",
 				 key, strerror(-err));
@@ -1050,8 +931,8 @@ static void *builder_main(void *arg)
 		struct nrs_stream *st = pick(m);
 
 		if (!st) {
-			seal_dead(m);
-			reclaim(m);
+			nrs_walgc_seal_dead(&m->walgc);
+			nrs_walgc_reclaim(&m->walgc);
 			if (!compact_some(w))
 				idle_wait(m, TICK_MS);
 			continue;
@@ -1089,15 +970,15 @@ out_destroy:
 	return err;
 }
 
-int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
-		  struct nrs_mat **out)
+int nrs_mat_start(const struct nrs_services *svc,
+		  const struct nrs_mat_opts *o, struct nrs_mat **out)
 {
 	struct nrs_mat *m = calloc(1, sizeof(*m));
 	int err = 0;
 
 	if (!m)
 		return -ENOMEM;
-	m->c = c;
+	m->svc = svc;
 	m->o = *o;
 	if (!m->o.min_bytes)
 		m->o.min_bytes = DEFAULT_MIN_BYTES;
@@ -1119,9 +1000,9 @@ int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
 	pthread_cond_init(&m->idle, NULL);
-	pthread_mutex_init(&m->reclaim_lock, NULL);
+	nrs_walgc_init(&m->walgc, svc);
 	/* M6: the orphans are the intents there are before any thread runs */
-	err = nrs_meta_obj_rows(c->meta, 0, NRS_OBJ_PREPARED, &m->orphans,
+	err = nrs_meta_obj_rows(svc->meta, 0, NRS_OBJ_PREPARED, &m->orphans,
 				&m->norphans);
 	if (err) {
 		nrs_err("cannot read the object intents a stop or crash left: %s",
@@ -1162,7 +1043,7 @@ void nrs_mat_stop(struct nrs_mat *m)
 		pthread_cond_destroy(&w->cond);
 		pthread_mutex_destroy(&w->lock);
 	}
-	pthread_mutex_destroy(&m->reclaim_lock);
+	nrs_walgc_destroy(&m->walgc);
 	pthread_cond_destroy(&m->idle);
 	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->lock);

@@ -2,7 +2,8 @@
  * materializer.h - background threads that move committed bytes from the
  * WAL into segment objects, publish them as new generations, and reclaim
  * WAL segments nothing needs any more (DESIGN.md section 1 events 4 and 5,
- * section 6).  The rules are at the top of materializer.c.
+ * section 6).  The rules are at the top of materializer.c, and of walgc.c
+ * for the reclaim (its API in walgc.h).
  */
 #ifndef NRS_MATERIALIZER_H
 #define NRS_MATERIALIZER_H
@@ -10,10 +11,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "bg/walgc.h"
 #include "obj/objstore.h"
 
-struct nrs_core;
 struct nrs_mat;
+struct nrs_services;
 
 #define NRS_COMPACT_OFF	UINT64_MAX
 
@@ -30,9 +32,10 @@ struct nrs_mat_opts {
 				 * NRS_COMPACT_OFF: never */
 };
 
-/* Starts the threads (after recovery, with the pipeline running). */
-int nrs_mat_start(struct nrs_core *c, const struct nrs_mat_opts *o,
-		  struct nrs_mat **out);
+/* Starts the threads (after recovery, with the pipeline running).  svc
+ * (services.h) stays alive and unchanged until nrs_mat_stop(). */
+int nrs_mat_start(const struct nrs_services *svc,
+		  const struct nrs_mat_opts *o, struct nrs_mat **out);
 /* Stops at a safe point: an upload in flight is abandoned (its intent is
  * cleaned up at the next start), nothing half published. NULL ok. */
 void nrs_mat_stop(struct nrs_mat *m);
@@ -46,10 +49,6 @@ enum nrs_put_verdict {
 				 * overwrite; a new generation gets a new key */
 };
 
-struct nrs_wal_stats;
-/* M5: every segment a reclaim after stats ws may delete is numbered
- * below this (materializer.c). */
-uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws);
 
 /* head_err and got: the result of nrs_obj_head() for the key. */
 enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,

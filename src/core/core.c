@@ -1,7 +1,9 @@
 /*
- * core.c - the stream core's life cycle, its stream table, handles, reads
- * and appends.  Namespace operations are in core_ns.c, xattrs and the
- * virtual files in core_xattr.c, recovery in recovery.c.
+ * core.c - the stream core's life cycle, handles, reads and appends.
+ * Namespace operations are in core_ns.c, xattrs in core_xattr.c, the
+ * virtual files in core_virtual.c, the object side and the services seam
+ * in core_obj.c, recovery in stream/recovery.c, the stream table in
+ * stream/table.c.
  *
  * Data directory layout (DESIGN.md section 7), every file 0600 and every
  * directory 0700 (fileio.h DM1), the directory itself refused at start if
@@ -20,13 +22,11 @@
  * put, the subdirectories a delete emptied are not) and DIR itself (the
  * names lock, meta.db, wal, objects).  The daemon exits 0 only then.
  *
- * The stream table maps a stream id to its in-memory state (stream.h).  It
- * is a hash map (idmap.h), because ids come from the disk: its size
- * follows the number of streams, never the largest id, and a walk over it
- * (nrs_core_streams_each) visits only the live streams.  It
- * holds one reference to every stream with a name or an open handle; a
- * stream whose name went (unlink, rename over it) is forgotten, in memory
- * and in the store, when its last handle closes (DESIGN.md section 2).
+ * The stream table (stream/table.c) maps a stream id to its in-memory
+ * state (stream.h).  It holds one reference to every stream with a name or
+ * an open handle; a stream whose name went (unlink, rename over it) is
+ * forgotten, in memory and in the store, when its last handle closes
+ * (DESIGN.md section 2).
  *
  * Page cache (the trap in the 0.1 issue): the kernel would fill its page
  * cache for a write at the offset *it* guesses, not the one the stream
@@ -93,135 +93,12 @@
 #include "obj/bcache.h"
 #include "obj/objstore.h"
 #include "stream/reader.h"
+#include "stream/recovery.h"
 #include "util/clock.h"
 #include "util/fileio.h"
 #include "util/log.h"
 #include "util/sat.h"
 #include "wal/wal.h"
-
-struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row)
-{
-	struct nrs_stream *st = calloc(1, sizeof(*st));
-
-	if (!st)
-		return NULL;
-	st->id = row->id;
-	atomic_init(&st->refs, 1);
-	pthread_mutex_init(&st->lock, NULL);
-	st->batch_slot = -1;
-	st->batch_upd = -1;
-	atomic_init(&st->privs, true);	/* K1: not looked at yet */
-	if (row->corrupt) {	/* nothing else of the row is trusted */
-		st->corrupt = true;
-		return st;
-	}
-	st->ino = row->ino;
-	st->head = st->ord_head = st->read_limit = row->head;
-	st->version = st->ord_version = row->version;
-	st->epoch = st->ord_epoch = row->epoch;
-	st->last_lsn = st->ord_lsn = row->last_lsn;
-	st->start = row->start;
-	st->mtime_ns = row->mtime_ns;
-	st->profile = row->profile;
-	st->unlinked = row->unlinked;
-	return st;
-}
-
-void nrs_stream_put(struct nrs_stream *st)
-{
-	if (!st || atomic_fetch_sub(&st->refs, 1) != 1)
-		return;
-	nrs_index_free(&st->index);
-	pthread_mutex_destroy(&st->lock);
-	free(st);
-}
-
-struct nrs_stream *nrs_core_stream_get(struct nrs_core *c, uint64_t id)
-{
-	struct nrs_stream *st = NULL;
-
-	pthread_rwlock_rdlock(&c->tlock);
-	st = nrs_idmap_get(&c->streams, id);
-	if (st)
-		atomic_fetch_add(&st->refs, 1);
-	pthread_rwlock_unlock(&c->tlock);
-	return st;
-}
-
-struct nrs_stream *nrs_core_stream_peek(struct nrs_core *c, uint64_t id)
-{
-	struct nrs_stream *st;
-
-	pthread_rwlock_rdlock(&c->tlock);
-	st = nrs_idmap_get(&c->streams, id);
-	pthread_rwlock_unlock(&c->tlock);
-	return st;
-}
-
-static int cmp_id(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-int nrs_core_stream_ids(struct nrs_core *c, uint64_t **ids, size_t *n)
-{
-	uint64_t *v;
-	size_t k = 0, pos = 0;
-	uint64_t id;
-
-	pthread_rwlock_rdlock(&c->tlock);
-	v = malloc((nrs_idmap_count(&c->streams) + 1) * sizeof(*v));
-	if (!v) {
-		pthread_rwlock_unlock(&c->tlock);
-		return -ENOMEM;
-	}
-	while (nrs_idmap_next(&c->streams, &pos, &id))
-		v[k++] = id;
-	pthread_rwlock_unlock(&c->tlock);
-	if (k > 1)
-		qsort(v, k, sizeof(*v), cmp_id);
-	*ids = v;
-	*n = k;
-	return 0;
-}
-
-int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st)
-{
-	int err;
-
-	pthread_rwlock_wrlock(&c->tlock);
-	err = nrs_idmap_put(&c->streams, st->id, st);
-	pthread_rwlock_unlock(&c->tlock);
-	return err;
-}
-
-void nrs_core_streams_each(struct nrs_core *c,
-			   void (*fn)(void *ctx, struct nrs_stream *st),
-			   void *ctx)
-{
-	struct nrs_stream *st;
-	size_t pos = 0;
-
-	pthread_rwlock_rdlock(&c->tlock);
-	while ((st = nrs_idmap_next(&c->streams, &pos, NULL))) {	/* H2 */
-		pthread_mutex_lock(&st->lock);
-		fn(ctx, st);
-		pthread_mutex_unlock(&st->lock);
-	}
-	pthread_rwlock_unlock(&c->tlock);
-}
-
-void nrs_core_stream_remove(struct nrs_core *c, uint64_t id)
-{
-	struct nrs_stream *st;
-
-	pthread_rwlock_wrlock(&c->tlock);
-	st = nrs_idmap_remove(&c->streams, id);
-	pthread_rwlock_unlock(&c->tlock);
-	nrs_stream_put(st);
-}
 
 /* Forget an unlinked stream: the store's rows, then the table entry. */
 static void forget_stream(struct nrs_core *c, uint64_t ino, uint64_t id)
@@ -232,7 +109,7 @@ static void forget_stream(struct nrs_core *c, uint64_t ino, uint64_t id)
 		nrs_err("cannot forget unlinked inode %" PRIu64 " (stream %"
 			PRIu64 "): %s; it is retried at the next mount", ino, id,
 			strerror(-err));
-	nrs_core_stream_remove(c, id);
+	nrs_streams_remove(&c->streams, id);
 	nrs_lc_poke(c->lc, id);		/* its objects may go (lifecycle.c) */
 }
 
@@ -242,7 +119,7 @@ void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a)
 	bool now = true;
 
 	pthread_mutex_lock(&c->admin);
-	st = nrs_core_stream_get(c, a->stream_id);
+	st = nrs_streams_get(&c->streams, a->stream_id);
 	if (st) {
 		pthread_mutex_lock(&st->lock);
 		st->unlinked = true;
@@ -258,7 +135,7 @@ void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a)
 void nrs_core_privs_set(struct nrs_core *c, const struct nrs_attr *a)
 {
 	struct nrs_stream *st = a->stream_id ?
-		nrs_core_stream_get(c, a->stream_id) : NULL;
+		nrs_streams_get(&c->streams, a->stream_id) : NULL;
 
 	if (!st)
 		return;
@@ -324,7 +201,8 @@ void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
 		out->st_size = 4096;
 		out->st_blocks = 8;
 	} else if (a->stream_id) {
-		struct nrs_stream *st = nrs_core_stream_get(c, a->stream_id);
+		struct nrs_stream *st = nrs_streams_get(&c->streams,
+							a->stream_id);
 
 		if (st) {
 			pthread_mutex_lock(&st->lock);
@@ -473,7 +351,7 @@ int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
 		return err;
 	if (S_ISDIR(a.mode))
 		return -EISDIR;
-	st = nrs_core_stream_get(c, a.stream_id);
+	st = nrs_streams_get(&c->streams, a.stream_id);
 	if (!st)
 		return -ENOENT;
 	err = nrs_core_stream_check(c, st) ?:
@@ -514,7 +392,7 @@ int nrs_core_create(struct nrs_core *c, uint64_t parent, const char *name,
 	if (!st)
 		return -ENOMEM;
 	atomic_fetch_add(&st->refs, 1);		/* the handle's */
-	err = nrs_core_stream_insert(c, st);
+	err = nrs_streams_insert(&c->streams, st);
 	if (err) {
 		atomic_fetch_sub(&st->refs, 1);	/* the handle's, never used */
 		nrs_stream_put(st);
@@ -787,6 +665,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		.budget = o->wal_budget,
 	};
 	pthread_rwlockattr_t ga;
+	struct nrs_recover_env rec;
 	struct nrs_pipeline_cfg pc;
 	struct nrs_core *c;
 	char path[4096];
@@ -800,8 +679,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	nrs_metrics_init(&c->metrics);
 	pthread_mutex_init(&c->admin, NULL);
 	pthread_mutex_init(&c->hlock, NULL);
-	pthread_rwlock_init(&c->tlock, NULL);
-	nrs_idmap_init(&c->streams);
+	nrs_streams_init(&c->streams);
 	/* the reclaimer must get through a steady stream of readers */
 	pthread_rwlockattr_init(&ga);
 	pthread_rwlockattr_setkind_np(&ga,
@@ -855,7 +733,13 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	err = nrs_core_obj_open(c, o);
 	if (err)
 		goto out_free;
-	err = nrs_recover(c, &next_lsn);
+	rec = (struct nrs_recover_env){
+		.meta = c->meta,
+		.wal = c->wal,
+		.streams = &c->streams,
+		.data_dir = c->data_dir,
+	};
+	err = nrs_recover(&rec, &next_lsn);
 	if (err)
 		goto out_free;
 	memset(&pc, 0, sizeof(pc));
@@ -916,7 +800,6 @@ static int sync_data_dir(const char *dir)
 
 static int core_free(struct nrs_core *c, bool sync)
 {
-	struct nrs_stream *st;
 	int err = 0;
 
 	nrs_core_obj_close(c);
@@ -924,9 +807,7 @@ static int core_free(struct nrs_core *c, bool sync)
 	/* handles the kernel did not release before the session ended */
 	while (c->handles)
 		nrs_core_release(c, c->handles);
-	for (size_t pos = 0; (st = nrs_idmap_next(&c->streams, &pos, NULL));)
-		nrs_stream_put(st);
-	nrs_idmap_free(&c->streams);
+	nrs_streams_destroy(&c->streams);
 	if (c->bcache)
 		nrs_bcache_close(c->bcache);
 	nrs_obj_close(c->store);
@@ -939,7 +820,6 @@ static int core_free(struct nrs_core *c, bool sync)
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	pthread_rwlock_destroy(&c->gate);
-	pthread_rwlock_destroy(&c->tlock);
 	pthread_mutex_destroy(&c->admin);
 	pthread_mutex_destroy(&c->hlock);
 	free(c->data_dir);

@@ -134,28 +134,6 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 /* ---- adapters (core_adapter.c): the ioctls of include/nereusfs.h ---- */
 
 /*
- * Fence and bind h (open for writing) to epoch: raise the stream's epoch
- * to it through the pipeline's ordered fence, so the check and the raise
- * are one ordered step (-ESTALE if the stream's is higher, nothing
- * changes), then h writes under it.  Waits until the epoch is durable.
- */
-int nrs_core_bind(struct nrs_core *c, struct nrs_handle *h, uint64_t epoch);
-/*
- * Arm h's next append (disarm if !arm) with the offset it must land at,
- * with or without O_APPEND; the next nrs_core_append on h consumes it.
- */
-int nrs_core_expect(struct nrs_core *c, struct nrs_handle *h, bool arm,
-		    uint64_t off);
-
-struct nrs_snapshot {
-	uint64_t head, version, start, epoch;	/* one published state */
-	uint64_t handle_epoch;			/* h writes under it */
-	uint64_t expect;			/* armed, or UINT64_MAX */
-};
-int nrs_core_snapshot(struct nrs_core *c, struct nrs_handle *h,
-		      struct nrs_snapshot *out);
-
-/*
  * Decode one restricted ioctl of nereusfs.h: in (in_len bytes) is the
  * caller's argument, out (out_size bytes) receives the result.  Returns
  * the bytes written to out, or a negative errno; -ENOTTY for an unknown

@@ -37,7 +37,14 @@ static int writable_stream(const struct nrs_handle *h)
 	return 0;
 }
 
-int nrs_core_bind(struct nrs_core *c, struct nrs_handle *h, uint64_t epoch)
+/*
+ * Fence and bind h (open for writing) to epoch: raise the stream's epoch
+ * to it through the pipeline's ordered fence, so the check and the raise
+ * are one ordered step (-ESTALE if the stream's is higher, nothing
+ * changes), then h writes under it.  Waits until the epoch is durable.
+ */
+static int adapter_bind(struct nrs_core *c, struct nrs_handle *h,
+			uint64_t epoch)
 {
 	int err = writable_stream(h);
 
@@ -53,8 +60,12 @@ int nrs_core_bind(struct nrs_core *c, struct nrs_handle *h, uint64_t epoch)
 	return 0;
 }
 
-int nrs_core_expect(struct nrs_core *c, struct nrs_handle *h, bool arm,
-		    uint64_t off)
+/*
+ * Arm h's next append (disarm if !arm) with the offset it must land at,
+ * with or without O_APPEND; the next nrs_core_append on h consumes it.
+ */
+static int adapter_expect(struct nrs_core *c, struct nrs_handle *h, bool arm,
+			  uint64_t off)
 {
 	int err = writable_stream(h);
 
@@ -70,8 +81,14 @@ int nrs_core_expect(struct nrs_core *c, struct nrs_handle *h, bool arm,
 	return 0;
 }
 
-int nrs_core_snapshot(struct nrs_core *c, struct nrs_handle *h,
-		      struct nrs_snapshot *out)
+struct nrs_snapshot {
+	uint64_t head, version, start, epoch;	/* one published state */
+	uint64_t handle_epoch;			/* h writes under it */
+	uint64_t expect;			/* armed, or UINT64_MAX */
+};
+
+static int adapter_snapshot(struct nrs_core *c, struct nrs_handle *h,
+			    struct nrs_snapshot *out)
 {
 	struct nrs_stream *st;
 	struct nrs_snapshot s;
@@ -113,19 +130,19 @@ ssize_t nrs_core_ioctl(struct nrs_core *c, struct nrs_handle *h,
 		memcpy(&b, in, sizeof(b));
 		if (b.abi != NRS_IOC_ABI || b.flags != 0)
 			return -EINVAL;
-		return nrs_core_bind(c, h, b.epoch);
+		return adapter_bind(c, h, b.epoch);
 	case NRS_IOC_EXPECT:
 		if (in_len != sizeof(e))
 			return -EINVAL;
 		memcpy(&e, in, sizeof(e));
 		if (e.abi != NRS_IOC_ABI || (e.flags & ~NRS_EXPECT_DISARM))
 			return -EINVAL;
-		return nrs_core_expect(c, h, !(e.flags & NRS_EXPECT_DISARM),
-				       e.offset);
+		return adapter_expect(c, h, !(e.flags & NRS_EXPECT_DISARM),
+				      e.offset);
 	case NRS_IOC_SNAPSHOT:
 		if (out_size < sizeof(so))
 			return -EINVAL;
-		err = nrs_core_snapshot(c, h, &s);
+		err = adapter_snapshot(c, h, &s);
 		if (err)
 			return err;
 		memset(&so, 0, sizeof(so));

@@ -11,6 +11,10 @@
  * (objstore_s3_open.c PROBE): credentials, a region or a bucket the store refuses fail the
  * mount; a store that is down at mount only delays materialization
  * (appends go on from the WAL, up to its budget).
+ *
+ * The services get c->svc (bg/services.h), never the core itself: its
+ * upcalls are here, and the one "drain the readers" barrier (svc_drain)
+ * is the only place outside reader.c that takes the read gate.
  */
 #include "config.h"
 
@@ -19,6 +23,8 @@
 
 #include "bg/lifecycle.h"
 #include "bg/materializer.h"
+#include "bg/services.h"
+#include "commit/pipeline.h"
 #include "core/core_priv.h"
 #include "obj/bcache.h"
 #include "obj/objstore.h"
@@ -63,6 +69,41 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	return 0;
 }
 
+static int svc_trim(void *ctx, struct nrs_stream *st, uint64_t v)
+{
+	return nrs_core_trim(ctx, st, v);
+}
+
+static void svc_poke(void *ctx, uint64_t stream_id)
+{
+	struct nrs_core *c = ctx;
+
+	nrs_lc_poke(c->lc, stream_id);
+}
+
+/* reader.h: reads that may hold an older index snapshot finish first */
+static void svc_drain(void *ctx)
+{
+	struct nrs_core *c = ctx;
+
+	pthread_rwlock_wrlock(&c->gate);
+	pthread_rwlock_unlock(&c->gate);
+}
+
+static uint64_t svc_wal_floor(void *ctx)
+{
+	struct nrs_core *c = ctx;
+
+	return nrs_pipeline_wal_floor(c->pipe);
+}
+
+static int svc_wal_seal(void *ctx, uint64_t seg, uint64_t idle_ns)
+{
+	struct nrs_core *c = ctx;
+
+	return nrs_pipeline_wal_seal(c->pipe, seg, idle_ns);
+}
+
 int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 {
 	struct nrs_mat_opts mo = {
@@ -73,8 +114,23 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 		.compact_size = o->compact_size,
 	};
 
-	return nrs_mat_start(c, &mo, &c->mat) ?:
-	       nrs_lc_start(c, o->gc_grace_ms, &c->lc);
+	c->svc = (struct nrs_services){
+		.meta = c->meta,
+		.store = c->store,
+		.bcache = c->bcache,
+		.wal = c->wal,
+		.reader = &c->reader,
+		.streams = &c->streams,
+		.metrics = &c->metrics,
+		.ctx = c,
+		.trim = svc_trim,
+		.poke = svc_poke,
+		.drain = svc_drain,
+		.wal_floor = svc_wal_floor,
+		.wal_seal = svc_wal_seal,
+	};
+	return nrs_mat_start(&c->svc, &mo, &c->mat) ?:
+	       nrs_lc_start(&c->svc, o->gc_grace_ms, &c->lc);
 }
 
 void nrs_core_obj_close(struct nrs_core *c)

@@ -1,10 +1,15 @@
 /*
- * core_priv.h - what the files of the stream core share (core.c,
- * core_ns.c, core_xattr.c, recovery.c).  Not for other modules.
+ * core_priv.h - what the files of the stream core share: core.c,
+ * core_ns.c, core_xattr.c, core_virtual.c, core_adapter.c and core_obj.c,
+ * all in core/ (tests/lint/layers.sh LY2 refuses it anywhere else).
+ * Recovery gets a struct nrs_recover_env (stream/recovery.h) and the
+ * background services a struct nrs_services (bg/services.h, built in
+ * core_obj.c) instead.
  *
  * Locks, in the order they may be taken: c->admin (trim, profile and
- * unlink decisions), c->tlock (the stream table), st->lock.  The metadata
- * store locks itself and is never called with st->lock held.  A handle's
+ * unlink decisions), c->streams.lock (the stream table, stream/table.h),
+ * st->lock.  The metadata store locks itself and is never called with
+ * st->lock held.  A handle's
  * lock (h->lock) is taken with no other core lock held, or after them.
  */
 #ifndef NRS_CORE_PRIV_H
@@ -13,11 +18,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "bg/services.h"
 #include "core/core.h"
 #include "meta/meta.h"
 #include "stream/reader.h"
 #include "stream/stream.h"
-#include "util/idmap.h"
+#include "stream/table.h"
 #include "util/metrics.h"
 
 struct nrs_bcache;
@@ -37,6 +43,7 @@ struct nrs_core {
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
 	struct nrs_lc *lc;		/* retention and GC thread */
+	struct nrs_services svc;	/* what mat and lc get (core_obj.c) */
 	pthread_rwlock_t gate;		/* reads vs reclamation (reader.h) */
 	struct nrs_reader reader;
 	struct nrs_metrics metrics;
@@ -51,10 +58,7 @@ struct nrs_core {
 	pthread_mutex_t hlock;		/* the handle list */
 	struct nrs_handle *handles;
 	pthread_mutex_t admin;
-	pthread_rwlock_t tlock;
-	/* protected by tlock: stream id -> struct nrs_stream * (idmap.h:
-	 * its size follows the number of streams, never the largest id) */
-	struct nrs_idmap streams;
+	struct nrs_streams streams;	/* the stream table (its own lock) */
 
 	nrs_inval_fn inval;
 	void *inval_ctx;
@@ -89,29 +93,8 @@ struct nrs_handle {
 };
 
 /* core.c */
-struct nrs_stream *nrs_stream_new(const struct nrs_stream_row *row);
-/* Take a reference from the table; NULL if no such stream. */
-struct nrs_stream *nrs_core_stream_get(struct nrs_core *c, uint64_t id);
-void nrs_stream_put(struct nrs_stream *st);
-/* Insert st (the table takes the caller's reference). */
-int nrs_core_stream_insert(struct nrs_core *c, struct nrs_stream *st);
-/* Call fn for every stream in the table, with the table read-locked and
- * the stream's lock held (fn must not take core locks). */
-void nrs_core_streams_each(struct nrs_core *c,
-			   void (*fn)(void *ctx, struct nrs_stream *st),
-			   void *ctx);
 /* -EIO (logged with the stream and the file) if st is corrupt, else 0. */
 int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st);
-/*
- * The table's stream id, borrowed (no reference), or NULL: only for
- * recovery, which runs before any other thread can change the table.
- */
-struct nrs_stream *nrs_core_stream_peek(struct nrs_core *c, uint64_t id);
-/* The ids in the table, ascending, into *ids (the caller frees it) and *n;
- * 0 or -ENOMEM. */
-int nrs_core_stream_ids(struct nrs_core *c, uint64_t **ids, size_t *n);
-/* Remove id from the table, dropping the table's reference. */
-void nrs_core_stream_remove(struct nrs_core *c, uint64_t id);
 void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
 		      struct stat *out);
 /* K1: st->privs of a's stream from a's mode (c->admin held). */
@@ -131,7 +114,7 @@ int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
  * and the kernel's cached pages.  -EINVAL if v < start or v > head. */
 int nrs_core_trim(struct nrs_core *c, struct nrs_stream *st, uint64_t v);
 
-/* core_xattr.c: the virtual files */
+/* core_virtual.c: the virtual files */
 int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len);
 void nrs_virtual_stat(uint64_t ino, struct stat *out);
 bool nrs_is_virtual(uint64_t ino);
@@ -141,8 +124,5 @@ bool nrs_is_virtual(uint64_t ino);
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o);
 void nrs_core_obj_close(struct nrs_core *c);
-
-/* recovery.c: heads, re-publication, index; sets *next_lsn. */
-int nrs_recover(struct nrs_core *c, uint64_t *next_lsn);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * core_xattr.c - extended attributes (DESIGN.md section 4) and the virtual
- * files /.nereus/metrics and /.nereus/status.
+ * core_xattr.c - extended attributes (DESIGN.md section 4).  The virtual
+ * files /.nereus/metrics and /.nereus/status are in core_virtual.c.
  *
  * Decisions where the contract is silent (documented in nereusfs(8)):
  *  - Names outside user.*: get is -ENODATA (so ls and cp stay quiet), set
@@ -45,33 +45,9 @@
 #include <sys/xattr.h>
 
 #include "bg/lifecycle.h"
-#include "commit/pipeline.h"
 #include "core/core_priv.h"
 #include "core/xattr.h"
-#include "obj/bcache.h"
-#include "obj/objstore.h"
-#include "util/clock.h"
 #include "util/log.h"
-#include "wal/wal.h"
-
-bool nrs_is_virtual(uint64_t ino)
-{
-	return ino >= NRS_INO_CTL && ino <= NRS_INO_STATUS;
-}
-
-void nrs_virtual_stat(uint64_t ino, struct stat *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->st_ino = ino;
-	out->st_blksize = 4096;
-	if (ino == NRS_INO_CTL) {
-		out->st_mode = S_IFDIR | 0555;
-		out->st_nlink = 2;
-	} else {
-		out->st_mode = S_IFREG | 0444;
-		out->st_nlink = 1;
-	}
-}
 
 static int copy_out(const void *val, size_t len, void *buf, size_t size)
 {
@@ -81,12 +57,6 @@ static int copy_out(const void *val, size_t len, void *buf, size_t size)
 		return -ERANGE;
 	memcpy(buf, val, len);
 	return (int)len;
-}
-
-/* Every byte below it is in the object store or trimmed.  Under st->lock. */
-static uint64_t mat_point(const struct nrs_stream *st)
-{
-	return st->materialized > st->start ? st->materialized : st->start;
 }
 
 /* Stream attributes, read under the stream lock in one go. */
@@ -105,8 +75,8 @@ static ssize_t get_stream_attr(struct nrs_stream *st, int id, uint64_t from,
 	case NRS_XA_VERSION: v = st->version; break;
 	case NRS_XA_START: v = st->start; break;
 	case NRS_XA_EPOCH: v = st->epoch; break;
-	case NRS_XA_MATERIALIZED: v = mat_point(st); break;
-	case NRS_XA_WAL_BYTES: v = st->head - mat_point(st); break;
+	case NRS_XA_MATERIALIZED: v = nrs_stream_mat_point(st); break;
+	case NRS_XA_WAL_BYTES: v = st->head - nrs_stream_mat_point(st); break;
 	case NRS_XA_INDEX:
 		n = nrs_index_format(&st->index, st->id, from, buf, size);
 		pthread_mutex_unlock(&st->lock);
@@ -165,7 +135,8 @@ ssize_t nrs_core_getxattr(struct nrs_core *c, uint64_t ino, const char *name,
 				buf, size);
 	}
 	{
-		struct nrs_stream *st = nrs_core_stream_get(c, a.stream_id);
+		struct nrs_stream *st = nrs_streams_get(&c->streams,
+							a.stream_id);
 
 		if (!st)
 			return -ENOENT;
@@ -286,7 +257,7 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 					      NRS_RET_BYTES : NRS_RET_MS, v);
 	if (S_ISDIR(a->mode))
 		return nrs_meta_set_profile(c->meta, a->ino, p);
-	st = nrs_core_stream_get(c, a->stream_id);
+	st = nrs_streams_get(&c->streams, a->stream_id);
 	if (!st)
 		return -ENOENT;
 	err = nrs_core_stream_check(c, st);
@@ -409,154 +380,4 @@ ssize_t nrs_core_listxattr(struct nrs_core *c, uint64_t ino, char *buf,
 	if (stored < 0)
 		return stored;
 	return (ssize_t)(total + (size_t)stored);
-}
-
-/* ---- virtual files -------------------------------------------------- */
-
-/* One stream's part of the gauges (nrs_core_streams_each). */
-static void add_stream(void *ctx, struct nrs_stream *st)
-{
-	struct nrs_metrics_gauges *g = ctx;
-	uint64_t age_ms = 0;
-
-	g->streams_damaged += st->corrupt;
-	g->wal_live_bytes += st->wal_bytes;
-	g->obj_bytes += st->obj_bytes;
-	g->mat_lag_bytes += st->head - mat_point(st);
-	if (st->unmat_since_ns && st->head > mat_point(st))
-		age_ms = (g->now_ns - (uint64_t)st->unmat_since_ns) / 1000000;
-	if (age_ms > g->mat_lag_ms)
-		g->mat_lag_ms = age_ms;
-}
-
-/* The gauges of other modules; ws gets the WAL's statistics. */
-static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
-		   struct nrs_wal_stats *ws)
-{
-	memset(g, 0, sizeof(*g));
-	nrs_wal_stats(c->wal, ws);
-	g->wal_bytes = ws->bytes;
-	g->wal_segments = ws->segments;
-	g->wal_broken = ws->broken;
-	g->pipeline_failed = c->pipe ? nrs_pipeline_failed(c->pipe) : 0;
-	nrs_meta_counts(c->meta, &g->dirs, &g->streams);
-	g->chain_steps = nrs_meta_chain_steps(c->meta);
-	g->now_ns = nrs_now_mono_ns();
-	nrs_core_streams_each(c, add_stream, g);
-	if (c->bcache) {
-		struct nrs_bcache_stats bs;
-
-		nrs_bcache_stats(c->bcache, &bs);
-		g->cache_hits = bs.hits;
-		g->cache_misses = bs.misses;
-		g->cache_disk_hits = bs.disk_hits;
-		g->cache_mem_bytes = bs.mem_bytes;
-		g->cache_disk_bytes = bs.disk_bytes;
-		g->store_get_requests = bs.get_requests;
-		nrs_objstore_s3_errors(c->store, &g->store_errors);
-		g->store_get_bytes = bs.get_bytes;
-	}
-}
-
-/* A5: the data directory's space against the WAL's reserve, now, and
- * what the mount warned about (core.c choose_reserve). */
-static void space_status(struct nrs_core *c, FILE *f)
-{
-	struct statvfs sv;
-	uint64_t fs = 0, avail = 0;
-
-	if (statvfs(c->data_dir, &sv) == 0) {
-		fs = (uint64_t)sv.f_blocks * sv.f_frsize;
-		avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	}
-	fprintf(f, "  \"space\": {\"fs_bytes\": %" PRIu64 ", \"free_bytes\": %"
-		PRIu64 ", \"wal_reserve\": %" PRIu64 ", \"reserve_scaled\": %s"
-		", \"below_reserve\": %s, \"warning\": ", fs, avail,
-		c->wal_reserve, c->reserve_scaled ? "true" : "false",
-		c->wal_reserve && avail <= c->wal_reserve ? "true" : "false");
-	if (c->space_warning)
-		fprintf(f, "\"%s\"},\n", c->space_warning);
-	else
-		fprintf(f, "null},\n");
-}
-
-static int render_status(struct nrs_core *c, char **buf, size_t *len)
-{
-	struct nrs_metrics_gauges g;
-	struct nrs_wal_stats ws;
-	struct nrs_metrics *m = &c->metrics;
-	char *out = NULL;
-	size_t sz = 0;
-	FILE *f;
-
-	gauges(c, &g, &ws);
-	f = open_memstream(&out, &sz);
-	if (!f)
-		return -ENOMEM;
-	fprintf(f, "{\n  \"version\": \"%s\",\n", PACKAGE_VERSION);
-	fprintf(f, "  \"uptime_seconds\": %" PRId64 ",\n",
-		(nrs_now_real_ns() - c->started_ns) / 1000000000);
-	fprintf(f, "  \"profile\": \"local-wal\",\n");
-	fprintf(f, "  \"streams\": %" PRIu64 ",\n  \"streams_damaged\": %" PRIu64
-		",\n  \"directories\": %" PRIu64 ",\n", g.streams,
-		g.streams_damaged, g.dirs);
-	fprintf(f, "  \"wal\": {\"bytes\": %" PRIu64 ", \"live_bytes\": %" PRIu64
-		", \"segments\": %" PRIu64 ", \"current_segment\": %" PRIu64
-		", \"broken\": %s},\n", ws.bytes, g.wal_live_bytes, ws.segments,
-		ws.cur_seg, ws.broken ? "true" : "false");
-	space_status(c, f);
-	fprintf(f, "  \"pipeline\": {\"failed\": %s, \"batches\": %" PRIu64
-		"},\n", g.pipeline_failed ? "true" : "false",
-		(uint64_t)nrs_counter(&m->batches));
-	fprintf(f, "  \"objects\": {\"store\": \"%s\", \"bytes\": %" PRIu64
-		", \"uploads\": %" PRIu64 ", \"retries\": %" PRIu64
-		", \"lag_bytes\": %" PRIu64 ", \"lag_seconds\": %" PRIu64
-		", \"wal_reclaimed_bytes\": %" PRIu64 "},\n",
-		c->store ? c->store->ops->name : "none", g.obj_bytes,
-		(uint64_t)nrs_counter(&m->obj_uploads),
-		(uint64_t)nrs_counter(&m->obj_retries), g.mat_lag_bytes,
-		g.mat_lag_ms / 1000,
-		(uint64_t)nrs_counter(&m->wal_reclaimed_bytes));
-	fprintf(f, "  \"lifecycle\": {\"retention_trims\": %" PRIu64
-		", \"compactions\": %" PRIu64 ", \"gc_draining_bytes\": %" PRIu64
-		", \"gc_deleted_objects\": %" PRIu64 ", \"gc_deleted_bytes\": %"
-		PRIu64 ", \"gc_last_lag_seconds\": %" PRIu64 "},\n",
-		(uint64_t)nrs_counter(&m->retention_trims),
-		(uint64_t)nrs_counter(&m->compactions),
-		(uint64_t)nrs_counter(&m->gc_draining_bytes),
-		(uint64_t)nrs_counter(&m->gc_deleted),
-		(uint64_t)nrs_counter(&m->gc_deleted_bytes),
-		(uint64_t)nrs_counter(&m->gc_last_lag_ms) / 1000);
-	fprintf(f, "  \"appends\": %" PRIu64 ",\n  \"append_bytes\": %" PRIu64
-		",\n  \"append_errors\": %" PRIu64 ",\n  \"read_errors\": %" PRIu64
-		"\n}\n", (uint64_t)nrs_counter(&m->appends),
-		(uint64_t)nrs_counter(&m->append_bytes),
-		(uint64_t)nrs_counter(&m->append_errors),
-		(uint64_t)nrs_counter(&m->read_errors));
-	if (fclose(f) != 0) {
-		free(out);
-		return -ENOMEM;
-	}
-	*buf = out;
-	*len = sz;
-	return 0;
-}
-
-int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len)
-{
-	if (ino == NRS_INO_METRICS) {
-		struct nrs_metrics_gauges g;
-		struct nrs_wal_stats ws;
-		ssize_t n;
-
-		gauges(c, &g, &ws);
-		n = nrs_metrics_render(&c->metrics, &g, buf);
-		if (n < 0)
-			return (int)n;
-		*len = (size_t)n;
-		return 0;
-	}
-	if (ino == NRS_INO_STATUS)
-		return render_status(c, buf, len);
-	return -ENOENT;
 }

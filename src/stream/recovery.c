@@ -36,7 +36,7 @@
  *     R5a walks the commit chain back from the head's last LSN: each
  *     record must end where the next one (in logical order) begins.  The
  *     walk stops at the floor because the WAL segments below may have
- *     been reclaimed (materializer.c M5).
+ *     been reclaimed (walgc.c M5).
  *     R5b If it stops above the floor (a record the chain needs is lost:
  *     a torn tail that hit the newest acknowledged record, corruption),
  *     the records below are rebuilt upwards from the floor along
@@ -102,9 +102,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core_priv.h"
 #include "obj/objfmt.h"
 #include "stream/recovery.h"
+#include "stream/table.h"
 #include "util/clock.h"
 #include "util/failpoint.h"
 #include "util/grow.h"
@@ -166,7 +166,7 @@ static const struct nrs_wal_rec_info *find_lsn(
 
 static int load_stream(void *ctx, const struct nrs_stream_row *row)
 {
-	struct nrs_core *c = ctx;
+	const struct nrs_recover_env *e = ctx;
 	struct nrs_stream_row off = { .id = row->id, .corrupt = true };
 	const char *damage = NULL;
 	struct nrs_stream *st;
@@ -180,14 +180,14 @@ static int load_stream(void *ctx, const struct nrs_stream_row *row)
 		nrs_err("recovery: stream %" PRIu64 " is offline: its metadata "
 			"row in %s/meta.db %s%s%s; reads and appends of it fail "
 			"EIO, other streams are not affected", row->id,
-			c->data_dir, damage ? "is damaged (" :
+			e->data_dir, damage ? "is damaged (" :
 			"fails its checksum", damage ? damage : "",
 			damage ? ")" : "");
 	st = nrs_stream_new(damage ? &off : row);
 	if (!st)
 		return -ENOMEM;
 	st->damage = damage;
-	err = nrs_core_stream_insert(c, st);
+	err = nrs_streams_insert(e->streams, st);
 	if (err)
 		nrs_stream_put(st);
 	return err;
@@ -209,14 +209,14 @@ static int collect_ino(void *ctx, uint64_t ino)
 }
 
 /* R1 */
-static int forget_unlinked(struct nrs_core *c)
+static int forget_unlinked(const struct nrs_recover_env *e)
 {
 	struct ino_list l = { 0 };
 	int err;
 
-	err = nrs_meta_unlinked_foreach(c->meta, collect_ino, &l);
+	err = nrs_meta_unlinked_foreach(e->meta, collect_ino, &l);
 	for (size_t i = 0; !err && i < l.n; i++)
-		err = nrs_meta_forget_inode(c->meta, l.v[i]);
+		err = nrs_meta_forget_inode(e->meta, l.v[i]);
 	if (!err && l.n)
 		nrs_info("forgot %zu unlinked streams left by a crash", l.n);
 	free(l.v);
@@ -228,18 +228,18 @@ static int forget_unlinked(struct nrs_core *c)
  * crash between a batch's write and its sync); every byte of it is made
  * durable before anything is published on it (I7).
  */
-static int sync_scanned(struct nrs_core *c)
+static int sync_scanned(const struct nrs_recover_env *e)
 {
-	int err = nrs_wal_sync_all(c->wal);
+	int err = nrs_wal_sync_all(e->wal);
 
 	if (err)
 		nrs_err("recovery: cannot make the WAL in %s/wal durable: %s; "
-			"nothing is re-published", c->data_dir, strerror(-err));
+			"nothing is re-published", e->data_dir, strerror(-err));
 	return err;
 }
 
 /* R3, R4 */
-static int republish(struct nrs_core *c, const struct scan *s)
+static int republish(const struct nrs_recover_env *e, const struct scan *s)
 {
 	struct nrs_head_update *u = NULL;
 	size_t nu = 0, cap = 0, recs = 0;
@@ -247,7 +247,8 @@ static int republish(struct nrs_core *c, const struct scan *s)
 
 	for (size_t i = 0; i < s->n; i++) {
 		const struct nrs_walrec *r = &s->v[i].rec;
-		struct nrs_stream *st = nrs_core_stream_peek(c, r->stream_id);
+		struct nrs_stream *st = nrs_streams_peek(e->streams,
+							 r->stream_id);
 
 		if (!st || st->corrupt || r->len == 0 ||	/* R7 */
 		    r->lsn <= st->last_lsn)
@@ -269,7 +270,7 @@ static int republish(struct nrs_core *c, const struct scan *s)
 		recs++;
 	}
 	for (size_t i = 0; i < nu; i++) {
-		struct nrs_stream *st = nrs_core_stream_peek(c, u[i].id);
+		struct nrs_stream *st = nrs_streams_peek(e->streams, u[i].id);
 
 		u[i].head = st->head;
 		u[i].version = st->version;
@@ -281,7 +282,7 @@ static int republish(struct nrs_core *c, const struct scan *s)
 	if (nu) {
 		err = nrs_failpoint(NRS_FP_RECOVERY_BEFORE_PUBLISH);
 		if (!err)
-			err = nrs_meta_publish(c->meta, u, nu, true);
+			err = nrs_meta_publish(e->meta, u, nu, true);
 		if (err)
 			nrs_err("recovery: publishing %zu heads failed: %s", nu,
 				strerror(-err));
@@ -586,7 +587,7 @@ static int rebuild_index(struct nrs_stream *st, const struct scan *s)
 }
 
 /* RD4: no stream created from now on takes an id the WAL still names. */
-static int raise_stream_seq(struct nrs_core *c, const struct scan *s)
+static int raise_stream_seq(const struct nrs_recover_env *e, const struct scan *s)
 {
 	uint64_t top = 0;
 	int err;
@@ -595,14 +596,14 @@ static int raise_stream_seq(struct nrs_core *c, const struct scan *s)
 		if (s->v[i].rec.stream_id <= NRS_STREAM_ID_MAX &&
 		    s->v[i].rec.stream_id > top)
 			top = s->v[i].rec.stream_id;
-	err = nrs_meta_stream_seq_raise(c->meta, top);
+	err = nrs_meta_stream_seq_raise(e->meta, top);
 	if (err)
 		nrs_err("recovery: raising the stream id sequence of %s/meta.db"
-			" to %" PRIu64 ": %s", c->data_dir, top, strerror(-err));
+			" to %" PRIu64 ": %s", e->data_dir, top, strerror(-err));
 	return err;
 }
 
-int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
+int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn)
 {
 	struct scan s = { 0 };
 	struct objs ol = { 0 };
@@ -611,37 +612,37 @@ int nrs_recover(struct nrs_core *c, uint64_t *next_lsn)
 	uint64_t max_lsn = 0;
 	int err;
 
-	err = forget_unlinked(c);
+	err = forget_unlinked(e);
 	if (err)
 		goto out;
-	err = nrs_meta_stream_foreach(c->meta, load_stream, c);
+	err = nrs_meta_stream_foreach(e->meta, load_stream, (void *)e);
 	if (err)
 		goto out;
-	err = nrs_wal_scan(c->wal, scan_cb, &s);
+	err = nrs_wal_scan(e->wal, scan_cb, &s);
 	if (err) {
 		nrs_err("recovery: WAL scan failed: %s", strerror(-err));
 		goto out;
 	}
-	err = sync_scanned(c);
+	err = sync_scanned(e);
 	if (!err)
-		err = raise_stream_seq(c, &s);
+		err = raise_stream_seq(e, &s);
 	if (err)
 		goto out;
 	if (s.n > 1)
 		qsort(s.v, s.n, sizeof(*s.v), cmp_lsn);
-	err = republish(c, &s);
+	err = republish(e, &s);
 	if (err)
 		goto out;
-	err = nrs_meta_obj_rows(c->meta, 0, NRS_OBJ_COMMITTED, &ol.v, &ol.n);
+	err = nrs_meta_obj_rows(e->meta, 0, NRS_OBJ_COMMITTED, &ol.v, &ol.n);
 	if (err)
 		goto out;
 	if (ol.n > 1)
 		qsort(ol.v, ol.n, sizeof(*ol.v), nrs_recover_obj_cmp);
-	err = nrs_core_stream_ids(c, &ids, &nids);	/* ascending, as ol */
+	err = nrs_streams_ids(e->streams, &ids, &nids); /* ascending, as ol */
 	if (err)
 		goto out;
 	for (size_t i = 0; i < nids; i++) {
-		struct nrs_stream *st = nrs_core_stream_peek(c, ids[i]);
+		struct nrs_stream *st = nrs_streams_peek(e->streams, ids[i]);
 
 		if (!st || st->corrupt)		/* R7 */
 			continue;

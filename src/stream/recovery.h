@@ -1,15 +1,15 @@
 /*
- * recovery.h - the rules of start-up recovery (recovery.c R5) that the
- * offline checker (fsck.c) applies too, so that nereusfs-fsck judges a data
- * directory exactly as the next mount will read it.  Pure functions: no
- * I/O, no locks.  nrs_recover() itself is in core_priv.h.
+ * recovery.h - start-up recovery (nrs_recover, recovery.c R1-R7), and the
+ * rules of it (R5, RD1-RD3) that the offline checker (fsck.c) applies too,
+ * so that nereusfs-fsck judges a data directory exactly as the next mount
+ * will read it: those are pure functions, no I/O, no locks.
  *
  * R5 in short: a stream's committed object generations, taken in the order
  * of nrs_recover_obj_cmp, are indexed first; the end of the last one taken
  * is the stream's `materialized`; then the commit chain is walked back from
  * the head only down to nrs_recover_chain_floor(start, materialized),
- * because the WAL segments below may have been reclaimed (materializer.c
- * M5).  Where that walk breaks, the chain is rebuilt upwards from the
+ * because the WAL segments below may have been reclaimed (walgc.c M5).
+ * Where that walk breaks, the chain is rebuilt upwards from the
  * floor (R5b), so that only the range no record can be trusted for is a
  * gap (nrs_recover_chain).
  */
@@ -23,6 +23,27 @@
 #include "meta/meta.h"
 #include "wal/wal.h"
 #include "wal/walrec.h"
+
+struct nrs_streams;
+
+/*
+ * What recovery works on: the metadata store and the WAL, both open, and
+ * the stream table, empty, which it fills (stream/table.h).  It runs
+ * alone, before the commit pipeline and every other thread start, so it
+ * reads the streams it loaded without their locks.  data_dir only names
+ * files in log lines.  The core builds one (core.c); a unit test may hand
+ * it a fake WAL (wal.h is an operations table).
+ */
+struct nrs_recover_env {
+	struct nrs_meta *meta;
+	struct nrs_wal *wal;
+	struct nrs_streams *streams;
+	const char *data_dir;
+};
+
+/* R1-R7: load the streams into e->streams, re-publish the heads the WAL
+ * continues, rebuild every index; sets *next_lsn (R6).  0 or -errno. */
+int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn);
 
 /*
  * RD1-RD3: what a value read from the disk may be (recovery.c says what

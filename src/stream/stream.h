@@ -65,4 +65,10 @@ struct nrs_stream {
 	int batch_upd;		/* this stream's head update in the batch */
 };
 
+/* Every byte below it is in the object store or trimmed.  Under st->lock. */
+static inline uint64_t nrs_stream_mat_point(const struct nrs_stream *st)
+{
+	return st->materialized > st->start ? st->materialized : st->start;
+}
+
 #endif

@@ -1,6 +1,6 @@
 /*
- * idmap.h - a hash map from a 64-bit id to a pointer: the stream table of
- * the core (core.c).  Ids come from the disk (metadata rows, the SQLite
+ * idmap.h - a hash map from a 64-bit id to a pointer: the stream table
+ * (stream/table.c).  Ids come from the disk (metadata rows, the SQLite
  * sequence), so the map must not care how large an id is: its memory
  * follows the number of entries (at most max(16, 8 n) slots for n live
  * entries), never the largest id, and every id, 0 and UINT64_MAX
@@ -18,7 +18,7 @@
  *   H2 Iteration (nrs_idmap_next) visits each live entry once, in no
  *      particular order, and costs the table size, not the id range.
  *
- * No locking: the caller serialises (core.c holds c->tlock).
+ * No locking: the caller serialises (stream/table.c holds its lock).
  */
 #ifndef NRS_IDMAP_H
 #define NRS_IDMAP_H

@@ -102,7 +102,7 @@ after_last_reclaim () {
 # The remount rotates segments often (1 MiB): a rotation cuts the zeros
 # written ahead of the old segment's records without a sync (wal_local.c
 # A7).  It materializes at once, so
-# that WAL segments are reclaimed (materializer.c M5) before the unmount:
+# that WAL segments are reclaimed (walgc.c M5) before the unmount:
 # k_mat is a power cut right after the last reclaim, when the generation
 # that let it go is durable only if its publication was synced (M4).
 test_expect_success 'recorded: the remount re-publishes the unsynced batch, more appends, clean unmount' '

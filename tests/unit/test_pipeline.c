@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 #include "commit/pipeline.h"
-#include "core/core_priv.h"
 #include "meta/meta.h"
 #include "stream/stream.h"
+#include "stream/table.h"
 #include "util/metrics.h"
 #include "wal/wal.h"
 #include "wal/walrec.h"

@@ -11,6 +11,17 @@
  * verified.  Each test changes one of those and checks the head did not
  * move; the control shows the untouched record does move it, so none of
  * these can pass by recovery ignoring the WAL.
+ *
+ * The second half calls nrs_recover() through its seam (recovery.h,
+ * struct nrs_recover_env): a real SQLite store in a temporary directory, a
+ * fake WAL (wal.h is an operations table) whose scan returns the records a
+ * test lists and whose sync_all a test can fail, and a stream table of the
+ * test's own.  So each rule of recovery.c is seen on its own: R1 (unlinked
+ * inodes forgotten), R3 (every condition of a continuation, in LSN order),
+ * R4 (no publication when the sync fails), R5 (the index from objects,
+ * then the WAL; a lost record a gap of exactly its range), R6 (the next
+ * LSN), R7 (nothing onto a corrupt row), RD2, RD3 and RD4.  Stream "s" starts at head 5, version 1, epoch 3, last LSN
+ * 10, with its record (LSN 10, [0, 5)) in the fake WAL.
  */
 #include "config.h"
 
@@ -26,8 +37,13 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "core/core.h"
+#include "meta/meta.h"
+#include "obj/objfmt.h"
+#include "stream/recovery.h"
+#include "stream/table.h"
 #include "wal/wal.h"
 #include "wal/walrec.h"
 
@@ -311,6 +327,472 @@ static void test_bad_chunk_orphan(void **state)
 	run(state, &t, 5);
 }
 
+/* ---- through the seam: nrs_recover() on a fake WAL -------------------- */
+
+#define FAKE_MAX 8
+
+struct fake_wal {
+	struct nrs_wal w;		/* first: the ops see a struct nrs_wal */
+	struct nrs_wal_rec_info v[FAKE_MAX];
+	size_t n;
+	int sync_err;			/* what sync_all returns */
+	unsigned int syncs;
+	unsigned int syncs_at_scan;	/* sync_all calls before scan ended */
+};
+
+static int fw_scan(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx)
+{
+	struct fake_wal *fw = (struct fake_wal *)w;
+
+	for (size_t i = 0; i < fw->n; i++) {
+		int err = cb(ctx, &fw->v[i]);
+
+		if (err)
+			return err;
+	}
+	fw->syncs_at_scan = fw->syncs;
+	return 0;
+}
+
+static int fw_sync_all(struct nrs_wal *w)
+{
+	struct fake_wal *fw = (struct fake_wal *)w;
+
+	fw->syncs++;
+	return fw->sync_err;
+}
+
+/* Recovery may call scan and sync_all only: the rest would crash. */
+static const struct nrs_wal_ops fw_ops = {
+	.name = "fake",
+	.scan = fw_scan,
+	.sync_all = fw_sync_all,
+};
+
+struct seam {
+	char db[4200];
+	struct nrs_meta *meta;
+	struct fake_wal fw;
+	struct nrs_streams t;
+	bool t_live;
+	uint64_t id, ino;
+	uint64_t next_lsn;
+};
+
+static void rec_add(struct seam *s, uint64_t lsn, uint64_t id, uint64_t base,
+		    uint32_t len, uint64_t epoch, uint64_t prev, bool ok)
+{
+	assert_true(s->fw.n < FAKE_MAX);
+	s->fw.v[s->fw.n++] = (struct nrs_wal_rec_info){
+		.rec = {
+			.kind = NRS_WALREC_DATA, .lsn = lsn, .stream_id = id,
+			.base = base, .len = len, .n_appends = 1,
+			.epoch = epoch, .prev_lsn = prev,
+		},
+		.pos = { .seg = 1, .off = lsn * 100 },
+		.data_ok = ok,
+	};
+}
+
+/* A store holding stream "s" at head 5, version 1, epoch 3, last LSN 10;
+ * the fake WAL holds that record. */
+static struct seam *seam_open(void **state)
+{
+	struct fix *f = *state;
+	struct seam *s = calloc(1, sizeof(*s));
+	struct nrs_attr a;
+	struct nrs_stream_row row;
+	struct nrs_head_update u;
+
+	assert_non_null(s);
+	snprintf(s->db, sizeof(s->db), "%s/meta.db", f->dir);
+	assert_int_equal(nrs_meta_open(s->db, &s->meta), 0);
+	assert_int_equal(nrs_meta_create(s->meta, 1, "s", 0644, 0, 0, 1, &a,
+					 &row), 0);
+	s->id = row.id;
+	s->ino = a.ino;
+	u = (struct nrs_head_update){ .id = s->id, .old_version = 0,
+				      .head = 5, .version = 1, .epoch = 3,
+				      .last_lsn = 10, .mtime_ns = 1 };
+	assert_int_equal(nrs_meta_publish(s->meta, &u, 1, true), 0);
+	s->fw.w.ops = &fw_ops;
+	rec_add(s, 10, s->id, 0, 5, 3, 0, true);
+	return s;
+}
+
+/* Run recovery into a fresh table; its result. */
+static int seam_recover(struct seam *s)
+{
+	struct nrs_recover_env e = {
+		.meta = s->meta, .wal = &s->fw.w, .streams = &s->t,
+		.data_dir = "(test)",
+	};
+
+	if (s->t_live)
+		nrs_streams_destroy(&s->t);
+	nrs_streams_init(&s->t);
+	s->t_live = true;
+	return nrs_recover(&e, &s->next_lsn);
+}
+
+static void seam_close(struct seam *s)
+{
+	if (s->t_live)
+		nrs_streams_destroy(&s->t);
+	nrs_meta_close(s->meta);
+	free(s);
+}
+
+/* Run SQL on the store with the store closed (to damage a row). */
+static void seam_sql(struct seam *s, const char *sql)
+{
+	sqlite3 *db;
+
+	nrs_meta_close(s->meta);
+	assert_int_equal(sqlite3_open(s->db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_close(db), SQLITE_OK);
+	assert_int_equal(nrs_meta_open(s->db, &s->meta), 0);
+}
+
+static struct nrs_stream *seam_stream(struct seam *s)
+{
+	struct nrs_stream *st = nrs_streams_peek(&s->t, s->id);
+
+	assert_non_null(st);
+	return st;
+}
+
+/* The stream, in memory and in the store, is at head, version, last_lsn. */
+static void assert_head(struct seam *s, uint64_t head, uint64_t version,
+			uint64_t last_lsn)
+{
+	struct nrs_stream *st = seam_stream(s);
+	struct nrs_stream_row row;
+
+	assert_int_equal(st->head, head);
+	assert_int_equal(st->version, version);
+	assert_int_equal(st->last_lsn, last_lsn);
+	assert_int_equal(st->epoch, 3);
+	/* the ordering view and the read limit start equal (stream.h) */
+	assert_int_equal(st->ord_head, head);
+	assert_int_equal(st->read_limit, head);
+	assert_int_equal(st->ord_lsn, last_lsn);
+	assert_int_equal(nrs_meta_stream_get(s->meta, s->id, &row), 0);
+	assert_int_equal(row.head, head);
+	assert_int_equal(row.version, version);
+	assert_int_equal(row.last_lsn, last_lsn);
+	assert_int_equal(row.epoch, 3);
+}
+
+static void assert_ent(const struct nrs_index_ent *e, uint64_t start,
+		       uint64_t end, int kind)
+{
+	assert_int_equal(e->start, start);
+	assert_int_equal(e->end, end);
+	assert_int_equal(e->kind, kind);
+}
+
+/* R3, R5, R6: the continuation is re-published and indexed. */
+static void test_seam_continuation(void **state)
+{
+	struct seam *s = seam_open(state);
+	struct nrs_stream *st;
+
+	rec_add(s, 11, s->id, 5, 6, 3, 10, true);
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 11, 2, 11);
+	assert_int_equal(s->next_lsn, 12);
+	assert_int_equal(s->fw.syncs, 1);			/* R4 */
+	st = seam_stream(s);
+	assert_int_equal(st->index.n, 2);
+	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_WAL);
+	assert_ent(&st->index.v[1], 5, 11, NRS_TARGET_WAL);
+	assert_int_equal(st->index.v[1].seg, 1);
+	assert_int_equal(st->index.v[1].off, 1100);
+	assert_int_equal(st->wal_bytes,
+			 nrs_walrec_total_len(5) + nrs_walrec_total_len(6));
+	assert_int_equal(st->materialized, 0);
+	assert_true(st->unmat_since_ns > 0);
+	/* a second recovery finds the same (a pure function) */
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 11, 2, 11);
+	seam_close(s);
+}
+
+/* R3: in LSN order, whatever order the WAL returns them in. */
+static void test_seam_lsn_order(void **state)
+{
+	struct seam *s = seam_open(state);
+
+	rec_add(s, 12, s->id, 11, 3, 3, 11, true);
+	rec_add(s, 11, s->id, 5, 6, 3, 10, true);
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 14, 3, 12);
+	assert_int_equal(seam_stream(s)->index.n, 3);
+	assert_int_equal(s->next_lsn, 13);
+	seam_close(s);
+}
+
+/* R3: one record that fails one condition is an orphan (head stays 5),
+ * and still counts for R6. */
+static void orphan(void **state, uint64_t base, uint64_t epoch, uint64_t prev,
+		   bool ok)
+{
+	struct seam *s = seam_open(state);
+	struct nrs_stream *st;
+
+	rec_add(s, 11, s->id, base, 6, epoch, prev, ok);
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 5, 1, 10);
+	st = seam_stream(s);
+	assert_int_equal(st->index.n, 1);	/* only [0, 5) */
+	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_WAL);
+	assert_int_equal(s->next_lsn, 12);
+	seam_close(s);
+}
+
+static void test_seam_base_below(void **state)
+{
+	orphan(state, 4, 3, 10, true);
+}
+
+static void test_seam_base_above(void **state)
+{
+	orphan(state, 6, 3, 10, true);
+}
+
+static void test_seam_wrong_prev(void **state)
+{
+	orphan(state, 5, 3, 9, true);
+}
+
+static void test_seam_no_prev(void **state)
+{
+	orphan(state, 5, 3, 0, true);
+}
+
+static void test_seam_stale_epoch(void **state)
+{
+	orphan(state, 5, 2, 10, true);
+}
+
+static void test_seam_chunk_failed(void **state)
+{
+	orphan(state, 5, 3, 10, false);
+}
+
+/* One record (LSN lsn, [base, +len), epoch, prev_lsn 10) after the
+ * stream's; recovery leaves the stream at head, version, last_lsn. */
+static void one_record(void **state, uint64_t lsn, uint64_t base,
+		       uint32_t len, uint64_t epoch, uint64_t head,
+		       uint64_t version, uint64_t last_lsn)
+{
+	struct seam *s = seam_open(state);
+
+	rec_add(s, lsn, s->id, base, len, epoch, 10, true);
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, head, version, last_lsn);
+	assert_int_equal(s->next_lsn, (lsn > 10 ? lsn : 10) + 1);	/* R6 */
+	seam_close(s);
+}
+
+/* R3: epoch >= the stream's; the stream's epoch does not move. */
+static void test_seam_higher_epoch(void **state)
+{
+	one_record(state, 11, 5, 6, 4, 11, 2, 11);
+}
+
+/* R3: an empty record continues nothing (its version step would count). */
+static void test_seam_empty_record(void **state)
+{
+	one_record(state, 11, 5, 0, 3, 5, 1, 10);
+}
+
+/* R3: a record at or below the head's last LSN is not a continuation. */
+static void test_seam_old_lsn(void **state)
+{
+	one_record(state, 7, 5, 6, 3, 5, 1, 10);
+}
+
+/* R3: a record of a stream that does not exist is an orphan; R6 counts
+ * it; RD4: no new stream takes its id. */
+static void test_seam_no_stream(void **state)
+{
+	struct seam *s = seam_open(state);
+	uint64_t gone = s->id + 50;
+	struct nrs_attr a;
+	struct nrs_stream_row row;
+
+	rec_add(s, 11, gone, 0, 6, 0, 0, true);
+	assert_int_equal(seam_recover(s), 0);
+	assert_null(nrs_streams_peek(&s->t, gone));
+	assert_head(s, 5, 1, 10);
+	assert_int_equal(s->next_lsn, 12);
+	assert_int_equal(nrs_meta_create(s->meta, 1, "new", 0644, 0, 0, 1, &a,
+					 &row), 0);
+	assert_true(row.id > gone);				/* RD4 */
+	seam_close(s);
+}
+
+/* R4: the scanned WAL is synced before anything is published on it; if
+ * that fails, recovery fails and nothing is published. */
+static void test_seam_sync_fails(void **state)
+{
+	struct seam *s = seam_open(state);
+	struct nrs_stream_row row;
+
+	rec_add(s, 11, s->id, 5, 6, 3, 10, true);
+	s->fw.sync_err = -EIO;
+	assert_int_equal(seam_recover(s), -EIO);
+	assert_int_equal(s->fw.syncs, 1);
+	assert_int_equal(s->fw.syncs_at_scan, 0);	/* after the scan */
+	assert_int_equal(nrs_meta_stream_get(s->meta, s->id, &row), 0);
+	assert_int_equal(row.head, 5);
+	assert_int_equal(row.last_lsn, 10);
+	seam_close(s);
+}
+
+/* R6: the next LSN is above the store's last LSN too. */
+static void test_seam_next_lsn_from_store(void **state)
+{
+	struct seam *s = seam_open(state);
+
+	s->fw.n = 0;		/* the WAL was reclaimed */
+	assert_int_equal(seam_recover(s), 0);
+	assert_int_equal(s->next_lsn, 11);
+	seam_close(s);
+}
+
+/* RD2: a record no daemon writes is an orphan and out of R6. */
+static void test_seam_impossible_record(void **state)
+{
+	struct seam *s = seam_open(state);
+
+	rec_add(s, NRS_WALREC_LSN_MAX + 1, s->id, 5, 6, 3, 10, true);
+	rec_add(s, 20, s->id + 50, NRS_HEAD_MAX - 2, 6, 0, 0, true);
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 5, 1, 10);
+	assert_int_equal(s->next_lsn, 11);
+	seam_close(s);
+}
+
+/* R1: an inode unlinked while open, left by a crash, is forgotten. */
+static void test_seam_unlinked_forgotten(void **state)
+{
+	struct seam *s = seam_open(state);
+	struct nrs_attr a, out;
+	struct nrs_stream_row row;
+
+	assert_int_equal(nrs_meta_create(s->meta, 1, "u", 0644, 0, 0, 1, &a,
+					 &row), 0);
+	assert_int_equal(nrs_meta_unlink(s->meta, 1, "u", 2, &out), 0);
+	assert_int_equal(nrs_meta_getattr(s->meta, a.ino, &out), 0);
+	assert_int_equal(seam_recover(s), 0);
+	assert_int_equal(nrs_meta_getattr(s->meta, a.ino, &out), -ENOENT);
+	assert_int_equal(nrs_meta_stream_get(s->meta, row.id, &row), -ENOENT);
+	assert_null(nrs_streams_peek(&s->t, row.id));
+	seam_close(s);
+}
+
+/* Commit an object row of the stream for [start, end), length len. */
+static void obj_commit(struct seam *s, uint64_t start, uint64_t end,
+		       uint64_t len)
+{
+	static const unsigned char sha[32];
+	struct nrs_obj_row o = {
+		.stream_id = s->id, .start = start, .end = end, .length = len,
+		.ctime_ns = 1,
+	};
+
+	assert_int_equal(nrs_meta_obj_prepare(s->meta, &o), 0);
+	assert_int_equal(nrs_meta_obj_publish(s->meta, o.gen, sha), 0);
+}
+
+/* R5: the committed objects first, then the WAL above materialized. */
+static void test_seam_index_objects(void **state)
+{
+	struct seam *s = seam_open(state);
+	uint64_t len = nrs_objfmt_hdr_len(5) + 5;
+	struct nrs_stream *st;
+
+	obj_commit(s, 0, 5, len);
+	rec_add(s, 11, s->id, 5, 6, 3, 10, true);
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 11, 2, 11);
+	st = seam_stream(s);
+	assert_int_equal(st->materialized, 5);
+	assert_int_equal(st->obj_bytes, len);
+	assert_int_equal(st->index.n, 2);
+	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_OBJ);
+	assert_ent(&st->index.v[1], 5, 11, NRS_TARGET_WAL);
+	assert_int_equal(st->wal_bytes, nrs_walrec_total_len(6));
+	seam_close(s);
+}
+
+/* R5a, R5b: a lost record in the middle of the chain leaves exactly its
+ * range a gap; the records on both sides are indexed. */
+static void test_seam_index_gap(void **state)
+{
+	struct seam *s = seam_open(state);
+	struct nrs_head_update u = {
+		.id = s->id, .old_version = 1, .head = 14, .version = 3,
+		.epoch = 3, .last_lsn = 12, .mtime_ns = 2,
+	};
+	struct nrs_stream *st;
+
+	assert_int_equal(nrs_meta_publish(s->meta, &u, 1, true), 0);
+	rec_add(s, 12, s->id, 11, 3, 3, 11, true);	/* LSN 11 is lost */
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 14, 3, 12);
+	st = seam_stream(s);
+	assert_int_equal(st->index.n, 2);
+	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_WAL);
+	assert_ent(&st->index.v[1], 11, 14, NRS_TARGET_WAL);
+	seam_close(s);
+}
+
+/* RD3: an object row no materializer writes is not indexed. */
+static void test_seam_impossible_object(void **state)
+{
+	struct seam *s = seam_open(state);
+	struct nrs_stream *st;
+
+	obj_commit(s, 0, 5, nrs_objfmt_hdr_len(5) + 4);
+	assert_int_equal(seam_recover(s), 0);
+	st = seam_stream(s);
+	assert_int_equal(st->materialized, 0);
+	assert_int_equal(st->obj_bytes, 0);
+	assert_int_equal(st->index.n, 1);
+	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_WAL);
+	seam_close(s);
+}
+
+/* R7: a row failing its checksum is offline; nothing is re-published
+ * onto it, and no index is built. */
+static void test_seam_corrupt_row(void **state)
+{
+	struct seam *s = seam_open(state);
+	struct nrs_stream_row row;
+	struct nrs_stream *st;
+	char sql[128];
+
+	snprintf(sql, sizeof(sql), "UPDATE streams SET head = 6 WHERE id = %"
+		 PRIu64 ";", s->id);
+	seam_sql(s, sql);
+	/* what would continue a stream known as nothing but its id */
+	rec_add(s, 11, s->id, 0, 6, 0, 0, true);
+	assert_int_equal(seam_recover(s), 0);
+	st = seam_stream(s);
+	assert_true(st->corrupt);
+	assert_int_equal(st->head, 0);
+	assert_int_equal(st->last_lsn, 0);
+	assert_int_equal(st->index.n, 0);
+	assert_int_equal(nrs_meta_stream_get(s->meta, s->id, &row), -EUCLEAN);
+	assert_int_equal(s->next_lsn, 12);
+	seam_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -326,6 +808,28 @@ int main(void)
 						fix_setup, fix_teardown),
 		cmocka_unit_test_setup_teardown(test_bad_chunk_orphan,
 						fix_setup, fix_teardown),
+#define SEAM(t) cmocka_unit_test_setup_teardown(t, fix_setup, fix_teardown)
+		SEAM(test_seam_continuation),
+		SEAM(test_seam_lsn_order),
+		SEAM(test_seam_base_below),
+		SEAM(test_seam_base_above),
+		SEAM(test_seam_wrong_prev),
+		SEAM(test_seam_no_prev),
+		SEAM(test_seam_stale_epoch),
+		SEAM(test_seam_chunk_failed),
+		SEAM(test_seam_higher_epoch),
+		SEAM(test_seam_empty_record),
+		SEAM(test_seam_old_lsn),
+		SEAM(test_seam_no_stream),
+		SEAM(test_seam_sync_fails),
+		SEAM(test_seam_next_lsn_from_store),
+		SEAM(test_seam_impossible_record),
+		SEAM(test_seam_unlinked_forgotten),
+		SEAM(test_seam_index_objects),
+		SEAM(test_seam_index_gap),
+		SEAM(test_seam_impossible_object),
+		SEAM(test_seam_corrupt_row),
+#undef SEAM
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

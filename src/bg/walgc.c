@@ -1,0 +1,156 @@
+/*
+ * walgc.c - the WAL's garbage collection: delete the WAL segments no
+ * committed range needs any more, and seal an idle current segment whose
+ * records are all dead so that it can go too (DESIGN.md section 1 event
+ * 5).  The materializer's builder threads run it (materializer.c W1: after
+ * each object handed, and when idle), since what it frees is what M4
+ * moved into objects; everything it touches comes through the services
+ * seam (services.h).  Object GC is the lifecycle's (lifecycle.c G1-G5).
+ *
+ *  M5 Reclaim.  A WAL segment may go when no stream's index names it (a
+ *     stream's WAL entries are a suffix of its index, in segment order, so
+ *     its first one is its oldest), the pipeline holds no written but
+ *     unindexed record in it (nrs_pipeline_wal_floor, read first), and
+ *     appends no longer go to it.  Before deleting, the reclaimer takes the
+ *     read gate exclusively once: every read that started with an older
+ *     index snapshot has finished by then (reader.h).  Trimmed and unlinked
+ *     ranges drop out of the indexes the same way, so their segments go too.
+ *  M7 Seal (issue 12).  M5 never deletes the segment appends go to, so on
+ *     an idle mount the space of its dead records would stay taken for
+ *     good.  When the current segment holds a record, the pipeline holds
+ *     none in it unindexed (the floor, read first) and no stream's index
+ *     names it, the idle builder has it sealed (nrs_pipeline_wal_seal:
+ *     only while no append is in flight and none came for SEAL_IDLE_MS,
+ *     pipeline.c P6; wal_local.c D2),
+ *     and the reclaim that follows deletes it by M5's rules -- which look
+ *     again, so a record indexed in between keeps it.  A segment that
+ *     still holds live bytes not yet materialized is not sealed: M1 makes
+ *     them due after materialize_age_ms at most, and then it is.  A failed
+ *     seal (a full disk) is tried again after SEAL_RETRY_MS.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "bg/services.h"
+#include "bg/walgc.h"
+#include "stream/index.h"
+#include "stream/table.h"
+#include "util/clock.h"
+#include "util/failpoint.h"
+#include "util/log.h"
+#include "util/metrics.h"
+#include "wal/wal.h"
+
+#define SEAL_RETRY_MS		10000	/* M7 */
+#define SEAL_IDLE_MS		1000	/* M7: no append for this long */
+
+void nrs_walgc_init(struct nrs_walgc *g, const struct nrs_services *svc)
+{
+	g->svc = svc;
+	pthread_mutex_init(&g->lock, NULL);
+	g->reclaimed_below = 0;
+	g->seal_after_ns = 0;
+}
+
+void nrs_walgc_destroy(struct nrs_walgc *g)
+{
+	pthread_mutex_destroy(&g->lock);
+}
+
+static void oldest_seg(void *ctx, struct nrs_stream *st)
+{
+	uint64_t *below = ctx, s = nrs_index_min_seg(&st->index);
+
+	if (s < *below)
+		*below = s;
+}
+
+/*
+ * M5: the first segment a reclaim that read ws may not touch.  With a
+ * current segment, that one; with none (after start-up, before the first
+ * append), the first number a new segment could take: every segment
+ * made after ws was read holds records the index walk that follows may
+ * not have seen, and a rotation or a seal between that walk and the
+ * delete would no longer protect one as the current segment.
+ */
+uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws)
+{
+	if (ws->cur_seg)
+		return ws->cur_seg;
+	return ws->last_seg < UINT64_MAX ? ws->last_seg + 1 : UINT64_MAX;
+}
+
+/* M5 */
+void nrs_walgc_reclaim(struct nrs_walgc *g)
+{
+	const struct nrs_services *svc = g->svc;
+	struct nrs_wal_stats ws;
+	uint64_t below, floor, bytes = 0;
+	int n;
+
+	nrs_wal_stats(svc->wal, &ws);
+	below = nrs_mat_reclaim_bound(&ws);
+	floor = svc->wal_floor(svc->ctx);
+	if (floor < below)
+		below = floor;
+	nrs_streams_each(svc->streams, oldest_seg, &below);
+
+	pthread_mutex_lock(&g->lock);
+	/* nothing but the current segment; or nothing new since last time
+	 * (with no current segment, `below` says nothing: no appends yet) */
+	if (ws.segments <= (ws.cur_seg ? 1u : 0u) ||
+	    (ws.cur_seg && below <= g->reclaimed_below)) {
+		pthread_mutex_unlock(&g->lock);
+		return;
+	}
+	if (nrs_failpoint(NRS_FP_WAL_BEFORE_RECLAIM) == 0) {
+		/* readers holding an older index snapshot finish first */
+		svc->drain(svc->ctx);
+		n = nrs_wal_reclaim(svc->wal, below, &bytes);
+		if (n > 0) {
+			nrs_count(&svc->metrics->wal_reclaimed_segments,
+				  (uint64_t)n);
+			nrs_count(&svc->metrics->wal_reclaimed_bytes, bytes);
+			nrs_debug("reclaimed %d WAL segments below %016" PRIx64
+				  " (%" PRIu64 " bytes)", n, below, bytes);
+		}
+		if (n >= 0 && ws.cur_seg)
+			g->reclaimed_below = below;
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* M7: seal the current segment if it holds records and none is live. */
+void nrs_walgc_seal_dead(struct nrs_walgc *g)
+{
+	const struct nrs_services *svc = g->svc;
+	struct nrs_wal_stats ws;
+	uint64_t floor, named = UINT64_MAX, now = nrs_now_mono_ns();
+	int rc;
+
+	nrs_wal_stats(svc->wal, &ws);
+	if (!ws.cur_seg || ws.cur_bytes == 0)
+		return;
+	floor = svc->wal_floor(svc->ctx);
+	nrs_streams_each(svc->streams, oldest_seg, &named);
+	if (floor <= ws.cur_seg || named <= ws.cur_seg)
+		return;		/* a live record in it: M7 */
+	pthread_mutex_lock(&g->lock);
+	if (now < g->seal_after_ns) {
+		pthread_mutex_unlock(&g->lock);
+		return;
+	}
+	rc = svc->wal_seal(svc->ctx, ws.cur_seg,
+			   (uint64_t)SEAL_IDLE_MS * 1000000);
+	if (rc > 0)
+		nrs_count(&svc->metrics->wal_sealed_segments, 1);
+	if (rc < 0) {
+		nrs_warn("sealing idle WAL segment %016" PRIx64 ": %s (tried "
+			 "again in %d s)", ws.cur_seg, strerror(-rc),
+			 SEAL_RETRY_MS / 1000);
+		g->seal_after_ns = now + (uint64_t)SEAL_RETRY_MS * 1000000;
+	}
+	pthread_mutex_unlock(&g->lock);
+}
