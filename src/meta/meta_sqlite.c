@@ -1,8 +1,9 @@
 /*
  * meta_sqlite.c - the metadata store of meta.h on SQLite: namespace, stream
- * heads, per-inode settings and user xattrs of one host.  This is the only
- * file that includes sqlite3.h; SQLite result codes become negative errnos
- * here (sql_errno()).
+ * heads, per-inode settings and user xattrs of one host, as the table
+ * struct nrs_meta_ops (sqlite_ops, at the end) that nrs_meta_open fills
+ * in.  This is the only file that includes sqlite3.h; SQLite result
+ * codes become negative errnos here (sql_errno()).
  *
  * SCHEMA (PRAGMA user_version = 3)
  *
@@ -416,7 +417,8 @@ struct ret_ent {
 	uint64_t v[2];			/* indexed by enum nrs_retention */
 };
 
-struct nrs_meta {
+struct sqlite_meta {
+	struct nrs_meta base;		/* first: the ops of meta.h */
 	char *path;			/* the database file, for messages */
 	pthread_mutex_t lock;		/* held for each whole call */
 	sqlite3 *db;			/* protected by lock */
@@ -431,6 +433,14 @@ struct nrs_meta {
 	int space_fd;			/* the database file, for MS1; -1 */
 	uint64_t reserve;		/* MS1: free bytes growth leaves */
 };
+
+/* The store behind a struct nrs_meta of these ops. */
+static inline struct sqlite_meta *sqm(struct nrs_meta *base)
+{
+	return (struct sqlite_meta *)base;	/* base is the first member */
+}
+
+static const struct nrs_meta_ops sqlite_ops;
 
 /* TX_NONE: one statement, no transaction needed; TX_READ: a snapshot for
  * several; TX_WRITE: unsynced commit; TX_DURABLE: synced commit. */
@@ -447,7 +457,7 @@ struct settings {
 
 /* ---- SQLite plumbing ------------------------------------------------- */
 
-static int sql_errno(struct nrs_meta *m, int rc)
+static int sql_errno(struct sqlite_meta *m, int rc)
 {
 	int e;
 
@@ -468,7 +478,7 @@ static int sql_errno(struct nrs_meta *m, int rc)
 	}
 }
 
-static int sql_fail(struct nrs_meta *m, int rc, const char *what)
+static int sql_fail(struct sqlite_meta *m, int rc, const char *what)
 {
 	nrs_err("meta: %.80s: %s (sqlite %d)", what, sqlite3_errmsg(m->db), rc);
 	return sql_errno(m, rc);
@@ -476,7 +486,7 @@ static int sql_fail(struct nrs_meta *m, int rc, const char *what)
 
 /* Step a statement that returns no row, then reset it (after logging: a
  * reset may replace the error message). */
-static int run(struct nrs_meta *m, sqlite3_stmt *s)
+static int run(struct sqlite_meta *m, sqlite3_stmt *s)
 {
 	int rc = sqlite3_step(s), ret = 0;
 
@@ -488,7 +498,7 @@ static int run(struct nrs_meta *m, sqlite3_stmt *s)
 
 /* Step a query: 1 with s on a row (the caller reads it, then resets s),
  * 0 when there is none, or -errno; s is reset unless the result is 1. */
-static int row(struct nrs_meta *m, sqlite3_stmt *s)
+static int row(struct sqlite_meta *m, sqlite3_stmt *s)
 {
 	int rc = sqlite3_step(s), ret = 0;
 
@@ -502,7 +512,7 @@ static int row(struct nrs_meta *m, sqlite3_stmt *s)
 
 /* Bind integers to ?1..?n of a cached statement; unsigned values keep
  * their bits. */
-static sqlite3_stmt *bind_ints(struct nrs_meta *m, enum stmt_id id,
+static sqlite3_stmt *bind_ints(struct sqlite_meta *m, enum stmt_id id,
 			       const int64_t *v, size_t n)
 {
 	sqlite3_stmt *s = m->st[id];
@@ -578,7 +588,7 @@ static void sql_stream_crc(sqlite3_context *ctx, int argc,
  * C3: the row s is on (STREAM_COLS) into *r, verified: 0, or -EUCLEAN
  * (logged) with *r filled as stored and r->corrupt set.
  */
-static int col_stream(struct nrs_meta *m, sqlite3_stmt *s,
+static int col_stream(struct sqlite_meta *m, sqlite3_stmt *s,
 		      struct nrs_stream_row *r)
 {
 	bool ints = true, has_crc;
@@ -617,7 +627,7 @@ static int col_stream(struct nrs_meta *m, sqlite3_stmt *s,
 	return -EUCLEAN;
 }
 
-static int exec(struct nrs_meta *m, const char *sql)
+static int exec(struct sqlite_meta *m, const char *sql)
 {
 	int rc = sqlite3_exec(m->db, sql, NULL, NULL, NULL);
 
@@ -626,7 +636,7 @@ static int exec(struct nrs_meta *m, const char *sql)
 
 /* Not a cached statement: this pragma acts when it is prepared, and it is
  * refused inside a transaction. */
-static int set_sync(struct nrs_meta *m, bool full)
+static int set_sync(struct sqlite_meta *m, bool full)
 {
 	int ret = exec(m, full ? "PRAGMA synchronous=FULL" :
 		       "PRAGMA synchronous=NORMAL");
@@ -637,7 +647,7 @@ static int set_sync(struct nrs_meta *m, bool full)
 }
 
 /* Take the lock and open the call's transaction; undone by tx_end. */
-static int tx_begin(struct nrs_meta *m, enum tx_kind kind)
+static int tx_begin(struct sqlite_meta *m, enum tx_kind kind)
 {
 	int ret = -pthread_mutex_lock(&m->lock);
 
@@ -660,7 +670,7 @@ static int tx_begin(struct nrs_meta *m, enum tx_kind kind)
 
 /* Commit when ret is 0, else roll back; release the lock.  Returns ret or
  * the commit's error. */
-static int tx_end(struct nrs_meta *m, int ret)
+static int tx_end(struct sqlite_meta *m, int ret)
 {
 	sqlite3_stmt *s = NULL;
 
@@ -704,7 +714,7 @@ static int name_check_existing(const char *name, size_t *len)
 	return ret == -EINVAL ? -ENOENT : ret;
 }
 
-static int attr_get(struct nrs_meta *m, uint64_t ino, struct nrs_attr *a)
+static int attr_get(struct sqlite_meta *m, uint64_t ino, struct nrs_attr *a)
 {
 	sqlite3_stmt *s = BIND(m, ST_GETATTR, ino);
 	int ret = row(m, s);
@@ -717,7 +727,7 @@ static int attr_get(struct nrs_meta *m, uint64_t ino, struct nrs_attr *a)
 }
 
 /* 0 if ino is a directory, -ENOTDIR if a stream, -ENOENT if nothing. */
-static int dir_check(struct nrs_meta *m, uint64_t ino)
+static int dir_check(struct sqlite_meta *m, uint64_t ino)
 {
 	struct nrs_attr a = { 0 };
 	int ret = attr_get(m, ino, &a);
@@ -727,7 +737,7 @@ static int dir_check(struct nrs_meta *m, uint64_t ino)
 
 /* Entry name of directory parent: 0, -ENOENT or -errno.  a and cookie may
  * be NULL. */
-static int dirent_find(struct nrs_meta *m, uint64_t parent, const char *name,
+static int dirent_find(struct sqlite_meta *m, uint64_t parent, const char *name,
 		       size_t len, struct nrs_attr *a, uint64_t *cookie)
 {
 	sqlite3_stmt *s = BIND(m, ST_LOOKUP, parent);
@@ -745,7 +755,7 @@ static int dirent_find(struct nrs_meta *m, uint64_t parent, const char *name,
 	return 0;
 }
 
-static int settings_get(struct nrs_meta *m, uint64_t ino, struct settings *o)
+static int settings_get(struct sqlite_meta *m, uint64_t ino, struct settings *o)
 {
 	sqlite3_stmt *s = BIND(m, ST_SETTINGS, ino);
 	int ret = row(m, s), i;
@@ -771,7 +781,7 @@ enum walk_stop { WALK_PROFILE, WALK_INODE };
  * has an own profile or is inode arg: 1 when found
  * (*st is its settings), 0 when not, -EUCLEAN on a loop (M4), or -errno.
  */
-static int walk_up(struct nrs_meta *m, uint64_t ino, enum walk_stop what,
+static int walk_up(struct sqlite_meta *m, uint64_t ino, enum walk_stop what,
 		   uint64_t arg, struct settings *st)
 {
 	uint64_t cur = ino;
@@ -801,12 +811,12 @@ static size_t memo_hash(uint64_t ino, size_t cap)
 	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
 }
 
-static size_t memo_slot(const struct nrs_meta *m, uint64_t ino)
+static size_t memo_slot(const struct sqlite_meta *m, uint64_t ino)
 {
 	return memo_hash(ino, m->memo_cap);
 }
 
-static struct ret_ent *memo_at(struct nrs_meta *m, uint64_t ino)
+static struct ret_ent *memo_at(struct sqlite_meta *m, uint64_t ino)
 {
 	size_t i;
 
@@ -818,7 +828,7 @@ static struct ret_ent *memo_at(struct nrs_meta *m, uint64_t ino)
 	return NULL;
 }
 
-static const struct ret_ent *memo_find(struct nrs_meta *m, uint64_t ino)
+static const struct ret_ent *memo_find(struct sqlite_meta *m, uint64_t ino)
 {
 	const struct ret_ent *e = memo_at(m, ino);
 
@@ -828,7 +838,7 @@ static const struct ret_ent *memo_find(struct nrs_meta *m, uint64_t ino)
 /* Room for one more entry: the live ones move into a table of at least
  * four times their number (at most MEMO_MAX slots; past that the memo
  * starts over).  A failed allocation keeps the old table, or none. */
-static void memo_make_room(struct nrs_meta *m)
+static void memo_make_room(struct sqlite_meta *m)
 {
 	size_t live = 0, cap, i, j;
 	struct ret_ent *t;
@@ -859,7 +869,7 @@ static void memo_make_room(struct nrs_meta *m)
 	m->memo_n = live;
 }
 
-static void memo_put(struct nrs_meta *m, uint64_t ino, const uint64_t v[2])
+static void memo_put(struct sqlite_meta *m, uint64_t ino, const uint64_t v[2])
 {
 	struct ret_ent *e = memo_at(m, ino);
 
@@ -882,7 +892,7 @@ static void memo_put(struct nrs_meta *m, uint64_t ino, const uint64_t v[2])
 }
 
 /* M8: a change that concerns ino alone (a stream). */
-static void memo_drop(struct nrs_meta *m, uint64_t ino)
+static void memo_drop(struct sqlite_meta *m, uint64_t ino)
 {
 	struct ret_ent *e = memo_at(m, ino);
 
@@ -892,7 +902,7 @@ static void memo_drop(struct nrs_meta *m, uint64_t ino)
 }
 
 /* M8: a change that may concern every inode below one directory. */
-static void memo_drop_all(struct nrs_meta *m)
+static void memo_drop_all(struct sqlite_meta *m)
 {
 	m->ret_gen++;
 	m->ret_epoch++;
@@ -910,7 +920,7 @@ struct chain_link {
  * WALK_CHUNK inodes at a time.  0, -ENOENT, -EUCLEAN (a loop, M4),
  * -EAGAIN (changes went on all through a walk that long), or -errno.
  */
-static int effective_retention(struct nrs_meta *m, uint64_t ino, uint64_t v[2])
+static int effective_retention(struct sqlite_meta *m, uint64_t ino, uint64_t v[2])
 {
 	struct chain_link *c = NULL;
 	size_t n = 0, cap = 0;
@@ -975,13 +985,13 @@ out_free:
 	return ret;
 }
 
-static int touch(struct nrs_meta *m, uint64_t ino, int64_t now_ns)
+static int touch(struct sqlite_meta *m, uint64_t ino, int64_t now_ns)
 {
 	return run(m, BIND(m, ST_INODE_TOUCH, ino, now_ns));
 }
 
 /* M2: the name (dirent cookie) of stream a goes; the inode stays. */
-static int unlink_stream(struct nrs_meta *m, const struct nrs_attr *a,
+static int unlink_stream(struct sqlite_meta *m, const struct nrs_attr *a,
 			 uint64_t cookie, int64_t now_ns)
 {
 	int ret = run(m, BIND(m, ST_DIRENT_DELETE, cookie));
@@ -995,7 +1005,7 @@ static int unlink_stream(struct nrs_meta *m, const struct nrs_attr *a,
 }
 
 /* Delete the directory a (name cookie) if empty, with its xattrs. */
-static int drop_dir(struct nrs_meta *m, const struct nrs_attr *a,
+static int drop_dir(struct sqlite_meta *m, const struct nrs_attr *a,
 		    uint64_t cookie)
 {
 	sqlite3_stmt *s = BIND(m, ST_DIR_HAS_ENTRY, a->ino);
@@ -1015,7 +1025,7 @@ static int drop_dir(struct nrs_meta *m, const struct nrs_attr *a,
 }
 
 /* -ENOENT, or -EUCLEAN (C3: logged, *r as stored) */
-static int stream_get(struct nrs_meta *m, uint64_t id, struct nrs_stream_row *r)
+static int stream_get(struct sqlite_meta *m, uint64_t id, struct nrs_stream_row *r)
 {
 	sqlite3_stmt *s = BIND(m, ST_STREAM_GET, id);
 	int ret = row(m, s);
@@ -1032,7 +1042,7 @@ static int stream_get(struct nrs_meta *m, uint64_t id, struct nrs_stream_row *r)
  * the row, else why not: -ENOENT, -EUCLEAN (the row fails its checksum),
  * or -ESTALE (the row is intact: a condition of the caller's failed).
  */
-static int stream_updated(struct nrs_meta *m, uint64_t id,
+static int stream_updated(struct sqlite_meta *m, uint64_t id,
 			  struct nrs_stream_row *cur)
 {
 	if (sqlite3_changes(m->db) == 1)
@@ -1043,7 +1053,7 @@ static int stream_updated(struct nrs_meta *m, uint64_t id,
 /* ---- open and close --------------------------------------------------- */
 
 /* One value of a statement run once at open: an integer, or text. */
-static int query1(struct nrs_meta *m, const char *sql, int64_t *v,
+static int query1(struct sqlite_meta *m, const char *sql, int64_t *v,
 		  char *text, size_t size)
 {
 	sqlite3_stmt *s;
@@ -1065,7 +1075,7 @@ static int query1(struct nrs_meta *m, const char *sql, int64_t *v,
 }
 
 /* Schema and root, inside the transaction of schema_open. */
-static int schema_create(struct nrs_meta *m)
+static int schema_create(struct sqlite_meta *m)
 {
 	struct timespec ts;
 	long long now;
@@ -1087,7 +1097,7 @@ static int schema_create(struct nrs_meta *m)
 }
 
 /* The upgrades (SCHEMA above), inside the transaction of schema_open. */
-static int schema_upgrade(struct nrs_meta *m, int64_t from)
+static int schema_upgrade(struct sqlite_meta *m, int64_t from)
 {
 	char sql[64];
 	int ret = 0, rows = 0;
@@ -1109,7 +1119,7 @@ static int schema_upgrade(struct nrs_meta *m, int64_t from)
 	return ret;
 }
 
-static int schema_open(struct nrs_meta *m)
+static int schema_open(struct sqlite_meta *m)
 {
 	int64_t version = 0, tables = 0;
 	int ret;
@@ -1149,7 +1159,7 @@ out_sync:
 	return ret;
 }
 
-static int configure(struct nrs_meta *m)
+static int configure(struct sqlite_meta *m)
 {
 	char mode[16];
 	int ret;
@@ -1183,7 +1193,7 @@ static int configure(struct nrs_meta *m)
  * ignore them, so the file is opened for writing but with exclusive
  * locking (no -shm), query_only, and no checkpoint on close.
  */
-static int open_readonly(struct nrs_meta *m, const char *path)
+static int open_readonly(struct sqlite_meta *m, const char *path)
 {
 	char wal[4096], uri[3 * 4096 + 32], *u = uri;
 	struct stat st;
@@ -1213,7 +1223,7 @@ static int open_readonly(struct nrs_meta *m, const char *path)
 }
 
 /* A read-only connection: the schema must already be ours. */
-static int configure_readonly(struct nrs_meta *m)
+static int configure_readonly(struct sqlite_meta *m)
 {
 	int64_t version = 0, tables = 0;
 	int ret;
@@ -1251,7 +1261,7 @@ static int configure_readonly(struct nrs_meta *m)
  * refuses the open (-EUCLEAN), each problem logged.  It reads the whole
  * file, once per mount.
  */
-static int quick_check(struct nrs_meta *m)
+static int quick_check(struct sqlite_meta *m)
 {
 	static const char sql[] = "PRAGMA quick_check(10)";
 	sqlite3_stmt *s;
@@ -1321,7 +1331,7 @@ static int create_private(const char *path)
 static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 {
 	pthread_mutexattr_t ma;
-	struct nrs_meta *m;
+	struct sqlite_meta *m;
 	int i, rc, ret;
 
 	m = calloc(1, sizeof(*m));
@@ -1378,7 +1388,8 @@ static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 	}
 	if (ret)
 		goto out_finalize;
-	*out = m;
+	m->base.ops = &sqlite_ops;
+	*out = &m->base;
 	return 0;
 
 out_finalize:
@@ -1404,12 +1415,11 @@ int nrs_meta_open_readonly(const char *path, struct nrs_meta **out)
 	return meta_open(path, true, out);
 }
 
-void nrs_meta_close(struct nrs_meta *m)
+static void sq_close(struct nrs_meta *base)
 {
+	struct sqlite_meta *m = sqm(base);
 	int i, rc;
 
-	if (!m)
-		return;
 	for (i = 0; i < ST_NR; i++)
 		sqlite3_finalize(m->st[i]);
 	rc = sqlite3_close(m->db);
@@ -1423,8 +1433,9 @@ void nrs_meta_close(struct nrs_meta *m)
 	free(m);
 }
 
-int nrs_meta_set_reserve(struct nrs_meta *m, uint64_t reserve)
+static int sq_set_reserve(struct nrs_meta *base, uint64_t reserve)
 {
+	struct sqlite_meta *m = sqm(base);
 	int fd = -1;
 
 	if (reserve > 0 && m->space_fd < 0) {
@@ -1445,7 +1456,7 @@ int nrs_meta_set_reserve(struct nrs_meta *m, uint64_t reserve)
  * SQLite rewrites around them).  Under m->lock.
  */
 #define GROWTH_PAGES	(2 * 4096)
-static int room(struct nrs_meta *m, uint64_t need)
+static int room(struct sqlite_meta *m, uint64_t need)
 {
 	if (m->space_fd < 0)
 		return 0;
@@ -1454,8 +1465,9 @@ static int room(struct nrs_meta *m, uint64_t need)
 
 /* ---- namespace -------------------------------------------------------- */
 
-int nrs_meta_getattr(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out)
+static int sq_getattr(struct nrs_meta *base, uint64_t ino, struct nrs_attr *out)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
 	int ret = tx_begin(m, TX_NONE);
 
@@ -1466,9 +1478,10 @@ int nrs_meta_getattr(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out)
 	return ret;
 }
 
-int nrs_meta_lookup(struct nrs_meta *m, uint64_t parent, const char *name,
-		    struct nrs_attr *out)
+static int sq_lookup(struct nrs_meta *base, uint64_t parent, const char *name,
+		     struct nrs_attr *out)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
 	size_t len;
 	int ret = name_check_existing(name, &len) ?: tx_begin(m, TX_NONE);
@@ -1484,7 +1497,7 @@ int nrs_meta_lookup(struct nrs_meta *m, uint64_t parent, const char *name,
 	return ret;
 }
 
-static int do_make(struct nrs_meta *m, uint64_t parent, const char *name,
+static int do_make(struct sqlite_meta *m, uint64_t parent, const char *name,
 		   bool dir, uint32_t mode, uint32_t uid, uint32_t gid,
 		   int64_t now_ns, struct nrs_attr *a, struct nrs_stream_row *sr)
 {
@@ -1543,7 +1556,7 @@ static int do_make(struct nrs_meta *m, uint64_t parent, const char *name,
 	return ret ?: touch(m, parent, now_ns);
 }
 
-static int make_tx(struct nrs_meta *m, uint64_t parent, const char *name,
+static int make_tx(struct sqlite_meta *m, uint64_t parent, const char *name,
 		   bool dir, uint32_t mode, uint32_t uid, uint32_t gid,
 		   int64_t now_ns, struct nrs_attr *out,
 		   struct nrs_stream_row *srow)
@@ -1563,23 +1576,25 @@ static int make_tx(struct nrs_meta *m, uint64_t parent, const char *name,
 	return ret;
 }
 
-int nrs_meta_mkdir(struct nrs_meta *m, uint64_t parent, const char *name,
-		   uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
-		   struct nrs_attr *out)
+static int sq_mkdir(struct nrs_meta *base, uint64_t parent, const char *name,
+		    uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		    struct nrs_attr *out)
 {
+	struct sqlite_meta *m = sqm(base);
 	return make_tx(m, parent, name, true, mode, uid, gid, now_ns, out, NULL);
 }
 
-int nrs_meta_create(struct nrs_meta *m, uint64_t parent, const char *name,
-		    uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
-		    struct nrs_attr *out, struct nrs_stream_row *srow)
+static int sq_create(struct nrs_meta *base, uint64_t parent, const char *name,
+		     uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		     struct nrs_attr *out, struct nrs_stream_row *srow)
 {
+	struct sqlite_meta *m = sqm(base);
 	return make_tx(m, parent, name, false, mode, uid, gid, now_ns, out,
 		       srow);
 }
 
 /* An existing entry, for unlink, rmdir and rename. */
-static int find_entry(struct nrs_meta *m, uint64_t parent, const char *name,
+static int find_entry(struct sqlite_meta *m, uint64_t parent, const char *name,
 		      struct nrs_attr *a, uint64_t *cookie)
 {
 	size_t len;
@@ -1588,9 +1603,10 @@ static int find_entry(struct nrs_meta *m, uint64_t parent, const char *name,
 		dirent_find(m, parent, name, len, a, cookie);
 }
 
-int nrs_meta_unlink(struct nrs_meta *m, uint64_t parent, const char *name,
-		    int64_t now_ns, struct nrs_attr *out)
+static int sq_unlink(struct nrs_meta *base, uint64_t parent, const char *name,
+		     int64_t now_ns, struct nrs_attr *out)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
 	uint64_t cookie;
 	int ret = tx_begin(m, TX_DURABLE);
@@ -1609,9 +1625,10 @@ int nrs_meta_unlink(struct nrs_meta *m, uint64_t parent, const char *name,
 	return ret;
 }
 
-int nrs_meta_rmdir(struct nrs_meta *m, uint64_t parent, const char *name,
-		   int64_t now_ns)
+static int sq_rmdir(struct nrs_meta *base, uint64_t parent, const char *name,
+		    int64_t now_ns)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
 	uint64_t cookie;
 	int ret = tx_begin(m, TX_DURABLE);
@@ -1632,7 +1649,7 @@ int nrs_meta_rmdir(struct nrs_meta *m, uint64_t parent, const char *name,
 
 /* Checks in the order Linux makes them; the entry being replaced goes
  * first, then the name moves (M7) and the link counts follow (M1). */
-static int do_rename(struct nrs_meta *m, uint64_t parent, const char *name,
+static int do_rename(struct sqlite_meta *m, uint64_t parent, const char *name,
 		     uint64_t newparent, const char *newname,
 		     unsigned int flags, int64_t now_ns, uint64_t *replaced)
 {
@@ -1693,10 +1710,11 @@ static int do_rename(struct nrs_meta *m, uint64_t parent, const char *name,
 	return ret ?: touch(m, parent, now_ns);
 }
 
-int nrs_meta_rename(struct nrs_meta *m, uint64_t parent, const char *name,
-		    uint64_t newparent, const char *newname, unsigned int flags,
-		    int64_t now_ns, uint64_t *replaced)
+static int sq_rename(struct nrs_meta *base, uint64_t parent, const char *name,
+		     uint64_t newparent, const char *newname, unsigned int flags,
+		     int64_t now_ns, uint64_t *replaced)
 {
+	struct sqlite_meta *m = sqm(base);
 	uint64_t rep;
 	int ret = tx_begin(m, TX_DURABLE);
 
@@ -1708,10 +1726,11 @@ int nrs_meta_rename(struct nrs_meta *m, uint64_t parent, const char *name,
 	return ret;
 }
 
-int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino,
-		     const struct nrs_attr *in, int mask, int64_t now_ns,
-		     struct nrs_attr *out)
+static int sq_setattr(struct nrs_meta *base, uint64_t ino,
+		      const struct nrs_attr *in, int mask, int64_t now_ns,
+		      struct nrs_attr *out)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
 	int ret = tx_begin(m, TX_DURABLE);
 
@@ -1745,9 +1764,10 @@ int nrs_meta_setattr(struct nrs_meta *m, uint64_t ino,
 }
 
 /* Rows are read one at a time from the statement; nothing is buffered. */
-int nrs_meta_readdir(struct nrs_meta *m, uint64_t ino, uint64_t after,
-		     nrs_meta_dirent_cb cb, void *ctx)
+static int sq_readdir(struct nrs_meta *base, uint64_t ino, uint64_t after,
+		      nrs_meta_dirent_cb cb, void *ctx)
 {
+	struct sqlite_meta *m = sqm(base);
 	char name[NRS_NAME_MAX + 1];
 	struct nrs_attr a = { 0 };
 	sqlite3_stmt *s;
@@ -1793,7 +1813,7 @@ static int xname_check(const char *name, size_t *len)
 }
 
 /* -ENOENT when inode ino does not exist, else err. */
-static int or_enoent(struct nrs_meta *m, uint64_t ino, int err)
+static int or_enoent(struct sqlite_meta *m, uint64_t ino, int err)
 {
 	struct nrs_attr a = { 0 };
 
@@ -1801,7 +1821,7 @@ static int or_enoent(struct nrs_meta *m, uint64_t ino, int err)
 }
 
 /* Bind (ino, name) to a cached xattr statement. */
-static sqlite3_stmt *bind_xattr(struct nrs_meta *m, enum stmt_id id,
+static sqlite3_stmt *bind_xattr(struct sqlite_meta *m, enum stmt_id id,
 				uint64_t ino, const char *name, size_t nlen)
 {
 	sqlite3_stmt *s = BIND(m, id, ino);
@@ -1810,9 +1830,10 @@ static sqlite3_stmt *bind_xattr(struct nrs_meta *m, enum stmt_id id,
 	return s;
 }
 
-ssize_t nrs_meta_xattr_get(struct nrs_meta *m, uint64_t ino, const char *name,
-			   void *buf, size_t size)
+static ssize_t sq_xattr_get(struct nrs_meta *base, uint64_t ino, const char *name,
+			    void *buf, size_t size)
 {
+	struct sqlite_meta *m = sqm(base);
 	sqlite3_stmt *s;
 	size_t nlen, len = 0;
 	int ret = xname_check(name, &nlen) ?: tx_begin(m, TX_NONE);
@@ -1839,7 +1860,7 @@ ssize_t nrs_meta_xattr_get(struct nrs_meta *m, uint64_t ino, const char *name,
  * The flags against what exists, then MS2 and MS1 for what the set adds.
  * Under m->lock, in the set's transaction.
  */
-static int xattr_room(struct nrs_meta *m, uint64_t ino, const char *name,
+static int xattr_room(struct sqlite_meta *m, uint64_t ino, const char *name,
 		      size_t nlen, size_t size, int flags)
 {
 	sqlite3_stmt *s = bind_xattr(m, ST_XATTR_USAGE, ino, name, nlen);
@@ -1870,9 +1891,10 @@ static int xattr_room(struct nrs_meta *m, uint64_t ino, const char *name,
 	return room(m, now - total);	/* MS1 */
 }
 
-int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,
-		       const void *value, size_t size, int flags)
+static int sq_xattr_set(struct nrs_meta *base, uint64_t ino, const char *name,
+			const void *value, size_t size, int flags)
 {
+	struct sqlite_meta *m = sqm(base);
 	enum stmt_id id = flags == XATTR_CREATE ? ST_XATTR_INSERT :
 		flags == XATTR_REPLACE ? ST_XATTR_UPDATE : ST_XATTR_UPSERT;
 	sqlite3_stmt *s;
@@ -1899,8 +1921,9 @@ int nrs_meta_xattr_set(struct nrs_meta *m, uint64_t ino, const char *name,
 	return tx_end(m, ret);
 }
 
-int nrs_meta_xattr_remove(struct nrs_meta *m, uint64_t ino, const char *name)
+static int sq_xattr_remove(struct nrs_meta *base, uint64_t ino, const char *name)
 {
+	struct sqlite_meta *m = sqm(base);
 	size_t nlen;
 	int ret = xname_check(name, &nlen) ?: tx_begin(m, TX_DURABLE);
 
@@ -1913,7 +1936,7 @@ int nrs_meta_xattr_remove(struct nrs_meta *m, uint64_t ino, const char *name)
 }
 
 /* The total length first, so that buf is written only when all fits. */
-static ssize_t do_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
+static ssize_t do_xattr_list(struct sqlite_meta *m, uint64_t ino, char *buf,
 			     size_t size)
 {
 	sqlite3_stmt *s = BIND(m, ST_XATTR_TOTAL, ino);
@@ -1940,9 +1963,10 @@ static ssize_t do_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
 	return ret ? ret : (ssize_t)off;
 }
 
-ssize_t nrs_meta_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
-			    size_t size)
+static ssize_t sq_xattr_list(struct nrs_meta *base, uint64_t ino, char *buf,
+			     size_t size)
 {
+	struct sqlite_meta *m = sqm(base);
 	ssize_t len = 0;
 	int ret = tx_begin(m, TX_READ);
 
@@ -1955,8 +1979,9 @@ ssize_t nrs_meta_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
 
 /* ---- settings --------------------------------------------------------- */
 
-int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile)
+static int sq_get_profile(struct nrs_meta *base, uint64_t ino, int *profile)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct settings st = { 0 };
 	int ret = tx_begin(m, TX_NONE);
 
@@ -1967,8 +1992,9 @@ int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile)
 	return ret;
 }
 
-int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile)
+static int sq_set_profile(struct nrs_meta *base, uint64_t ino, int profile)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct nrs_stream_row cur;
 	struct settings st;
 	int ret;
@@ -1987,9 +2013,10 @@ int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile)
 	return tx_end(m, ret);
 }
 
-int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
-			   uint64_t *value)
+static int sq_get_retention(struct nrs_meta *base, uint64_t ino, int which,
+			    uint64_t *value)
 {
+	struct sqlite_meta *m = sqm(base);
 	uint64_t v[2];
 	int ret;
 
@@ -2001,9 +2028,10 @@ int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
 	return ret;
 }
 
-int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
-			   uint64_t value)
+static int sq_set_retention(struct nrs_meta *base, uint64_t ino, int which,
+			    uint64_t value)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct settings st;
 	int ret;
 
@@ -2019,14 +2047,16 @@ int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 	return tx_end(m, ret);
 }
 
-uint64_t nrs_meta_chain_steps(struct nrs_meta *m)
+static uint64_t sq_chain_steps(struct nrs_meta *base)
 {
+	struct sqlite_meta *m = sqm(base);
 	return atomic_load_explicit(&m->chain_steps, memory_order_relaxed);
 }
 
-int nrs_meta_retention_is_set(struct nrs_meta *m, uint64_t ino, int which,
-			      bool *set)
+static int sq_retention_is_set(struct nrs_meta *base, uint64_t ino, int which,
+			       bool *set)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct settings st;
 	int ret;
 
@@ -2043,7 +2073,7 @@ int nrs_meta_retention_is_set(struct nrs_meta *m, uint64_t ino, int which,
 /* ---- streams ---------------------------------------------------------- */
 
 /* start: raise only, never past the head.  epoch: strictly raise. */
-static int stream_raise(struct nrs_meta *m, uint64_t id, enum stmt_id st,
+static int stream_raise(struct sqlite_meta *m, uint64_t id, enum stmt_id st,
 			uint64_t v)
 {
 	struct nrs_stream_row r = { 0 };
@@ -2061,19 +2091,22 @@ static int stream_raise(struct nrs_meta *m, uint64_t id, enum stmt_id st,
 	return tx_end(m, ret);
 }
 
-int nrs_meta_set_start(struct nrs_meta *m, uint64_t stream_id, uint64_t start)
+static int sq_set_start(struct nrs_meta *base, uint64_t stream_id, uint64_t start)
 {
+	struct sqlite_meta *m = sqm(base);
 	return stream_raise(m, stream_id, ST_STREAM_SET_START, start);
 }
 
-int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch)
+static int sq_set_epoch(struct nrs_meta *base, uint64_t stream_id, uint64_t epoch)
 {
+	struct sqlite_meta *m = sqm(base);
 	return stream_raise(m, stream_id, ST_STREAM_SET_EPOCH, epoch);
 }
 
-int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
-			struct nrs_stream_row *out)
+static int sq_stream_get(struct nrs_meta *base, uint64_t stream_id,
+			 struct nrs_stream_row *out)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct nrs_stream_row r = { 0 };
 	int ret = tx_begin(m, TX_NONE);
 
@@ -2084,9 +2117,10 @@ int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
 	return ret;
 }
 
-int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
-			    void *ctx)
+static int sq_stream_foreach(struct nrs_meta *base, nrs_meta_stream_cb cb,
+			     void *ctx)
 {
+	struct sqlite_meta *m = sqm(base);
 	sqlite3_stmt *s = m->st[ST_STREAM_LIST];
 	struct nrs_stream_row r = { 0 };
 	int ret = tx_begin(m, TX_NONE);
@@ -2104,7 +2138,7 @@ int nrs_meta_stream_foreach(struct nrs_meta *m, nrs_meta_stream_cb cb,
 }
 
 /* One CAS per update; the first lost one drops the whole batch. */
-static int do_publish(struct nrs_meta *m, const struct nrs_head_update *u,
+static int do_publish(struct sqlite_meta *m, const struct nrs_head_update *u,
 		      size_t n)
 {
 	struct nrs_stream_row cur = { 0 };
@@ -2134,9 +2168,10 @@ static int do_publish(struct nrs_meta *m, const struct nrs_head_update *u,
 	return 0;
 }
 
-int nrs_meta_publish(struct nrs_meta *m, const struct nrs_head_update *u,
-		     size_t n, bool durable)
+static int sq_publish(struct nrs_meta *base, const struct nrs_head_update *u,
+		      size_t n, bool durable)
 {
+	struct sqlite_meta *m = sqm(base);
 	int ret;
 
 	if (n == 0)
@@ -2153,8 +2188,9 @@ int nrs_meta_publish(struct nrs_meta *m, const struct nrs_head_update *u,
 	return ret;
 }
 
-int nrs_meta_forget_inode(struct nrs_meta *m, uint64_t ino)
+static int sq_forget_inode(struct nrs_meta *base, uint64_t ino)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
 	int ret = tx_begin(m, TX_DURABLE);
 
@@ -2173,9 +2209,10 @@ int nrs_meta_forget_inode(struct nrs_meta *m, uint64_t ino)
 	return tx_end(m, ret);
 }
 
-int nrs_meta_unlinked_foreach(struct nrs_meta *m,
-			      int (*cb)(void *ctx, uint64_t ino), void *ctx)
+static int sq_unlinked_foreach(struct nrs_meta *base,
+			       int (*cb)(void *ctx, uint64_t ino), void *ctx)
 {
+	struct sqlite_meta *m = sqm(base);
 	sqlite3_stmt *s = m->st[ST_UNLINKED_LIST];
 	int ret = tx_begin(m, TX_NONE);
 
@@ -2209,8 +2246,9 @@ static void col_obj(sqlite3_stmt *s, struct nrs_obj_row *o)
 	o->mtime_ns = sqlite3_column_int64(s, 8);
 }
 
-int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o)
+static int sq_obj_prepare(struct nrs_meta *base, struct nrs_obj_row *o)
 {
+	struct sqlite_meta *m = sqm(base);
 	sqlite3_stmt *s;
 	int ret;
 
@@ -2233,7 +2271,7 @@ int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o)
 }
 
 /* Under the lock, in a transaction: gen prepared -> committed. */
-static int obj_publish(struct nrs_meta *m, uint64_t gen,
+static int obj_publish(struct sqlite_meta *m, uint64_t gen,
 		       const unsigned char sha256[32])
 {
 	sqlite3_stmt *s = BIND(m, ST_OBJ_PUBLISH, gen, NRS_OBJ_COMMITTED);
@@ -2250,9 +2288,10 @@ static int obj_publish(struct nrs_meta *m, uint64_t gen,
 	return ret;
 }
 
-int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
-			 const unsigned char sha256[32])
+static int sq_obj_publish(struct nrs_meta *base, uint64_t gen,
+			  const unsigned char sha256[32])
 {
+	struct sqlite_meta *m = sqm(base);
 	/* durable: the WAL copy of the range may go next (materializer M5) */
 	int ret = tx_begin(m, TX_DURABLE); /* I7 */
 
@@ -2261,10 +2300,11 @@ int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 	return tx_end(m, obj_publish(m, gen, sha256));
 }
 
-int nrs_meta_obj_replace(struct nrs_meta *m, uint64_t gen,
-			 const unsigned char sha256[32], const uint64_t *olds,
-			 size_t nolds, int64_t now_ns)
+static int sq_obj_replace(struct nrs_meta *base, uint64_t gen,
+			  const unsigned char sha256[32], const uint64_t *olds,
+			  size_t nolds, int64_t now_ns)
 {
+	struct sqlite_meta *m = sqm(base);
 	int ret = tx_begin(m, TX_DURABLE);
 
 	if (ret)
@@ -2282,9 +2322,10 @@ int nrs_meta_obj_replace(struct nrs_meta *m, uint64_t gen,
 	return tx_end(m, ret);
 }
 
-int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to,
-			   int64_t now_ns)
+static int sq_obj_set_state(struct nrs_meta *base, uint64_t gen, int from, int to,
+			    int64_t now_ns)
 {
+	struct sqlite_meta *m = sqm(base);
 	int ret = tx_begin(m, TX_DURABLE);
 
 	if (ret)
@@ -2298,8 +2339,9 @@ int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to,
 	return tx_end(m, ret);
 }
 
-int nrs_meta_obj_delete(struct nrs_meta *m, uint64_t gen)
+static int sq_obj_delete(struct nrs_meta *base, uint64_t gen)
 {
+	struct sqlite_meta *m = sqm(base);
 	int ret = tx_begin(m, TX_DURABLE);
 
 	if (!ret)
@@ -2307,7 +2349,7 @@ int nrs_meta_obj_delete(struct nrs_meta *m, uint64_t gen)
 	return ret;
 }
 
-static int obj_list(struct nrs_meta *m, sqlite3_stmt *s,
+static int obj_list(struct sqlite_meta *m, sqlite3_stmt *s,
 		    int (*cb)(void *ctx, const struct nrs_obj_row *o), void *ctx)
 {
 	struct nrs_obj_row o;
@@ -2323,10 +2365,11 @@ static int obj_list(struct nrs_meta *m, sqlite3_stmt *s,
 	return ret < 0 ? ret : 0;
 }
 
-int nrs_meta_obj_foreach(struct nrs_meta *m, uint64_t stream_id,
-			 int (*cb)(void *ctx, const struct nrs_obj_row *o),
-			 void *ctx)
+static int sq_obj_foreach(struct nrs_meta *base, uint64_t stream_id,
+			  int (*cb)(void *ctx, const struct nrs_obj_row *o),
+			  void *ctx)
 {
+	struct sqlite_meta *m = sqm(base);
 	int ret = tx_begin(m, TX_NONE);
 
 	if (ret)
@@ -2336,10 +2379,11 @@ int nrs_meta_obj_foreach(struct nrs_meta *m, uint64_t stream_id,
 				  m->st[ST_OBJ_LIST], cb, ctx));
 }
 
-int nrs_meta_obj_foreach_state(struct nrs_meta *m, int state,
-			       int (*cb)(void *ctx, const struct nrs_obj_row *o),
-			       void *ctx)
+static int sq_obj_foreach_state(struct nrs_meta *base, int state,
+				int (*cb)(void *ctx, const struct nrs_obj_row *o),
+				void *ctx)
 {
+	struct sqlite_meta *m = sqm(base);
 	int ret = tx_begin(m, TX_NONE);
 
 	if (ret)
@@ -2348,45 +2392,9 @@ int nrs_meta_obj_foreach_state(struct nrs_meta *m, int state,
 				  ctx));
 }
 
-struct obj_rows {
-	int state;		/* 0: any */
-	struct nrs_obj_row *v;
-	size_t n, cap;
-};
-
-static int obj_rows_add(void *ctx, const struct nrs_obj_row *o)
+static int sq_counts(struct nrs_meta *base, uint64_t *dirs, uint64_t *streams)
 {
-	struct obj_rows *r = ctx;
-
-	if (r->state && o->state != r->state)
-		return 0;
-	if (nrs_grow((void **)&r->v, &r->cap, r->n + 1, sizeof(*r->v)))
-		return -ENOMEM;
-	r->v[r->n++] = *o;
-	return 0;
-}
-
-int nrs_meta_obj_rows(struct nrs_meta *m, uint64_t stream_id, int state,
-		      struct nrs_obj_row **out, size_t *n)
-{
-	struct obj_rows r = { .state = state };
-	int ret;
-
-	if (stream_id || !state)
-		ret = nrs_meta_obj_foreach(m, stream_id, obj_rows_add, &r);
-	else
-		ret = nrs_meta_obj_foreach_state(m, state, obj_rows_add, &r);
-	if (ret) {
-		free(r.v);
-		return ret;
-	}
-	*out = r.v;
-	*n = r.n;
-	return 0;
-}
-
-int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams)
-{
+	struct sqlite_meta *m = sqm(base);
 	sqlite3_stmt *s = m->st[ST_COUNTS];
 	uint64_t n[3] = { 0, 0, 0 };
 	int kind, ret = tx_begin(m, TX_NONE);
@@ -2410,7 +2418,7 @@ int nrs_meta_counts(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams)
 
 /* A snapshot transaction and a statement sql prepared in it, which the
  * caller finalizes before tx_end(); 0, or -errno and no transaction. */
-static int read_prepare(struct nrs_meta *m, const char *sql, sqlite3_stmt **s)
+static int read_prepare(struct sqlite_meta *m, const char *sql, sqlite3_stmt **s)
 {
 	int rc, ret = tx_begin(m, TX_READ);
 
@@ -2420,10 +2428,11 @@ static int read_prepare(struct nrs_meta *m, const char *sql, sqlite3_stmt **s)
 	return rc == SQLITE_OK ? 0 : tx_end(m, sql_fail(m, rc, sql));
 }
 
-int nrs_meta_integrity_check(struct nrs_meta *m,
-			     int (*cb)(void *ctx, const char *problem),
-			     void *ctx)
+static int sq_integrity_check(struct nrs_meta *base,
+			      int (*cb)(void *ctx, const char *problem),
+			      void *ctx)
 {
+	struct sqlite_meta *m = sqm(base);
 	sqlite3_stmt *s;
 	const char *text;
 	int ret = read_prepare(m, "PRAGMA integrity_check", &s);
@@ -2441,8 +2450,9 @@ int nrs_meta_integrity_check(struct nrs_meta *m,
 	return tx_end(m, ret < 0 ? ret : 0);
 }
 
-int nrs_meta_stream_seq_raise(struct nrs_meta *m, uint64_t id)
+static int sq_stream_seq_raise(struct nrs_meta *base, uint64_t id)
 {
+	struct sqlite_meta *m = sqm(base);
 	static const char *const sql[] = {
 		"UPDATE sqlite_sequence SET seq = max(?1, (SELECT"
 		" coalesce(max(stream_id), 0) FROM objects)) WHERE name ="
@@ -2473,9 +2483,10 @@ int nrs_meta_stream_seq_raise(struct nrs_meta *m, uint64_t id)
 	return tx_end(m, ret);
 }
 
-int nrs_meta_sequences(struct nrs_meta *m, struct nrs_meta_seq *inodes,
-		       struct nrs_meta_seq *streams)
+static int sq_sequences(struct nrs_meta *base, struct nrs_meta_seq *inodes,
+			struct nrs_meta_seq *streams)
 {
+	struct sqlite_meta *m = sqm(base);
 	static const char sql[] =
 		"SELECT name, seq, typeof(seq) = 'integer' FROM sqlite_sequence"
 		" WHERE name IN ('inodes', 'streams')";
@@ -2502,10 +2513,11 @@ int nrs_meta_sequences(struct nrs_meta *m, struct nrs_meta_seq *inodes,
 	return ret;
 }
 
-int nrs_meta_inode_foreach(struct nrs_meta *m,
-			   int (*cb)(void *ctx, const struct nrs_attr *a),
-			   void *ctx)
+static int sq_inode_foreach(struct nrs_meta *base,
+			    int (*cb)(void *ctx, const struct nrs_attr *a),
+			    void *ctx)
 {
+	struct sqlite_meta *m = sqm(base);
 	sqlite3_stmt *s = m->st[ST_INODE_LIST];
 	struct nrs_attr a = { 0 };
 	int ret = tx_begin(m, TX_READ);
@@ -2522,9 +2534,10 @@ int nrs_meta_inode_foreach(struct nrs_meta *m,
 	return tx_end(m, ret < 0 ? ret : 0);
 }
 
-int nrs_meta_dirent_foreach(struct nrs_meta *m, nrs_meta_rawdirent_cb cb,
-			    void *ctx)
+static int sq_dirent_foreach(struct nrs_meta *base, nrs_meta_rawdirent_cb cb,
+			     void *ctx)
 {
+	struct sqlite_meta *m = sqm(base);
 	sqlite3_stmt *s = m->st[ST_DIRENT_LIST];
 	int ret = tx_begin(m, TX_READ);
 
@@ -2542,3 +2555,47 @@ int nrs_meta_dirent_foreach(struct nrs_meta *m, nrs_meta_rawdirent_cb cb,
 	sqlite3_reset(s);
 	return tx_end(m, ret < 0 ? ret : 0);
 }
+
+static const struct nrs_meta_ops sqlite_ops = {
+	.close = sq_close,
+	.set_reserve = sq_set_reserve,
+	.getattr = sq_getattr,
+	.lookup = sq_lookup,
+	.mkdir = sq_mkdir,
+	.create = sq_create,
+	.unlink = sq_unlink,
+	.rmdir = sq_rmdir,
+	.rename = sq_rename,
+	.setattr = sq_setattr,
+	.readdir = sq_readdir,
+	.xattr_get = sq_xattr_get,
+	.xattr_set = sq_xattr_set,
+	.xattr_remove = sq_xattr_remove,
+	.xattr_list = sq_xattr_list,
+	.get_profile = sq_get_profile,
+	.set_profile = sq_set_profile,
+	.get_retention = sq_get_retention,
+	.set_retention = sq_set_retention,
+	.chain_steps = sq_chain_steps,
+	.retention_is_set = sq_retention_is_set,
+	.set_start = sq_set_start,
+	.set_epoch = sq_set_epoch,
+	.stream_get = sq_stream_get,
+	.stream_foreach = sq_stream_foreach,
+	.publish = sq_publish,
+	.forget_inode = sq_forget_inode,
+	.unlinked_foreach = sq_unlinked_foreach,
+	.obj_prepare = sq_obj_prepare,
+	.obj_publish = sq_obj_publish,
+	.obj_replace = sq_obj_replace,
+	.obj_set_state = sq_obj_set_state,
+	.obj_delete = sq_obj_delete,
+	.obj_foreach = sq_obj_foreach,
+	.obj_foreach_state = sq_obj_foreach_state,
+	.counts = sq_counts,
+	.integrity_check = sq_integrity_check,
+	.stream_seq_raise = sq_stream_seq_raise,
+	.sequences = sq_sequences,
+	.inode_foreach = sq_inode_foreach,
+	.dirent_foreach = sq_dirent_foreach,
+};
