@@ -5,8 +5,8 @@
  * An interface with implementations: struct nrs_meta_ops below has one
  * member per operation and the nrs_meta_* functions dispatch through
  * m->ops (meta.c).  The first implementation is SQLite (one host; the
- * file meta_sqlite.c, which owns the schema and is the only one that
- * includes sqlite3.h).  A second is planned for several hosts sharing
+ * files sqlite*.c of src/meta/, which own the schema and are the only
+ * ones that include sqlite3.h).  A second is planned for several hosts sharing
  * a namespace: ZooKeeper, each stream head a znode whose setData is
  * versioned, each batch a multi.  nrs_meta_open() and
  * nrs_meta_open_readonly() make the SQLite store; a second store gets its
@@ -62,14 +62,14 @@
  *       negative one is its result.
  *   MC9 Damage is reported, never repaired silently: a record that fails
  *       its check is -EUCLEAN (logged with what names it), the others keep
- *       working (a stream row, meta_sqlite.c C1-C4); a store whose
+ *       working (a stream row, sqlite_crc.c C1-C4); a store whose
  *       structure is damaged is not opened (-EUCLEAN).
  *
  * ERRNOS every store uses with the same meaning: -ENOENT (no such inode,
  * name, stream or row), -EEXIST, -ENOTDIR, -EISDIR, -ENOTEMPTY,
  * -ENAMETOOLONG, -EINVAL (an argument no state makes valid), -ESTALE (a
  * CAS or a state precondition lost: the caller's view is old), -EUCLEAN
- * (damaged metadata), -ENOSPC (meta_sqlite.c MS1, MS2), -EROFS
+ * (damaged metadata), -ENOSPC (sqlite.c MS1, sqlite_xattr.c MS2), -EROFS
  * (a read-only open), -EPROTO (another schema or format version), -EIO
  * (the store failed; logged), -EBUSY (held by another, or in use),
  * -EAGAIN (ask again later), -ENOMEM.  A store translates its own codes
@@ -95,7 +95,7 @@
 #define NRS_XATTR_VALUE_MAX	65536	/* durable user.* value limit */
 #define NRS_XATTR_NAME_MAX	255
 /*
- * Per inode (meta_sqlite.c MS2): at most this many durable user.* names, and
+ * Per inode (sqlite_xattr.c MS2): at most this many durable user.* names, and
  * this many bytes of names plus values; a set past either is -ENOSPC, as
  * ext4 answers when an inode's xattr space is full.  128 names of at most
  * 255 bytes keep listxattr within the kernel's 64 KiB list limit.
@@ -162,7 +162,7 @@ int nrs_meta_open(const char *path, struct nrs_meta **out);
 /* Close of NULL is a no-op. */
 void nrs_meta_close(struct nrs_meta *m);
 /*
- * The metadata reserve (meta_sqlite.c MS1): a call that grows the store
+ * The metadata reserve (sqlite.c MS1): a call that grows the store
  * (mkdir, create, a user.* xattr set that adds bytes) fails -ENOSPC unless
  * the file system holding the database keeps reserve bytes free after it.
  * Calls that remove or change in place are never refused for space.
@@ -255,7 +255,7 @@ int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t *value);
 int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t value);
-/* Inodes read so far to resolve inherited retention (meta_sqlite.c M8):
+/* Inodes read so far to resolve inherited retention (sqlite_settings.c M8):
  * flat while nothing changes, however deep the streams are. */
 uint64_t nrs_meta_chain_steps(struct nrs_meta *m);
 /* Whether inode ino has its own retention value which (not inherited). */
@@ -383,7 +383,7 @@ int nrs_meta_open_readonly(const char *path, struct nrs_meta **out);
 int nrs_meta_integrity_check(struct nrs_meta *m,
 			     int (*cb)(void *ctx, const char *problem),
 			     void *ctx);
-/* An AUTOINCREMENT sequence (meta_sqlite.c M3) as stored in
+/* An AUTOINCREMENT sequence (sqlite_schema.c M3) as stored in
  * sqlite_sequence: a missing row reads as 0, as SQLite takes it. */
 struct nrs_meta_seq {
 	int64_t v;
@@ -404,7 +404,7 @@ int nrs_meta_inode_foreach(struct nrs_meta *m,
 			   int (*cb)(void *ctx, const struct nrs_attr *a),
 			   void *ctx);
 /* Every dirents row as stored: the name is len bytes (not checked against
- * meta_sqlite.c M6, not NUL-terminated), valid during the call. */
+ * sqlite_ns.c M6, not NUL-terminated), valid during the call. */
 typedef int (*nrs_meta_rawdirent_cb)(void *ctx, uint64_t parent,
 				     const void *name, size_t len,
 				     uint64_t ino);

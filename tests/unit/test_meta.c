@@ -1,5 +1,5 @@
 /*
- * test_meta.c - unit tests of the SQLite metadata store (meta_sqlite.c):
+ * test_meta.c - unit tests of the SQLite metadata store (src/meta/sqlite*.c):
  * namespace rules, persistence, cookies, xattrs, settings, head CAS, row
  * checksums and the schema upgrade.  Each test gets a fresh database in
  * its own mkdtemp directory.  Damage is made with SQLite itself (sql()),
@@ -30,7 +30,7 @@
 #include "meta/meta.h"
 #include "util/crc32c.h"
 
-/* meta_sqlite.c SCHEMA_VERSION */
+/* sqlite_priv.h SCHEMA_VERSION */
 #define NRS_TEST_SCHEMA_VERSION 3
 
 #ifndef RENAME_NOREPLACE
@@ -1793,7 +1793,7 @@ static void test_upgrade_from_2(void **state)
 }
 
 
-/* ---- row checksums and the schema upgrade (meta_sqlite.c C1-C4) ------ */
+/* ---- row checksums and the schema upgrade (sqlite_crc.c C1-C4) ------- */
 
 /* Run sql on the closed store's file with SQLite itself; returns the
  * first column of the first row as an integer (0 if none). */
