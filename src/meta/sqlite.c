@@ -147,6 +147,30 @@ int nrs_sq_row(struct sqlite_meta *m, sqlite3_stmt *s)
 	return ret;
 }
 
+/*
+ * The row loop of every listing: step s and hand each row to
+ * each(m, s, ctx) until the rows run out or each returns non-zero.  s is
+ * reset in every case (a statement prepared for the call may then be
+ * finalized).  0 when the rows ran out or each stopped the loop with a
+ * positive value (MC8 of meta.h), else each's negative value or the
+ * -errno of the step.
+ */
+int nrs_sq_each_row(struct sqlite_meta *m, sqlite3_stmt *s,
+		    int (*each)(struct sqlite_meta *m, sqlite3_stmt *s,
+				void *ctx),
+		    void *ctx)
+{
+	int ret;
+
+	while ((ret = row(m, s)) > 0) {
+		ret = each(m, s, ctx);
+		if (ret)
+			break;
+	}
+	sqlite3_reset(s);
+	return ret < 0 ? ret : 0;
+}
+
 int nrs_sq_exec(struct sqlite_meta *m, const char *sql)
 {
 	int rc = sqlite3_exec(m->db, sql, NULL, NULL, NULL);

@@ -454,15 +454,37 @@ int nrs_sq_setattr(struct nrs_meta *base, uint64_t ino,
 	return ret;
 }
 
-/* Rows are read one at a time from the statement; nothing is buffered. */
-int nrs_sq_readdir(struct nrs_meta *base, uint64_t ino, uint64_t after,
-		      nrs_meta_dirent_cb cb, void *ctx)
+struct readdir_ctx {
+	uint64_t ino;
+	nrs_meta_dirent_cb cb;
+	void *ctx;
+};
+
+static int readdir_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
 {
-	struct sqlite_meta *m = sqm(base);
+	const struct readdir_ctx *r = p;
 	char name[NRS_NAME_MAX + 1];
 	struct nrs_attr a = { 0 };
-	sqlite3_stmt *s;
-	size_t len;
+	size_t len = (size_t)sqlite3_column_bytes(s, NR_ATTR_COLS + 1);
+
+	(void)m;
+	if (len == 0 || len > NRS_NAME_MAX) {
+		nrs_err("meta: directory %llu holds a name of %zu bytes",
+			(unsigned long long)r->ino, len);
+		return -EUCLEAN;
+	}
+	memcpy(name, sqlite3_column_blob(s, NR_ATTR_COLS + 1), len);
+	name[len] = '\0';
+	col_attr(s, &a);
+	return r->cb(r->ctx, name, &a, col_u64(s, NR_ATTR_COLS));
+}
+
+/* Rows are read one at a time from the statement; nothing is buffered. */
+int nrs_sq_readdir(struct nrs_meta *base, uint64_t ino, uint64_t after,
+		   nrs_meta_dirent_cb cb, void *ctx)
+{
+	struct sqlite_meta *m = sqm(base);
+	struct readdir_ctx r = { ino, cb, ctx };
 	int ret = tx_begin(m, TX_READ);
 
 	if (ret)
@@ -470,24 +492,8 @@ int nrs_sq_readdir(struct nrs_meta *base, uint64_t ino, uint64_t after,
 	ret = dir_check(m, ino);
 	if (ret || after >= INT64_MAX)	/* no cookie is that large */
 		return tx_end(m, ret);
-	s = BIND(m, ST_READDIR, ino, after);
-	while ((ret = row(m, s)) > 0) {
-		len = (size_t)sqlite3_column_bytes(s, NR_ATTR_COLS + 1);
-		if (len == 0 || len > NRS_NAME_MAX) {
-			nrs_err("meta: directory %llu holds a name of %zu"
-				" bytes", (unsigned long long)ino, len);
-			ret = -EUCLEAN;
-			break;
-		}
-		memcpy(name, sqlite3_column_blob(s, NR_ATTR_COLS + 1), len);
-		name[len] = '\0';
-		col_attr(s, &a);
-		ret = cb(ctx, name, &a, col_u64(s, NR_ATTR_COLS));
-		if (ret)
-			break;
-	}
-	sqlite3_reset(s);
-	return tx_end(m, ret < 0 ? ret : 0);	/* > 0: the callback stopped */
+	return tx_end(m, each_row(m, BIND(m, ST_READDIR, ino, after),
+				  readdir_row, &r));
 }
 
 int nrs_sq_forget_inode(struct nrs_meta *base, uint64_t ino)
@@ -511,39 +517,53 @@ int nrs_sq_forget_inode(struct nrs_meta *base, uint64_t ino)
 	return tx_end(m, ret);
 }
 
+struct unlinked_ctx {
+	int (*cb)(void *ctx, uint64_t ino);
+	void *ctx;
+};
+
+static int unlinked_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	const struct unlinked_ctx *u = p;
+
+	(void)m;
+	return u->cb(u->ctx, col_u64(s, 0));
+}
+
 int nrs_sq_unlinked_foreach(struct nrs_meta *base,
 			    int (*cb)(void *ctx, uint64_t ino), void *ctx)
 {
 	struct sqlite_meta *m = sqm(base);
-	sqlite3_stmt *s = m->st[ST_UNLINKED_LIST];
+	struct unlinked_ctx u = { cb, ctx };
 	int ret = tx_begin(m, TX_NONE);
 
 	if (ret)
 		return ret;
-	while ((ret = row(m, s)) > 0) {
-		ret = cb(ctx, col_u64(s, 0));
-		if (ret)
-			break;
-	}
-	sqlite3_reset(s);
-	return tx_end(m, ret < 0 ? ret : 0);	/* > 0: the callback stopped */
+	return tx_end(m, each_row(m, m->st[ST_UNLINKED_LIST], unlinked_row,
+				  &u));
+}
+
+/* n[kind] is the count of that kind. */
+static int counts_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	uint64_t *n = p;
+	int kind = sqlite3_column_int(s, 0);
+
+	(void)m;
+	if (kind == KIND_DIR || kind == KIND_STREAM)
+		n[kind] = col_u64(s, 1);
+	return 0;
 }
 
 int nrs_sq_counts(struct nrs_meta *base, uint64_t *dirs, uint64_t *streams)
 {
 	struct sqlite_meta *m = sqm(base);
-	sqlite3_stmt *s = m->st[ST_COUNTS];
 	uint64_t n[3] = { 0, 0, 0 };
-	int kind, ret = tx_begin(m, TX_NONE);
+	int ret = tx_begin(m, TX_NONE);
 
 	if (ret)
 		return ret;
-	while ((ret = row(m, s)) > 0) {
-		kind = sqlite3_column_int(s, 0);
-		if (kind == KIND_DIR || kind == KIND_STREAM)
-			n[kind] = col_u64(s, 1);
-	}
-	ret = tx_end(m, ret);
+	ret = tx_end(m, each_row(m, m->st[ST_COUNTS], counts_row, n));
 	if (!ret) {
 		*dirs = n[KIND_DIR];
 		*streams = n[KIND_STREAM];

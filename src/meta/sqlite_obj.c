@@ -132,20 +132,27 @@ int nrs_sq_obj_delete(struct nrs_meta *base, uint64_t gen)
 	return ret;
 }
 
+struct obj_list_ctx {
+	int (*cb)(void *ctx, const struct nrs_obj_row *o);
+	void *ctx;
+};
+
+static int obj_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	const struct obj_list_ctx *l = p;
+	struct nrs_obj_row o;
+
+	(void)m;
+	col_obj(s, &o);
+	return l->cb(l->ctx, &o);
+}
+
 static int obj_list(struct sqlite_meta *m, sqlite3_stmt *s,
 		    int (*cb)(void *ctx, const struct nrs_obj_row *o), void *ctx)
 {
-	struct nrs_obj_row o;
-	int ret;
+	struct obj_list_ctx l = { cb, ctx };
 
-	while ((ret = row(m, s)) > 0) {
-		col_obj(s, &o);
-		ret = cb(ctx, &o);
-		if (ret)
-			break;
-	}
-	sqlite3_reset(s);
-	return ret < 0 ? ret : 0;
+	return each_row(m, s, obj_row, &l);
 }
 
 int nrs_sq_obj_foreach(struct nrs_meta *base, uint64_t stream_id,

@@ -231,26 +231,30 @@ static int configure_readonly(struct sqlite_meta *m)
  * refuses the open (-EUCLEAN), each problem logged.  It reads the whole
  * file, once per mount.
  */
+static int quick_check_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	const char *text = (const char *)sqlite3_column_text(s, 0);
+	int *problems = p;
+
+	if (text && strcmp(text, "ok") == 0)
+		return 0;
+	nrs_err("meta: %s: quick_check: %s", m->path,
+		text ? text : "(no text)");
+	(*problems)++;
+	return 0;
+}
+
 static int quick_check(struct sqlite_meta *m)
 {
 	static const char sql[] = "PRAGMA quick_check(10)";
 	sqlite3_stmt *s;
-	int rc, ret = 0, problems = 0;
+	int rc, ret, problems = 0;
 
 	rc = sqlite3_prepare_v2(m->db, sql, -1, &s, NULL);
 	if (rc != SQLITE_OK)
 		return sql_fail(m, rc, sql);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *text = (const char *)sqlite3_column_text(s, 0);
-
-		if (text && strcmp(text, "ok") == 0)
-			continue;
-		nrs_err("meta: %s: quick_check: %s", m->path,
-			text ? text : "(no text)");
-		problems++;
-	}
-	if (rc != SQLITE_DONE)
-		ret = sql_fail(m, rc, sql);	/* CORRUPT: -EUCLEAN */
+	/* a failed step is logged; SQLITE_CORRUPT is -EUCLEAN */
+	ret = each_row(m, s, quick_check_row, &problems);
 	sqlite3_finalize(s);
 	if (problems)
 		ret = -EUCLEAN;

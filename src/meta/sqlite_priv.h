@@ -157,6 +157,7 @@ static inline uint64_t col_u64(sqlite3_stmt *s, int i)
 #define tx_begin(...)            nrs_sq_tx_begin(__VA_ARGS__)
 #define tx_end(...)              nrs_sq_tx_end(__VA_ARGS__)
 #define query1(...)              nrs_sq_query1(__VA_ARGS__)
+#define each_row(...)            nrs_sq_each_row(__VA_ARGS__)
 #define room(...)                nrs_sq_room(__VA_ARGS__)
 #define col_attr(...)            nrs_sq_col_attr(__VA_ARGS__)
 #define attr_get(...)            nrs_sq_attr_get(__VA_ARGS__)
@@ -172,6 +173,10 @@ static inline uint64_t col_u64(sqlite3_stmt *s, int i)
 int nrs_sq_sql_fail(struct sqlite_meta *m, int rc, const char *what);
 int nrs_sq_run(struct sqlite_meta *m, sqlite3_stmt *s);
 int nrs_sq_row(struct sqlite_meta *m, sqlite3_stmt *s);
+int nrs_sq_each_row(struct sqlite_meta *m, sqlite3_stmt *s,
+		    int (*each)(struct sqlite_meta *m, sqlite3_stmt *s,
+				void *ctx),
+		    void *ctx);
 int nrs_sq_exec(struct sqlite_meta *m, const char *sql);
 int nrs_sq_set_sync(struct sqlite_meta *m, bool full);
 int nrs_sq_tx_begin(struct sqlite_meta *m, enum tx_kind kind);
@@ -219,7 +224,7 @@ int nrs_sq_setattr(struct nrs_meta *base, uint64_t ino,
 		   const struct nrs_attr *in, int mask, int64_t now_ns,
 		   struct nrs_attr *out);
 int nrs_sq_readdir(struct nrs_meta *base, uint64_t ino, uint64_t after,
-		      nrs_meta_dirent_cb cb, void *ctx);
+		   nrs_meta_dirent_cb cb, void *ctx);
 int nrs_sq_forget_inode(struct nrs_meta *base, uint64_t ino);
 int nrs_sq_unlinked_foreach(struct nrs_meta *base,
 			    int (*cb)(void *ctx, uint64_t ino), void *ctx);

@@ -61,24 +61,30 @@ int nrs_sq_stream_get(struct nrs_meta *base, uint64_t stream_id,
 	return ret;
 }
 
+struct stream_list_ctx {
+	nrs_meta_stream_cb cb;
+	void *ctx;
+};
+
+static int stream_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	const struct stream_list_ctx *l = p;
+	struct nrs_stream_row r = { 0 };
+
+	col_stream(m, s, &r);		/* C3: passed on, marked */
+	return l->cb(l->ctx, &r);
+}
+
 int nrs_sq_stream_foreach(struct nrs_meta *base, nrs_meta_stream_cb cb,
 			  void *ctx)
 {
 	struct sqlite_meta *m = sqm(base);
-	sqlite3_stmt *s = m->st[ST_STREAM_LIST];
-	struct nrs_stream_row r = { 0 };
+	struct stream_list_ctx l = { cb, ctx };
 	int ret = tx_begin(m, TX_NONE);
 
 	if (ret)
 		return ret;
-	while ((ret = row(m, s)) > 0) {
-		col_stream(m, s, &r);		/* C3: passed on, marked */
-		ret = cb(ctx, &r);
-		if (ret)
-			break;
-	}
-	sqlite3_reset(s);
-	return tx_end(m, ret < 0 ? ret : 0);	/* > 0: the callback stopped */
+	return tx_end(m, each_row(m, m->st[ST_STREAM_LIST], stream_row, &l));
 }
 
 /* One CAS per update; the first lost one drops the whole batch. */

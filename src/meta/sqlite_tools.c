@@ -26,26 +26,34 @@ static int read_prepare(struct sqlite_meta *m, const char *sql, sqlite3_stmt **s
 	return rc == SQLITE_OK ? 0 : tx_end(m, sql_fail(m, rc, sql));
 }
 
+struct problem_ctx {
+	int (*cb)(void *ctx, const char *problem);
+	void *ctx;
+};
+
+static int problem_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	const struct problem_ctx *c = p;
+	const char *text = (const char *)sqlite3_column_text(s, 0);
+
+	(void)m;
+	return text && strcmp(text, "ok") != 0 ? c->cb(c->ctx, text) : 0;
+}
+
 int nrs_sq_integrity_check(struct nrs_meta *base,
 			   int (*cb)(void *ctx, const char *problem),
 			   void *ctx)
 {
 	struct sqlite_meta *m = sqm(base);
+	struct problem_ctx c = { cb, ctx };
 	sqlite3_stmt *s;
-	const char *text;
 	int ret = read_prepare(m, "PRAGMA integrity_check", &s);
 
 	if (ret)
 		return ret;
-	while ((ret = row(m, s)) > 0) {
-		text = (const char *)sqlite3_column_text(s, 0);
-		if (text && strcmp(text, "ok") != 0)
-			ret = cb(ctx, text);
-		if (ret)
-			break;
-	}
+	ret = each_row(m, s, problem_row, &c);
 	sqlite3_finalize(s);
-	return tx_end(m, ret < 0 ? ret : 0);
+	return tx_end(m, ret);
 }
 
 int nrs_sq_stream_seq_raise(struct nrs_meta *base, uint64_t id)
@@ -81,6 +89,20 @@ int nrs_sq_stream_seq_raise(struct nrs_meta *base, uint64_t id)
 	return tx_end(m, ret);
 }
 
+/* seq[0] the inodes sequence, seq[1] the streams one. */
+static int seq_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	struct nrs_meta_seq *seq = p;
+	const char *name = (const char *)sqlite3_column_text(s, 0);
+	struct nrs_meta_seq *q = &seq[name && strcmp(name, "inodes") == 0 ?
+				      0 : 1];
+
+	(void)m;
+	q->v = sqlite3_column_int64(s, 1);
+	q->integer = sqlite3_column_int(s, 2) != 0;
+	return 0;
+}
+
 int nrs_sq_sequences(struct nrs_meta *base, struct nrs_meta_seq *inodes,
 		     struct nrs_meta_seq *streams)
 {
@@ -88,27 +110,35 @@ int nrs_sq_sequences(struct nrs_meta *base, struct nrs_meta_seq *inodes,
 	static const char sql[] =
 		"SELECT name, seq, typeof(seq) = 'integer' FROM sqlite_sequence"
 		" WHERE name IN ('inodes', 'streams')";
-	struct nrs_meta_seq in = { 0, true }, st = { 0, true };
+	struct nrs_meta_seq seq[2] = { { 0, true }, { 0, true } };
 	sqlite3_stmt *s;
 	int ret = read_prepare(m, sql, &s);
 
 	if (ret)
 		return ret;
-	while ((ret = row(m, s)) > 0) {
-		const char *name = (const char *)sqlite3_column_text(s, 0);
-		struct nrs_meta_seq *q = name && strcmp(name, "inodes") == 0 ?
-					 &in : &st;
-
-		q->v = sqlite3_column_int64(s, 1);
-		q->integer = sqlite3_column_int(s, 2) != 0;
-	}
+	ret = each_row(m, s, seq_row, seq);
 	sqlite3_finalize(s);
 	ret = tx_end(m, ret);
 	if (!ret) {
-		*inodes = in;
-		*streams = st;
+		*inodes = seq[0];
+		*streams = seq[1];
 	}
 	return ret;
+}
+
+struct inode_ctx {
+	int (*cb)(void *ctx, const struct nrs_attr *a);
+	void *ctx;
+};
+
+static int inode_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	const struct inode_ctx *c = p;
+	struct nrs_attr a = { 0 };
+
+	(void)m;
+	col_attr(s, &a);
+	return c->cb(c->ctx, &a);
 }
 
 int nrs_sq_inode_foreach(struct nrs_meta *base,
@@ -116,40 +146,38 @@ int nrs_sq_inode_foreach(struct nrs_meta *base,
 			 void *ctx)
 {
 	struct sqlite_meta *m = sqm(base);
-	sqlite3_stmt *s = m->st[ST_INODE_LIST];
-	struct nrs_attr a = { 0 };
+	struct inode_ctx c = { cb, ctx };
 	int ret = tx_begin(m, TX_READ);
 
 	if (ret)
 		return ret;
-	while ((ret = row(m, s)) > 0) {
-		col_attr(s, &a);
-		ret = cb(ctx, &a);
-		if (ret)
-			break;
-	}
-	sqlite3_reset(s);
-	return tx_end(m, ret < 0 ? ret : 0);
+	return tx_end(m, each_row(m, m->st[ST_INODE_LIST], inode_row, &c));
+}
+
+struct dirent_ctx {
+	nrs_meta_rawdirent_cb cb;
+	void *ctx;
+};
+
+static int dirent_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	const struct dirent_ctx *c = p;
+	const void *name = sqlite3_column_blob(s, 1);
+	size_t len = (size_t)sqlite3_column_bytes(s, 1);
+
+	(void)m;
+	return c->cb(c->ctx, col_u64(s, 0), name ? name : "", len,
+		     col_u64(s, 2));
 }
 
 int nrs_sq_dirent_foreach(struct nrs_meta *base, nrs_meta_rawdirent_cb cb,
 			  void *ctx)
 {
 	struct sqlite_meta *m = sqm(base);
-	sqlite3_stmt *s = m->st[ST_DIRENT_LIST];
+	struct dirent_ctx c = { cb, ctx };
 	int ret = tx_begin(m, TX_READ);
 
 	if (ret)
 		return ret;
-	while ((ret = row(m, s)) > 0) {
-		const void *name = sqlite3_column_blob(s, 1);
-		size_t len = (size_t)sqlite3_column_bytes(s, 1);
-
-		ret = cb(ctx, col_u64(s, 0), name ? name : "", len,
-			 col_u64(s, 2));
-		if (ret)
-			break;
-	}
-	sqlite3_reset(s);
-	return tx_end(m, ret < 0 ? ret : 0);
+	return tx_end(m, each_row(m, m->st[ST_DIRENT_LIST], dirent_row, &c));
 }

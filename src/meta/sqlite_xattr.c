@@ -152,32 +152,41 @@ int nrs_sq_xattr_remove(struct nrs_meta *base, uint64_t ino, const char *name)
 	return tx_end(m, ret);
 }
 
+struct xlist {
+	char *buf;
+	size_t off, total;
+};
+
+static int xlist_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
+{
+	struct xlist *x = p;
+	size_t len = (size_t)sqlite3_column_bytes(s, 0);
+
+	(void)m;
+	if (x->off + len + 1 > x->total)	/* same snapshot: cannot */
+		return -EUCLEAN;
+	memcpy(x->buf + x->off, sqlite3_column_blob(s, 0), len);
+	x->buf[x->off + len] = '\0';
+	x->off += len + 1;
+	return 0;
+}
+
 /* The total length first, so that buf is written only when all fits. */
 static ssize_t do_xattr_list(struct sqlite_meta *m, uint64_t ino, char *buf,
 			     size_t size)
 {
 	sqlite3_stmt *s = BIND(m, ST_XATTR_TOTAL, ino);
-	size_t total, off = 0, len;
+	struct xlist x = { buf, 0, 0 };
 	int ret = or_enoent(m, ino, 0) ?: row(m, s);
 
 	if (ret <= 0)
 		return ret ? ret : -EIO;
-	total = col_u64(s, 0);
+	x.total = col_u64(s, 0);
 	sqlite3_reset(s);
-	if (size == 0 || total > size)
-		return size == 0 ? (ssize_t)total : -ERANGE;
-	s = BIND(m, ST_XATTR_LIST, ino);
-	while ((ret = row(m, s)) > 0) {
-		len = (size_t)sqlite3_column_bytes(s, 0);
-		if (off + len + 1 > total) {	/* same snapshot: cannot */
-			sqlite3_reset(s);
-			return -EUCLEAN;
-		}
-		memcpy(buf + off, sqlite3_column_blob(s, 0), len);
-		buf[off + len] = '\0';
-		off += len + 1;
-	}
-	return ret ? ret : (ssize_t)off;
+	if (size == 0 || x.total > size)
+		return size == 0 ? (ssize_t)x.total : -ERANGE;
+	ret = each_row(m, BIND(m, ST_XATTR_LIST, ino), xlist_row, &x);
+	return ret ? ret : (ssize_t)x.off;
 }
 
 ssize_t nrs_sq_xattr_list(struct nrs_meta *base, uint64_t ino, char *buf,
