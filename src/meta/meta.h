@@ -55,7 +55,11 @@
  *       bumped by a versioned setData); nrs_meta_stream_seq_raise moves the
  *       stream id sequence past an id in use.  1 is the root, 2..15 are
  *       reserved, stored inodes start at NRS_FIRST_INO.
- *   MC7 Object generations move only as enum nrs_obj_state below says.
+ *   MC7 Object generations move only along the state machine drawn in
+ *       objgen.c: a store changes a row's state with a compare-and-set on
+ *       the state it leaves (-ESTALE), and nrs_meta_obj_set_state first
+ *       asks nrs_meta_obj_transition() (-EINVAL for a move the table does
+ *       not list, objgen.c GS1, GS2).
  *   MC8 Callbacks of the listing operations run while the store is held
  *       (a lock, a snapshot): they must not call the store (-EDEADLK where
  *       it can be detected); a non-zero return stops the listing, and a
@@ -301,7 +305,8 @@ int nrs_meta_unlinked_foreach(struct nrs_meta *m,
 
 /*
  * A segment object of a stream, one row per generation (objfmt.h).  States
- * move prepared -> committed -> draining -> retired (DESIGN.md 6):
+ * move prepared -> committed -> draining -> retired (DESIGN.md 6; the
+ * whole state machine, and who moves a row, is the table of objgen.c):
  *  - prepared: an intent recorded (durably) before the upload; never read.
  *    After a crash, prepared rows name the objects that may exist unpublished
  *    (orphans): they are found here, never by listing the bucket.
@@ -340,10 +345,15 @@ int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 int nrs_meta_obj_replace(struct nrs_meta *m, uint64_t gen,
 			 const unsigned char sha256[32], const uint64_t *olds,
 			 size_t nolds, int64_t now_ns);
-/* Move gen from state from to state to at now_ns (durable).  -ESTALE if
- * gen is not in state from (or there is no such row). */
+/* Move gen from state from to state to at now_ns (durable): committed ->
+ * draining, draining -> retired, prepared -> quarantined (objgen.c).
+ * -EINVAL (logged, nothing changed) for any other pair (GS1); -ESTALE if
+ * gen is not in state from (or there is no such row, GS2). */
 int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to,
 			   int64_t now_ns);
+/* For the stores (objgen.c GS1): 0 if nrs_meta_obj_set_state may move a
+ * row from state from to state to, else -EINVAL, logged naming gen. */
+int nrs_meta_obj_transition(uint64_t gen, int from, int to);
 /* Forget a row (durable); 0 also if it is gone. */
 int nrs_meta_obj_delete(struct nrs_meta *m, uint64_t gen);
 /* Every row (stream_id 0) or a stream's, gen ascending; stop as above. */

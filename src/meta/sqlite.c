@@ -13,7 +13,7 @@
  *   sqlite_xattr.c    user xattrs, MS2
  *   sqlite_settings.c profile and retention, M5 M8
  *   sqlite_stream.c   stream rows: start, epoch, the head CAS (publish)
- *   sqlite_obj.c      object generations
+ *   sqlite_obj.c      object generations (their states: ../objgen.c)
  *   sqlite_tools.c    what nereusfs-fsck reads and repairs
  * Only these files include sqlite3.h.
  *

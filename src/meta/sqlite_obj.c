@@ -1,6 +1,9 @@
 /*
  * sqlite_obj.c - object generations in the SQLite store (table objects,
- * one row per generation; the states are those of meta.h).
+ * one row per generation).  The states and every move between them are
+ * the table of objgen.c; here each move is one UPDATE ... WHERE state =
+ * the state it leaves (GS2), and nrs_meta_obj_set_state takes only the
+ * moves GS1 allows.
  */
 #include "config.h"
 
@@ -109,8 +112,11 @@ int nrs_sq_obj_set_state(struct nrs_meta *base, uint64_t gen, int from, int to,
 			 int64_t now_ns)
 {
 	struct sqlite_meta *m = sqm(base);
-	int ret = tx_begin(m, TX_DURABLE);
+	int ret = nrs_meta_obj_transition(gen, from, to);	/* GS1 */
 
+	if (ret)
+		return ret;
+	ret = tx_begin(m, TX_DURABLE);
 	if (ret)
 		return ret;
 	ret = run(m, BIND(m, ST_OBJ_STATE, gen, from, to, now_ns));

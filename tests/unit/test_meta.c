@@ -1658,6 +1658,104 @@ static int collect_objs(void *ctx, const struct nrs_obj_row *o)
 	return 0;
 }
 
+/* The state of generation gen, or 0 if there is no such row. */
+static int obj_state(struct nrs_meta *m, uint64_t gen)
+{
+	struct nrs_obj_row *v = NULL;
+	size_t n = 0;
+	int state = 0;
+
+	assert_int_equal(nrs_meta_obj_rows(m, 0, 0, &v, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].gen == gen)
+			state = v[i].state;
+	free(v);
+	return state;
+}
+
+static uint64_t obj_new(struct nrs_meta *m, bool publish)
+{
+	struct nrs_obj_row o = { .stream_id = 7, .start = 0, .end = 10,
+				 .length = 50 };
+	unsigned char sha[32] = { 1 };
+
+	assert_int_equal(nrs_meta_obj_prepare(m, &o), 0);
+	if (publish)
+		assert_int_equal(nrs_meta_obj_publish(m, o.gen, sha), 0);
+	return o.gen;
+}
+
+/*
+ * objgen.c GS1, GS2: every line of the generation state machine, and
+ * moves it does not list refused with -EINVAL and nothing changed.
+ */
+static void test_obj_transitions(void **state)
+{
+	struct fx *f = *state;
+	unsigned char sha[32] = { 2 };
+	uint64_t p, c, q, r, olds[1];
+	static const struct { int from, to; } bad[] = {
+		{ NRS_OBJ_PREPARED, NRS_OBJ_COMMITTED },	/* publish's */
+		{ NRS_OBJ_PREPARED, NRS_OBJ_DRAINING },
+		{ NRS_OBJ_PREPARED, NRS_OBJ_RETIRED },
+		{ NRS_OBJ_PREPARED, NRS_OBJ_PREPARED },
+		{ NRS_OBJ_COMMITTED, NRS_OBJ_RETIRED },	/* skips draining */
+		{ NRS_OBJ_COMMITTED, NRS_OBJ_PREPARED },
+		{ NRS_OBJ_COMMITTED, NRS_OBJ_QUARANTINED },
+		{ NRS_OBJ_DRAINING, NRS_OBJ_COMMITTED },	/* back */
+		{ NRS_OBJ_RETIRED, NRS_OBJ_DRAINING },	/* final */
+		{ NRS_OBJ_QUARANTINED, NRS_OBJ_PREPARED },	/* final */
+		{ 0, NRS_OBJ_PREPARED },
+		{ NRS_OBJ_PREPARED, 9 },
+		{ -1, NRS_OBJ_COMMITTED },
+	};
+
+	/* the legal lines: prepare, publish, replace, and set_state's three */
+	p = obj_new(f->m, false);
+	assert_int_equal(obj_state(f->m, p), NRS_OBJ_PREPARED);
+	c = obj_new(f->m, true);
+	assert_int_equal(obj_state(f->m, c), NRS_OBJ_COMMITTED);
+	olds[0] = c;
+	r = obj_new(f->m, false);
+	assert_int_equal(nrs_meta_obj_replace(f->m, r, sha, olds, 1, 3), 0);
+	assert_int_equal(obj_state(f->m, r), NRS_OBJ_COMMITTED);
+	assert_int_equal(obj_state(f->m, c), NRS_OBJ_DRAINING);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, c, NRS_OBJ_DRAINING,
+						NRS_OBJ_RETIRED, 4), 0);
+	assert_int_equal(obj_state(f->m, c), NRS_OBJ_RETIRED);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, r, NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, 5), 0);
+	assert_int_equal(obj_state(f->m, r), NRS_OBJ_DRAINING);
+	q = obj_new(f->m, false);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, q, NRS_OBJ_PREPARED,
+						NRS_OBJ_QUARANTINED, 6), 0);
+	assert_int_equal(obj_state(f->m, q), NRS_OBJ_QUARANTINED);
+
+	/* GS2: a legal move from a state the row is not in */
+	assert_int_equal(nrs_meta_obj_set_state(f->m, p, NRS_OBJ_DRAINING,
+						NRS_OBJ_RETIRED, 7), -ESTALE);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, 999, NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, 7), -ESTALE);
+
+	/* GS1: each refused, whatever state the row is in */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t gens[] = { p, c, r, q };
+
+		for (size_t g = 0; g < 4; g++)
+			assert_int_equal(nrs_meta_obj_set_state(f->m, gens[g],
+						bad[i].from, bad[i].to, 8),
+					 -EINVAL);
+	}
+	assert_int_equal(obj_state(f->m, p), NRS_OBJ_PREPARED);
+	assert_int_equal(obj_state(f->m, c), NRS_OBJ_RETIRED);
+	assert_int_equal(obj_state(f->m, r), NRS_OBJ_DRAINING);
+	assert_int_equal(obj_state(f->m, q), NRS_OBJ_QUARANTINED);
+	assert_int_equal(nrs_meta_obj_transition(1, NRS_OBJ_COMMITTED,
+						 NRS_OBJ_DRAINING), 0);
+	assert_int_equal(nrs_meta_obj_transition(1, NRS_OBJ_RETIRED,
+						 NRS_OBJ_COMMITTED), -EINVAL);
+}
+
 /* Object generations: intents, publication, states, per-stream listing. */
 static void test_objects(void **state)
 {
@@ -1681,7 +1779,7 @@ static void test_objects(void **state)
 	assert_int_equal(nrs_meta_obj_publish(f->m, a.gen, sha), 0);
 	assert_int_equal(nrs_meta_obj_publish(f->m, a.gen, sha), -ESTALE);
 	assert_int_equal(nrs_meta_obj_set_state(f->m, b.gen, NRS_OBJ_COMMITTED,
-						NRS_OBJ_RETIRED, 9), -ESTALE);
+						NRS_OBJ_DRAINING, 9), -ESTALE);
 	assert_int_equal(nrs_meta_obj_set_state(f->m, b.gen, NRS_OBJ_PREPARED,
 						NRS_OBJ_QUARANTINED, 9), 0);
 
@@ -2131,6 +2229,7 @@ int main(void)
 		T(test_sync_only_when_durable),
 		T(test_readonly_listing),
 		T(test_objects),
+		T(test_obj_transitions),
 		T(test_obj_rows),
 		T(test_upgrade_from_2),
 		T(test_row_crc_format),
