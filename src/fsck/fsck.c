@@ -773,18 +773,6 @@ lost:
 	return 0;
 }
 
-static const char *obj_state_name(int state)
-{
-	switch (state) {
-	case NRS_OBJ_PREPARED:		return "prepared";
-	case NRS_OBJ_COMMITTED:		return "committed";
-	case NRS_OBJ_DRAINING:		return "draining";
-	case NRS_OBJ_RETIRED:		return "retired";
-	case NRS_OBJ_QUARANTINED:	return "quarantined";
-	default:			return NULL;
-	}
-}
-
 /* ---- F23-F26: the lifecycle (lifecycle.c G1-G4) ------------------------ */
 
 /* Milliseconds from time (ns, a row's mtime or a file's) to f->now_ns; 0
@@ -1056,7 +1044,7 @@ static int check_objects(struct nrs_fsck *f, const struct ns *ns)
 		const struct nrs_obj_row *o = &f->objs[i];
 		struct nrs_objhdr h = obj_hdr(o);
 		ssize_t s = stream_at(f, o->stream_id);
-		const char *state = obj_state_name(o->state), *unneeded;
+		const char *state = nrs_meta_obj_state_name(o->state), *unneeded;
 		bool have_key = nrs_objfmt_key(key, &h) >= 0;
 		int err = 0;
 

@@ -351,6 +351,8 @@ int nrs_meta_obj_replace(struct nrs_meta *m, uint64_t gen,
  * gen is not in state from (or there is no such row, GS2). */
 int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to,
 			   int64_t now_ns);
+/* "prepared", ... (a static string), NULL for a number that is no state. */
+const char *nrs_meta_obj_state_name(int state);
 /* For the stores (objgen.c GS1): 0 if nrs_meta_obj_set_state may move a
  * row from state from to state to, else -EINVAL, logged naming gen. */
 int nrs_meta_obj_transition(uint64_t gen, int from, int to);

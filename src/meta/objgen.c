@@ -47,7 +47,7 @@ static const struct {
 	{ NRS_OBJ_PREPARED, NRS_OBJ_QUARANTINED },
 };
 
-static const char *state_name(int state)
+const char *nrs_meta_obj_state_name(int state)
 {
 	switch (state) {
 	case NRS_OBJ_PREPARED:		return "prepared";
@@ -55,8 +55,15 @@ static const char *state_name(int state)
 	case NRS_OBJ_DRAINING:		return "draining";
 	case NRS_OBJ_RETIRED:		return "retired";
 	case NRS_OBJ_QUARANTINED:	return "quarantined";
-	default:			return "no state";
+	default:			return NULL;
 	}
+}
+
+static const char *state_name(int state)
+{
+	const char *name = nrs_meta_obj_state_name(state);
+
+	return name ? name : "no state";
 }
 
 int nrs_meta_obj_transition(uint64_t gen, int from, int to)
