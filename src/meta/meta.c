@@ -158,11 +158,6 @@ int nrs_meta_set_start(struct nrs_meta *m, uint64_t stream_id, uint64_t start)
 	return m->ops->set_start(m, stream_id, start);
 }
 
-int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch)
-{
-	return m->ops->set_epoch(m, stream_id, epoch);
-}
-
 int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
 			struct nrs_stream_row *out)
 {

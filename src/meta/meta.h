@@ -27,7 +27,7 @@
  *       real time: a read that starts after a write returned sees it
  *       (ZooKeeper: a sync() before a read that must see other hosts'
  *       writes; each host's own writes are seen in order).
- *   MC3 Durable.  Namespace changes, settings, xattrs, start, epoch,
+ *   MC3 Durable.  Namespace changes, settings, xattrs, start,
  *       forget and object generation changes are durable when the call
  *       returns.  nrs_meta_publish is durable only when asked: the WAL
  *       already holds every acknowledged append and recovery re-publishes
@@ -269,9 +269,6 @@ int nrs_meta_retention_is_set(struct nrs_meta *m, uint64_t ino, int which,
 /* Raise a stream's start offset (durable).  -ENOENT, -EINVAL if below
  * the current start or above the head, -EUCLEAN (damaged row). */
 int nrs_meta_set_start(struct nrs_meta *m, uint64_t stream_id, uint64_t start);
-/* Raise a stream's epoch (durable).  -ENOENT, -EINVAL if not larger,
- * -EUCLEAN. */
-int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch);
 /* -ENOENT, -EUCLEAN (the row fails its checksum) */
 int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
 			struct nrs_stream_row *out);
@@ -482,8 +479,6 @@ struct nrs_meta_ops {
 
 	int (*set_start)(struct nrs_meta *m, uint64_t stream_id,
 			 uint64_t start);
-	int (*set_epoch)(struct nrs_meta *m, uint64_t stream_id,
-			 uint64_t epoch);
 	int (*stream_get)(struct nrs_meta *m, uint64_t stream_id,
 			  struct nrs_stream_row *out);
 	int (*stream_foreach)(struct nrs_meta *m, nrs_meta_stream_cb cb,

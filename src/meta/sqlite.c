@@ -28,7 +28,7 @@
  * (DESIGN.md 6) re-publishes the intents that continue the last surviving
  * head.  An fsync here would put a second sync on every append's path for
  * nothing.  Everything else (namespace, attributes, settings, xattrs, start,
- * epoch, forget) has no other durable copy, so those transactions, and a
+ * forget) has no other durable copy, so those transactions, and a
  * publish asked to be durable, run under synchronous=FULL, which syncs the
  * -wal at COMMIT before the call returns (frames of earlier unsynced
  * commits are synced with it).  The level cannot change inside a
@@ -309,7 +309,6 @@ const struct nrs_meta_ops nrs_sq_ops = {
 	.chain_steps = nrs_sq_chain_steps,
 	.retention_is_set = nrs_sq_retention_is_set,
 	.set_start = nrs_sq_set_start,
-	.set_epoch = nrs_sq_set_epoch,
 	.stream_get = nrs_sq_stream_get,
 	.stream_foreach = nrs_sq_stream_foreach,
 	.publish = nrs_sq_publish,

@@ -80,9 +80,6 @@ static const char *const stmt_sql[ST_NR] = {
 	[ST_STREAM_SET_START] = "UPDATE streams SET start = ?2, crc = "
 		ROW_CRC("head", "version", "?2", "epoch", "last_lsn", "profile",
 		"unlinked") " WHERE id = ?1" ROW_INTACT,
-	[ST_STREAM_SET_EPOCH] = "UPDATE streams SET epoch = ?2, crc = "
-		ROW_CRC("head", "version", "start", "?2", "last_lsn", "profile",
-		"unlinked") " WHERE id = ?1" ROW_INTACT,
 	[ST_STREAM_LIST] = "SELECT " STREAM_COLS " FROM streams ORDER BY id",
 	[ST_PUBLISH] = "UPDATE streams SET head = ?2, version = ?3, epoch = ?4,"
 		" last_lsn = ?5, mtime_ns = ?6, crc = " ROW_CRC("?2", "?3",

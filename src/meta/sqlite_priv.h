@@ -40,7 +40,7 @@ enum stmt_id {
 	ST_READDIR,
 	ST_STREAM_INSERT, ST_STREAM_SEAL, ST_STREAM_GET, ST_STREAM_UNLINK,
 	ST_STREAM_DELETE,
-	ST_STREAM_SET_PROFILE, ST_STREAM_SET_START, ST_STREAM_SET_EPOCH,
+	ST_STREAM_SET_PROFILE, ST_STREAM_SET_START,
 	ST_STREAM_LIST, ST_PUBLISH, ST_STREAM_SET_MTIME,
 	ST_XATTR_GET, ST_XATTR_INSERT, ST_XATTR_UPDATE, ST_XATTR_UPSERT,
 	ST_XATTR_REMOVE, ST_XATTR_TOTAL, ST_XATTR_USAGE, ST_XATTR_LIST, ST_XATTR_DROP,
@@ -256,7 +256,6 @@ int nrs_sq_retention_is_set(struct nrs_meta *base, uint64_t ino, int which,
 
 /* sqlite_stream.c */
 int nrs_sq_set_start(struct nrs_meta *base, uint64_t stream_id, uint64_t start);
-int nrs_sq_set_epoch(struct nrs_meta *base, uint64_t stream_id, uint64_t epoch);
 int nrs_sq_stream_get(struct nrs_meta *base, uint64_t stream_id,
 		      struct nrs_stream_row *out);
 int nrs_sq_stream_foreach(struct nrs_meta *base, nrs_meta_stream_cb cb,

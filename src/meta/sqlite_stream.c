@@ -16,35 +16,23 @@
 #include "util/failpoint.h"
 #include "util/log.h"
 
-/* start: raise only, never past the head.  epoch: strictly raise. */
-static int stream_raise(struct sqlite_meta *m, uint64_t id, enum stmt_id st,
-			uint64_t v)
+/* start: raise only, never past the head.  (The epoch moves with the
+ * head: nrs_meta_publish.) */
+int nrs_sq_set_start(struct nrs_meta *base, uint64_t stream_id, uint64_t start)
 {
+	struct sqlite_meta *m = sqm(base);
 	struct nrs_stream_row r = { 0 };
 	int ret = tx_begin(m, TX_DURABLE);
 
 	if (ret)
 		return ret;
-	ret = stream_get(m, id, &r);
-	if (!ret && st == ST_STREAM_SET_START && (v < r.start || v > r.head))
-		ret = -EINVAL;
-	if (!ret && st == ST_STREAM_SET_EPOCH && v <= r.epoch)
+	ret = stream_get(m, stream_id, &r);
+	if (!ret && (start < r.start || start > r.head))
 		ret = -EINVAL;
 	if (!ret)
-		ret = run(m, BIND(m, st, id, v)) ?: stream_updated(m, id, &r);
+		ret = run(m, BIND(m, ST_STREAM_SET_START, stream_id, start)) ?:
+			stream_updated(m, stream_id, &r);
 	return tx_end(m, ret);
-}
-
-int nrs_sq_set_start(struct nrs_meta *base, uint64_t stream_id, uint64_t start)
-{
-	struct sqlite_meta *m = sqm(base);
-	return stream_raise(m, stream_id, ST_STREAM_SET_START, start);
-}
-
-int nrs_sq_set_epoch(struct nrs_meta *base, uint64_t stream_id, uint64_t epoch)
-{
-	struct sqlite_meta *m = sqm(base);
-	return stream_raise(m, stream_id, ST_STREAM_SET_EPOCH, epoch);
 }
 
 int nrs_sq_stream_get(struct nrs_meta *base, uint64_t stream_id,
