@@ -46,7 +46,7 @@
  *       "pending": the next mount publishes them.  Not an error.
  *   F14 The root (inode 1) exists, is a directory, is its own parent and
  *       has no name.
- *   F15 Every dirent has a valid name (meta_sqlite.c M6), its parent is an
+ *   F15 Every dirent has a valid name (sqlite_ns.c M6), its parent is an
  *       existing directory, its inode exists, is linked and records that
  *       parent; an inode has one name (M1: no hard links).
  *   F16 Every linked inode but the root has a name, and its parent chain
@@ -104,7 +104,7 @@
  *       no row names is an "unreferenced object" if it was written longer
  *       than the grace period ago, else pending.  A bucket is not listed:
  *       unreferenced objects in S3 are found only through their rows.
- *   F27 Every stream row passes its checksum (meta_sqlite.c C3).  A row
+ *   F27 Every stream row passes its checksum (sqlite_crc.c C3).  A row
  *       that fails is reported with the path of the inode that names the
  *       stream, and nothing else of it is checked: its head, version,
  *       start, epoch, inode and unlinked flag are unknown (the daemon
@@ -114,7 +114,7 @@
  *       RD1: an id in [1, 2^63), a head and a last LSN below 2^63).  A row
  *       out of range is damage the daemon keeps offline, as it does a row
  *       that fails F7 or F8; nothing else of it is checked.
- *   F30 The AUTOINCREMENT sequences (meta_sqlite.c M3): sqlite_sequence
+ *   F30 The AUTOINCREMENT sequences (sqlite_schema.c M3): sqlite_sequence
  *       holds an integer for inodes and streams, below INT64_MAX (there
  *       SQLite refuses every new row: no inode or stream can be created),
  *       and at least every id its table holds, and the streams one every
@@ -1190,7 +1190,7 @@ static void check_seq(struct nrs_fsck *f, const char *table,
 	if (v < 0 || (uint64_t)v < max_id)
 		ERR(f, "F30 sqlite_sequence %s: at %" PRId64 ", below id %"
 		    PRIu64 " that %s holds: a new one may get an id already "
-		    "used (meta_sqlite.c M3)", table, v, max_id, holder);
+		    "used (sqlite_schema.c M3)", table, v, max_id, holder);
 }
 
 static void check_sequences(struct nrs_fsck *f)

@@ -272,6 +272,7 @@ int nrs_sq_mkdir(struct nrs_meta *base, uint64_t parent, const char *name,
 		 struct nrs_attr *out)
 {
 	struct sqlite_meta *m = sqm(base);
+
 	return make_tx(m, parent, name, true, mode, uid, gid, now_ns, out, NULL);
 }
 
@@ -280,6 +281,7 @@ int nrs_sq_create(struct nrs_meta *base, uint64_t parent, const char *name,
 		  struct nrs_attr *out, struct nrs_stream_row *srow)
 {
 	struct sqlite_meta *m = sqm(base);
+
 	return make_tx(m, parent, name, false, mode, uid, gid, now_ns, out,
 		       srow);
 }

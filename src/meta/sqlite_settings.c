@@ -334,6 +334,7 @@ int nrs_sq_set_retention(struct nrs_meta *base, uint64_t ino, int which,
 uint64_t nrs_sq_chain_steps(struct nrs_meta *base)
 {
 	struct sqlite_meta *m = sqm(base);
+
 	return atomic_load_explicit(&m->chain_steps, memory_order_relaxed);
 }
 
