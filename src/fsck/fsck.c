@@ -46,7 +46,7 @@
  *       "pending": the next mount publishes them.  Not an error.
  *   F14 The root (inode 1) exists, is a directory, is its own parent and
  *       has no name.
- *   F15 Every dirent has a valid name (meta_sqlite.c M6), its parent is an
+ *   F15 Every dirent has a valid name (sqlite_ns.c M6), its parent is an
  *       existing directory, its inode exists, is linked and records that
  *       parent; an inode has one name (M1: no hard links).
  *   F16 Every linked inode but the root has a name, and its parent chain
@@ -104,7 +104,7 @@
  *       no row names is an "unreferenced object" if it was written longer
  *       than the grace period ago, else pending.  A bucket is not listed:
  *       unreferenced objects in S3 are found only through their rows.
- *   F27 Every stream row passes its checksum (meta_sqlite.c C3).  A row
+ *   F27 Every stream row passes its checksum (sqlite_crc.c C3).  A row
  *       that fails is reported with the path of the inode that names the
  *       stream, and nothing else of it is checked: its head, version,
  *       start, epoch, inode and unlinked flag are unknown (the daemon
@@ -114,7 +114,7 @@
  *       RD1: an id in [1, 2^63), a head and a last LSN below 2^63).  A row
  *       out of range is damage the daemon keeps offline, as it does a row
  *       that fails F7 or F8; nothing else of it is checked.
- *   F30 The AUTOINCREMENT sequences (meta_sqlite.c M3): sqlite_sequence
+ *   F30 The AUTOINCREMENT sequences (sqlite_schema.c M3): sqlite_sequence
  *       holds an integer for inodes and streams, below INT64_MAX (there
  *       SQLite refuses every new row: no inode or stream can be created),
  *       and at least every id its table holds, and the streams one every
@@ -773,18 +773,6 @@ lost:
 	return 0;
 }
 
-static const char *obj_state_name(int state)
-{
-	switch (state) {
-	case NRS_OBJ_PREPARED:		return "prepared";
-	case NRS_OBJ_COMMITTED:		return "committed";
-	case NRS_OBJ_DRAINING:		return "draining";
-	case NRS_OBJ_RETIRED:		return "retired";
-	case NRS_OBJ_QUARANTINED:	return "quarantined";
-	default:			return NULL;
-	}
-}
-
 /* ---- F23-F26: the lifecycle (lifecycle.c G1-G4) ------------------------ */
 
 /* Milliseconds from time (ns, a row's mtime or a file's) to f->now_ns; 0
@@ -1056,7 +1044,7 @@ static int check_objects(struct nrs_fsck *f, const struct ns *ns)
 		const struct nrs_obj_row *o = &f->objs[i];
 		struct nrs_objhdr h = obj_hdr(o);
 		ssize_t s = stream_at(f, o->stream_id);
-		const char *state = obj_state_name(o->state), *unneeded;
+		const char *state = nrs_meta_obj_state_name(o->state), *unneeded;
 		bool have_key = nrs_objfmt_key(key, &h) >= 0;
 		int err = 0;
 
@@ -1202,7 +1190,7 @@ static void check_seq(struct nrs_fsck *f, const char *table,
 	if (v < 0 || (uint64_t)v < max_id)
 		ERR(f, "F30 sqlite_sequence %s: at %" PRId64 ", below id %"
 		    PRIu64 " that %s holds: a new one may get an id already "
-		    "used (meta_sqlite.c M3)", table, v, max_id, holder);
+		    "used (sqlite_schema.c M3)", table, v, max_id, holder);
 }
 
 static void check_sequences(struct nrs_fsck *f)

@@ -1,23 +1,85 @@
 /*
- * meta.h - the metadata store: namespace, stream heads, settings, xattrs.
+ * meta.h - the metadata store: namespace, stream heads, settings, xattrs,
+ * object generations.
  *
- * The first (and for one host the only) implementation is SQLite, in
- * meta_sqlite.c, which owns the schema and is the only file that includes
- * sqlite3.h.  Every function here is one transaction, thread safe (the store
- * serialises callers internally), and returns 0 or a negative errno; out
- * parameters are written only on success.
+ * An interface with implementations: struct nrs_meta_ops below has one
+ * member per operation and the nrs_meta_* functions dispatch through
+ * m->ops (meta.c).  The first implementation is SQLite (one host; the
+ * files sqlite*.c of src/meta/, which own the schema and are the only
+ * ones that include sqlite3.h).  A second is planned for several hosts sharing
+ * a namespace: ZooKeeper, each stream head a znode whose setData is
+ * versioned, each batch a multi.  nrs_meta_open() and
+ * nrs_meta_open_readonly() make the SQLite store; a second store gets its
+ * own constructor that fills the same table.  Nothing outside src/meta/
+ * knows which store it holds.
  *
- * Durability: namespace changes, settings and xattrs are committed with a
- * sync (they survive power loss when the call returns).  Head publication
- * (nrs_meta_publish) syncs only when asked: the local WAL already holds every
- * acknowledged append durably, and recovery re-publishes it (DESIGN.md 6).
+ * THE CONTRACT every store keeps (the callers rely on nothing else)
  *
- * Damage: a stream row carries a checksum (meta_sqlite.c C1-C4).  A row
- * that fails it is -EUCLEAN for every call that reads or changes it, is
- * logged with the stream id and the database file, and is passed on
- * marked corrupt by nrs_meta_stream_foreach; the other rows are not
- * affected.  A database whose structure is damaged is not opened
- * (-EUCLEAN).
+ *   MC1 Atomic.  Every operation is all or nothing: when it fails, no
+ *       record it would have changed is changed, also across a crash of
+ *       the process or of the host (SQLite: one transaction; ZooKeeper:
+ *       one multi, whose every setData and delete carries the version of
+ *       the znode it read, so that a concurrent change fails the whole
+ *       multi and the operation is retried or reported).  Out parameters
+ *       are written only on success.
+ *   MC2 Linearizable.  Operations of all callers (threads, and hosts
+ *       for a shared store) take effect in one order consistent with
+ *       real time: a read that starts after a write returned sees it
+ *       (ZooKeeper: a sync() before a read that must see other hosts'
+ *       writes; each host's own writes are seen in order).
+ *   MC3 Durable.  Namespace changes, settings, xattrs, start,
+ *       forget and object generation changes are durable when the call
+ *       returns.  nrs_meta_publish is durable only when asked: the WAL
+ *       already holds every acknowledged append and recovery re-publishes
+ *       it (DESIGN.md 6); a store for which every write is durable
+ *       (ZooKeeper) ignores the flag.
+ *   MC4 The head CAS.  A stream's version is a number the commit
+ *       pipeline raises (by the appends it publishes, not by one); a
+ *       struct nrs_head_update applies only if the stored version is
+ *       old_version, and then sets head, version, epoch, last_lsn and
+ *       mtime together.  Other fields of the stream (start, profile,
+ *       unlinked) are not part of the comparison and survive a publish
+ *       unchanged.  A store that has a version of its own (a znode
+ *       version, bumped by every setData) keeps the head fields in a record
+ *       that only publish writes, and remembers which record version holds
+ *       which stream version; setData(path, data, that version) is then
+ *       the CAS.  A lost CAS is -ESTALE and changes nothing.
+ *   MC5 A batch.  nrs_meta_publish of n updates is one atomic unit: if
+ *       any update's CAS fails (or its row is damaged), none applies
+ *       (ZooKeeper: one multi of n versioned setData).  Updates of one
+ *       batch name distinct streams.  Likewise nrs_meta_obj_replace is one
+ *       unit (one generation published, the ones it replaces draining).
+ *   MC6 Identities.  Inode numbers, dirent cookies, stream ids and object
+ *       generations are issued increasing and never reused, even after
+ *       their record is deleted (ZooKeeper: sequential znodes or a counter
+ *       bumped by a versioned setData); nrs_meta_stream_seq_raise moves the
+ *       stream id sequence past an id in use.  1 is the root, 2..15 are
+ *       reserved, stored inodes start at NRS_FIRST_INO.
+ *   MC7 Object generations move only along the state machine drawn in
+ *       objgen.c: a store changes a row's state with a compare-and-set on
+ *       the state it leaves (-ESTALE), and nrs_meta_obj_set_state first
+ *       asks nrs_meta_obj_transition() (-EINVAL for a move the table does
+ *       not list, objgen.c GS1, GS2).
+ *   MC8 Callbacks of the listing operations run while the store is held
+ *       (a lock, a snapshot): they must not call the store (-EDEADLK where
+ *       it can be detected); a non-zero return stops the listing, and a
+ *       negative one is its result.
+ *   MC9 Damage is reported, never repaired silently: a record that fails
+ *       its check is -EUCLEAN (logged with what names it), the others keep
+ *       working (a stream row, sqlite_crc.c C1-C4); a store whose
+ *       structure is damaged is not opened (-EUCLEAN).
+ *
+ * ERRNOS every store uses with the same meaning: -ENOENT (no such inode,
+ * name, stream or row), -EEXIST, -ENOTDIR, -EISDIR, -ENOTEMPTY,
+ * -ENAMETOOLONG, -EINVAL (an argument no state makes valid), -ESTALE (a
+ * CAS or a state precondition lost: the caller's view is old), -EUCLEAN
+ * (damaged metadata), -ENOSPC (sqlite.c MS1, sqlite_xattr.c MS2), -EROFS
+ * (a read-only open), -EPROTO (another schema or format version), -EIO
+ * (the store failed; logged), -EBUSY (held by another, or in use),
+ * -EAGAIN (ask again later), -ENOMEM.  A store translates its own codes
+ * (SQLite result codes, ZooKeeper's ZBADVERSION = -ESTALE, ZNONODE =
+ * -ENOENT, ZNODEEXISTS = -EEXIST, ZCONNECTIONLOSS = -EIO after retries)
+ * into these, in its own files.
  *
  * Inode numbers: 1 is the root directory; 2..15 are reserved for virtual
  * files of the FUSE layer; stored inodes start at 16.  Neither inode numbers
@@ -37,7 +99,7 @@
 #define NRS_XATTR_VALUE_MAX	65536	/* durable user.* value limit */
 #define NRS_XATTR_NAME_MAX	255
 /*
- * Per inode (meta_sqlite.c MS2): at most this many durable user.* names, and
+ * Per inode (sqlite_xattr.c MS2): at most this many durable user.* names, and
  * this many bytes of names plus values; a set past either is -ENOSPC, as
  * ext4 answers when an inode's xattr space is full.  128 names of at most
  * 255 bytes keep listxattr within the kernel's 64 KiB list limit.
@@ -104,7 +166,7 @@ int nrs_meta_open(const char *path, struct nrs_meta **out);
 /* Close of NULL is a no-op. */
 void nrs_meta_close(struct nrs_meta *m);
 /*
- * The metadata reserve (meta_sqlite.c MS1): a call that grows the store
+ * The metadata reserve (sqlite.c MS1): a call that grows the store
  * (mkdir, create, a user.* xattr set that adds bytes) fails -ENOSPC unless
  * the file system holding the database keeps reserve bytes free after it.
  * Calls that remove or change in place are never refused for space.
@@ -197,7 +259,7 @@ int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t *value);
 int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t value);
-/* Inodes read so far to resolve inherited retention (meta_sqlite.c M8):
+/* Inodes read so far to resolve inherited retention (sqlite_settings.c M8):
  * flat while nothing changes, however deep the streams are. */
 uint64_t nrs_meta_chain_steps(struct nrs_meta *m);
 /* Whether inode ino has its own retention value which (not inherited). */
@@ -207,9 +269,6 @@ int nrs_meta_retention_is_set(struct nrs_meta *m, uint64_t ino, int which,
 /* Raise a stream's start offset (durable).  -ENOENT, -EINVAL if below
  * the current start or above the head, -EUCLEAN (damaged row). */
 int nrs_meta_set_start(struct nrs_meta *m, uint64_t stream_id, uint64_t start);
-/* Raise a stream's epoch (durable).  -ENOENT, -EINVAL if not larger,
- * -EUCLEAN. */
-int nrs_meta_set_epoch(struct nrs_meta *m, uint64_t stream_id, uint64_t epoch);
 /* -ENOENT, -EUCLEAN (the row fails its checksum) */
 int nrs_meta_stream_get(struct nrs_meta *m, uint64_t stream_id,
 			struct nrs_stream_row *out);
@@ -243,7 +302,8 @@ int nrs_meta_unlinked_foreach(struct nrs_meta *m,
 
 /*
  * A segment object of a stream, one row per generation (objfmt.h).  States
- * move prepared -> committed -> draining -> retired (DESIGN.md 6):
+ * move prepared -> committed -> draining -> retired (DESIGN.md 6; the
+ * whole state machine, and who moves a row, is the table of objgen.c):
  *  - prepared: an intent recorded (durably) before the upload; never read.
  *    After a crash, prepared rows name the objects that may exist unpublished
  *    (orphans): they are found here, never by listing the bucket.
@@ -282,10 +342,17 @@ int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 int nrs_meta_obj_replace(struct nrs_meta *m, uint64_t gen,
 			 const unsigned char sha256[32], const uint64_t *olds,
 			 size_t nolds, int64_t now_ns);
-/* Move gen from state from to state to at now_ns (durable).  -ESTALE if
- * gen is not in state from (or there is no such row). */
+/* Move gen from state from to state to at now_ns (durable): committed ->
+ * draining, draining -> retired, prepared -> quarantined (objgen.c).
+ * -EINVAL (logged, nothing changed) for any other pair (GS1); -ESTALE if
+ * gen is not in state from (or there is no such row, GS2). */
 int nrs_meta_obj_set_state(struct nrs_meta *m, uint64_t gen, int from, int to,
 			   int64_t now_ns);
+/* "prepared", ... (a static string), NULL for a number that is no state. */
+const char *nrs_meta_obj_state_name(int state);
+/* For the stores (objgen.c GS1): 0 if nrs_meta_obj_set_state may move a
+ * row from state from to state to, else -EINVAL, logged naming gen. */
+int nrs_meta_obj_transition(uint64_t gen, int from, int to);
 /* Forget a row (durable); 0 also if it is gone. */
 int nrs_meta_obj_delete(struct nrs_meta *m, uint64_t gen);
 /* Every row (stream_id 0) or a stream's, gen ascending; stop as above. */
@@ -325,7 +392,7 @@ int nrs_meta_open_readonly(const char *path, struct nrs_meta **out);
 int nrs_meta_integrity_check(struct nrs_meta *m,
 			     int (*cb)(void *ctx, const char *problem),
 			     void *ctx);
-/* An AUTOINCREMENT sequence (meta_sqlite.c M3) as stored in
+/* An AUTOINCREMENT sequence (sqlite_schema.c M3) as stored in
  * sqlite_sequence: a missing row reads as 0, as SQLite takes it. */
 struct nrs_meta_seq {
 	int64_t v;
@@ -346,11 +413,112 @@ int nrs_meta_inode_foreach(struct nrs_meta *m,
 			   int (*cb)(void *ctx, const struct nrs_attr *a),
 			   void *ctx);
 /* Every dirents row as stored: the name is len bytes (not checked against
- * meta_sqlite.c M6, not NUL-terminated), valid during the call. */
+ * sqlite_ns.c M6, not NUL-terminated), valid during the call. */
 typedef int (*nrs_meta_rawdirent_cb)(void *ctx, uint64_t parent,
 				     const void *name, size_t len,
 				     uint64_t ino);
 int nrs_meta_dirent_foreach(struct nrs_meta *m, nrs_meta_rawdirent_cb cb,
 			    void *ctx);
+
+/* ---- the operations table ------------------------------------------- */
+
+/*
+ * One member per operation, each with the meaning, the arguments and the
+ * errors of the nrs_meta_* function of the same name above (the wrappers
+ * in meta.c only dispatch).  Every member is required.  A store's handle begins with a
+ * struct nrs_meta whose ops point at its table.
+ */
+struct nrs_meta_ops {
+	void (*close)(struct nrs_meta *m);
+	int (*set_reserve)(struct nrs_meta *m, uint64_t reserve);
+
+	int (*getattr)(struct nrs_meta *m, uint64_t ino, struct nrs_attr *out);
+	int (*lookup)(struct nrs_meta *m, uint64_t parent, const char *name,
+		      struct nrs_attr *out);
+	int (*mkdir)(struct nrs_meta *m, uint64_t parent, const char *name,
+		     uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		     struct nrs_attr *out);
+	int (*create)(struct nrs_meta *m, uint64_t parent, const char *name,
+		      uint32_t mode, uint32_t uid, uint32_t gid, int64_t now_ns,
+		      struct nrs_attr *out, struct nrs_stream_row *srow);
+	int (*unlink)(struct nrs_meta *m, uint64_t parent, const char *name,
+		      int64_t now_ns, struct nrs_attr *out);
+	int (*rmdir)(struct nrs_meta *m, uint64_t parent, const char *name,
+		     int64_t now_ns);
+	int (*rename)(struct nrs_meta *m, uint64_t parent, const char *name,
+		      uint64_t newparent, const char *newname,
+		      unsigned int flags, int64_t now_ns, uint64_t *replaced);
+	int (*setattr)(struct nrs_meta *m, uint64_t ino,
+		       const struct nrs_attr *a, int mask, int64_t now_ns,
+		       struct nrs_attr *out);
+	int (*readdir)(struct nrs_meta *m, uint64_t ino, uint64_t after,
+		       nrs_meta_dirent_cb cb, void *ctx);
+	int (*forget_inode)(struct nrs_meta *m, uint64_t ino);
+	int (*unlinked_foreach)(struct nrs_meta *m,
+				int (*cb)(void *ctx, uint64_t ino), void *ctx);
+	int (*counts)(struct nrs_meta *m, uint64_t *dirs, uint64_t *streams);
+
+	ssize_t (*xattr_get)(struct nrs_meta *m, uint64_t ino,
+			     const char *name, void *buf, size_t size);
+	int (*xattr_set)(struct nrs_meta *m, uint64_t ino, const char *name,
+			 const void *value, size_t size, int flags);
+	int (*xattr_remove)(struct nrs_meta *m, uint64_t ino,
+			    const char *name);
+	ssize_t (*xattr_list)(struct nrs_meta *m, uint64_t ino, char *buf,
+			      size_t size);
+
+	int (*get_profile)(struct nrs_meta *m, uint64_t ino, int *profile);
+	int (*set_profile)(struct nrs_meta *m, uint64_t ino, int profile);
+	int (*get_retention)(struct nrs_meta *m, uint64_t ino, int which,
+			     uint64_t *value);
+	int (*set_retention)(struct nrs_meta *m, uint64_t ino, int which,
+			     uint64_t value);
+	uint64_t (*chain_steps)(struct nrs_meta *m);
+	int (*retention_is_set)(struct nrs_meta *m, uint64_t ino, int which,
+				bool *set);
+
+	int (*set_start)(struct nrs_meta *m, uint64_t stream_id,
+			 uint64_t start);
+	int (*stream_get)(struct nrs_meta *m, uint64_t stream_id,
+			  struct nrs_stream_row *out);
+	int (*stream_foreach)(struct nrs_meta *m, nrs_meta_stream_cb cb,
+			      void *ctx);
+	int (*publish)(struct nrs_meta *m, const struct nrs_head_update *u,
+		       size_t n, bool durable);	/* MC4, MC5 */
+
+	int (*obj_prepare)(struct nrs_meta *m, struct nrs_obj_row *o);
+	int (*obj_publish)(struct nrs_meta *m, uint64_t gen,
+			   const unsigned char sha256[32]);
+	int (*obj_replace)(struct nrs_meta *m, uint64_t gen,
+			   const unsigned char sha256[32],
+			   const uint64_t *olds, size_t nolds, int64_t now_ns);
+	int (*obj_set_state)(struct nrs_meta *m, uint64_t gen, int from,
+			     int to, int64_t now_ns);	/* MC7 */
+	int (*obj_delete)(struct nrs_meta *m, uint64_t gen);
+	int (*obj_foreach)(struct nrs_meta *m, uint64_t stream_id,
+			   int (*cb)(void *ctx, const struct nrs_obj_row *o),
+			   void *ctx);
+	int (*obj_foreach_state)(struct nrs_meta *m, int state,
+				 int (*cb)(void *ctx,
+					   const struct nrs_obj_row *o),
+				 void *ctx);
+
+	int (*integrity_check)(struct nrs_meta *m,
+			       int (*cb)(void *ctx, const char *problem),
+			       void *ctx);
+	int (*stream_seq_raise)(struct nrs_meta *m, uint64_t id);
+	int (*sequences)(struct nrs_meta *m, struct nrs_meta_seq *inodes,
+			 struct nrs_meta_seq *streams);
+	int (*inode_foreach)(struct nrs_meta *m,
+			     int (*cb)(void *ctx, const struct nrs_attr *a),
+			     void *ctx);
+	int (*dirent_foreach)(struct nrs_meta *m, nrs_meta_rawdirent_cb cb,
+			      void *ctx);
+};
+
+/* The head of every store's handle (the rest is the store's). */
+struct nrs_meta {
+	const struct nrs_meta_ops *ops;
+};
 
 #endif

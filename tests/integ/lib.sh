@@ -514,7 +514,7 @@ fsck_expect () {
 }
 
 # reseal DB: give every stream row the checksum of what it holds now
-# (src/meta/meta_sqlite.c, ROW CHECKSUM), so that a row changed with sqlite3 is
+# (src/meta/sqlite_crc.c, ROW CHECKSUM), so that a row changed with sqlite3 is
 # wrong but whole, as a bug would leave it, not damaged on disk (F27).
 reseal () {
 	python3 - "$1" <<-\EOF

@@ -92,7 +92,7 @@ test_expect_success 'appends to both streams go on, and read back' '
 # ---- a flipped byte in meta.db ------------------------------------------
 #
 # SQLite has no page checksums; each streams row has a CRC32C of its own
-# (src/meta/meta_sqlite.c, ROW CHECKSUM).  The damage is one flipped bit in the
+# (src/meta/sqlite_crc.c, ROW CHECKSUM).  The damage is one flipped bit in the
 # stored head of stream x, found by walking the streams table's b-tree in
 # the file (the page format: sqlite.org/fileformat2.html): 12288 (0x3000)
 # becomes 8192, a head that silently lost committed bytes without the

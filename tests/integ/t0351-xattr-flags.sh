@@ -93,7 +93,7 @@ test_expect_success 'ordinary user.* names: the same rules, on a stream and a di
 	done
 '
 
-# meta_sqlite.c MS2: per inode at most 128 user.* names and 256 KiB of
+# sqlite_xattr.c MS2: per inode at most 128 user.* names and 256 KiB of
 # names plus values; past either ENOSPC, and nothing changes.
 test_expect_success 'per inode: 128 names, the 129th is ENOSPC; a remove makes room' '
 	: >>"$MNT/many" &&

@@ -68,7 +68,7 @@ test_expect_success 'a full disk refusing 3,000 appends: a bounded number of lin
 	: >"$MNT/full" &&
 	nrs_umount &&
 	# a reserve no disk has: every append fails ENOSPC (and so would
-	# creating the stream, meta_sqlite.c MS1: it is made before)
+	# creating the stream, meta/sqlite.c MS1: it is made before)
 	nrs_mount -o wal_reserve=4611686018427387904 &&
 	(IFS="$nl"; nrs-syscalls $(appends 3000)) >/dev/null &&
 	test "$(stat -c %s "$MNT/full")" = 0 &&

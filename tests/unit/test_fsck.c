@@ -7,7 +7,7 @@
  * each, one append each, epoch 2.
  *
  * The object side (F20-F22) runs on a data directory built with the real
- * modules: meta.db by meta_sqlite.c, objects by objfmt.c in the embedded
+ * modules: meta.db by src/meta/sqlite*.c, objects by objfmt.c in the embedded
  * store (objstore_dir.c).  Stream 1 ("/k/s") has head 300000: generation 1
  * holds [0, 200000) (4 payload blocks), and the WAL still holds only LSN 3,
  * [200000, 300000): LSN 1 and 2 were reclaimed after materialization.

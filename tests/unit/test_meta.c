@@ -1,5 +1,5 @@
 /*
- * test_meta.c - unit tests of the SQLite metadata store (meta_sqlite.c):
+ * test_meta.c - unit tests of the SQLite metadata store (src/meta/sqlite*.c):
  * namespace rules, persistence, cookies, xattrs, settings, head CAS, row
  * checksums and the schema upgrade.  Each test gets a fresh database in
  * its own mkdtemp directory.  Damage is made with SQLite itself (sql()),
@@ -30,7 +30,7 @@
 #include "meta/meta.h"
 #include "util/crc32c.h"
 
-/* meta_sqlite.c SCHEMA_VERSION */
+/* sqlite_priv.h SCHEMA_VERSION */
 #define NRS_TEST_SCHEMA_VERSION 3
 
 #ifndef RENAME_NOREPLACE
@@ -133,6 +133,20 @@ static uint64_t create_ok(struct nrs_meta *m, uint64_t parent,
 	if (sr)
 		*sr = r;
 	return a.ino;
+}
+
+/* Raise r's epoch as the pipeline and recovery do: a durable publish
+ * whose CAS is on r's version, the other head fields as r has them. */
+static int publish_epoch(struct nrs_meta *m, const struct nrs_stream_row *r,
+			 uint64_t epoch)
+{
+	struct nrs_head_update u = {
+		.id = r->id, .old_version = r->version, .head = r->head,
+		.version = r->version, .epoch = epoch,
+		.last_lsn = r->last_lsn, .mtime_ns = r->mtime_ns,
+	};
+
+	return nrs_meta_publish(m, &u, 1, true);
 }
 
 static struct nrs_attr getattr_ok(struct nrs_meta *m, uint64_t ino)
@@ -1276,11 +1290,11 @@ static void test_start_epoch(void **state)
 	assert_int_equal(nrs_meta_set_start(f->m, r.id, 101), -EINVAL);
 	assert_int_equal(nrs_meta_set_start(f->m, r.id, 100), 0);
 	assert_int_equal(nrs_meta_set_start(f->m, 999, 0), -ENOENT);
-	assert_int_equal(nrs_meta_set_epoch(f->m, r.id, 0), -EINVAL);
-	assert_int_equal(nrs_meta_set_epoch(f->m, r.id, 5), 0);
-	assert_int_equal(nrs_meta_set_epoch(f->m, r.id, 5), -EINVAL);
-	assert_int_equal(nrs_meta_set_epoch(f->m, r.id, 4), -EINVAL);
-	assert_int_equal(nrs_meta_set_epoch(f->m, 999, 9), -ENOENT);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(publish_epoch(f->m, &r, 5), 0);
+	r.id = 999;
+	assert_int_equal(publish_epoch(f->m, &r, 9), -ESTALE);
+	r.id = u.id;
 	reopen(f);
 	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
 	assert_int_equal(r.start, 100);
@@ -1531,7 +1545,8 @@ static void test_sync_only_when_durable(void **state)
 	SYNCS(nrs_meta_create(f->m, ROOT, "t", 0600, 0, 0, NOW, NULL, NULL));
 	SYNCS(nrs_meta_rename(f->m, ROOT, "t", ROOT, "t2", 0, NOW, NULL));
 	SYNCS(nrs_meta_xattr_set(f->m, s, "user.k", "v", 1, 0));
-	SYNCS(nrs_meta_set_epoch(f->m, r.id, 3));
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	SYNCS(publish_epoch(f->m, &r, 3));
 	SYNCS(nrs_meta_set_start(f->m, r.id, 5));
 	SYNCS(nrs_meta_unlink(f->m, ROOT, "t2", NOW, NULL));
 #undef SYNCS
@@ -1658,6 +1673,104 @@ static int collect_objs(void *ctx, const struct nrs_obj_row *o)
 	return 0;
 }
 
+/* The state of generation gen, or 0 if there is no such row. */
+static int obj_state(struct nrs_meta *m, uint64_t gen)
+{
+	struct nrs_obj_row *v = NULL;
+	size_t n = 0;
+	int state = 0;
+
+	assert_int_equal(nrs_meta_obj_rows(m, 0, 0, &v, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].gen == gen)
+			state = v[i].state;
+	free(v);
+	return state;
+}
+
+static uint64_t obj_new(struct nrs_meta *m, bool publish)
+{
+	struct nrs_obj_row o = { .stream_id = 7, .start = 0, .end = 10,
+				 .length = 50 };
+	unsigned char sha[32] = { 1 };
+
+	assert_int_equal(nrs_meta_obj_prepare(m, &o), 0);
+	if (publish)
+		assert_int_equal(nrs_meta_obj_publish(m, o.gen, sha), 0);
+	return o.gen;
+}
+
+/*
+ * objgen.c GS1, GS2: every line of the generation state machine, and
+ * moves it does not list refused with -EINVAL and nothing changed.
+ */
+static void test_obj_transitions(void **state)
+{
+	struct fx *f = *state;
+	unsigned char sha[32] = { 2 };
+	uint64_t p, c, q, r, olds[1];
+	static const struct { int from, to; } bad[] = {
+		{ NRS_OBJ_PREPARED, NRS_OBJ_COMMITTED },	/* publish's */
+		{ NRS_OBJ_PREPARED, NRS_OBJ_DRAINING },
+		{ NRS_OBJ_PREPARED, NRS_OBJ_RETIRED },
+		{ NRS_OBJ_PREPARED, NRS_OBJ_PREPARED },
+		{ NRS_OBJ_COMMITTED, NRS_OBJ_RETIRED },	/* skips draining */
+		{ NRS_OBJ_COMMITTED, NRS_OBJ_PREPARED },
+		{ NRS_OBJ_COMMITTED, NRS_OBJ_QUARANTINED },
+		{ NRS_OBJ_DRAINING, NRS_OBJ_COMMITTED },	/* back */
+		{ NRS_OBJ_RETIRED, NRS_OBJ_DRAINING },	/* final */
+		{ NRS_OBJ_QUARANTINED, NRS_OBJ_PREPARED },	/* final */
+		{ 0, NRS_OBJ_PREPARED },
+		{ NRS_OBJ_PREPARED, 9 },
+		{ -1, NRS_OBJ_COMMITTED },
+	};
+
+	/* the legal lines: prepare, publish, replace, and set_state's three */
+	p = obj_new(f->m, false);
+	assert_int_equal(obj_state(f->m, p), NRS_OBJ_PREPARED);
+	c = obj_new(f->m, true);
+	assert_int_equal(obj_state(f->m, c), NRS_OBJ_COMMITTED);
+	olds[0] = c;
+	r = obj_new(f->m, false);
+	assert_int_equal(nrs_meta_obj_replace(f->m, r, sha, olds, 1, 3), 0);
+	assert_int_equal(obj_state(f->m, r), NRS_OBJ_COMMITTED);
+	assert_int_equal(obj_state(f->m, c), NRS_OBJ_DRAINING);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, c, NRS_OBJ_DRAINING,
+						NRS_OBJ_RETIRED, 4), 0);
+	assert_int_equal(obj_state(f->m, c), NRS_OBJ_RETIRED);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, r, NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, 5), 0);
+	assert_int_equal(obj_state(f->m, r), NRS_OBJ_DRAINING);
+	q = obj_new(f->m, false);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, q, NRS_OBJ_PREPARED,
+						NRS_OBJ_QUARANTINED, 6), 0);
+	assert_int_equal(obj_state(f->m, q), NRS_OBJ_QUARANTINED);
+
+	/* GS2: a legal move from a state the row is not in */
+	assert_int_equal(nrs_meta_obj_set_state(f->m, p, NRS_OBJ_DRAINING,
+						NRS_OBJ_RETIRED, 7), -ESTALE);
+	assert_int_equal(nrs_meta_obj_set_state(f->m, 999, NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, 7), -ESTALE);
+
+	/* GS1: each refused, whatever state the row is in */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t gens[] = { p, c, r, q };
+
+		for (size_t g = 0; g < 4; g++)
+			assert_int_equal(nrs_meta_obj_set_state(f->m, gens[g],
+						bad[i].from, bad[i].to, 8),
+					 -EINVAL);
+	}
+	assert_int_equal(obj_state(f->m, p), NRS_OBJ_PREPARED);
+	assert_int_equal(obj_state(f->m, c), NRS_OBJ_RETIRED);
+	assert_int_equal(obj_state(f->m, r), NRS_OBJ_DRAINING);
+	assert_int_equal(obj_state(f->m, q), NRS_OBJ_QUARANTINED);
+	assert_int_equal(nrs_meta_obj_transition(1, NRS_OBJ_COMMITTED,
+						 NRS_OBJ_DRAINING), 0);
+	assert_int_equal(nrs_meta_obj_transition(1, NRS_OBJ_RETIRED,
+						 NRS_OBJ_COMMITTED), -EINVAL);
+}
+
 /* Object generations: intents, publication, states, per-stream listing. */
 static void test_objects(void **state)
 {
@@ -1681,7 +1794,7 @@ static void test_objects(void **state)
 	assert_int_equal(nrs_meta_obj_publish(f->m, a.gen, sha), 0);
 	assert_int_equal(nrs_meta_obj_publish(f->m, a.gen, sha), -ESTALE);
 	assert_int_equal(nrs_meta_obj_set_state(f->m, b.gen, NRS_OBJ_COMMITTED,
-						NRS_OBJ_RETIRED, 9), -ESTALE);
+						NRS_OBJ_DRAINING, 9), -ESTALE);
 	assert_int_equal(nrs_meta_obj_set_state(f->m, b.gen, NRS_OBJ_PREPARED,
 						NRS_OBJ_QUARANTINED, 9), 0);
 
@@ -1793,7 +1906,7 @@ static void test_upgrade_from_2(void **state)
 }
 
 
-/* ---- row checksums and the schema upgrade (meta_sqlite.c C1-C4) ------ */
+/* ---- row checksums and the schema upgrade (sqlite_crc.c C1-C4) ------- */
 
 /* Run sql on the closed store's file with SQLite itself; returns the
  * first column of the first row as an integer (0 if none). */
@@ -1886,7 +1999,7 @@ static void test_row_crc_format(void **state)
 	struct nrs_stream_row ra, rb;
 	uint64_t sa = two_streams(f, &ra, &rb);
 
-	assert_int_equal(nrs_meta_set_epoch(f->m, ra.id, 9), 0);
+	assert_int_equal(publish_epoch(f->m, &ra, 9), 0);
 	assert_int_equal(nrs_meta_set_profile(f->m, getattr_ok(f->m, sa).ino,
 					      NRS_PROFILE_OBJECT_WAL), 0);
 	assert_int_equal(nrs_meta_unlink(f->m, ROOT, "b", NOW, NULL), 0);
@@ -1979,7 +2092,7 @@ static void test_row_crc_damaged_row(void **state)
 	assert_int_equal(r.head, 0);		/* the batch is all or nothing */
 	assert_int_equal(nrs_meta_publish(f->m, u, 1, false), 0);
 	assert_int_equal(nrs_meta_set_start(f->m, ra.id, 8192), -EUCLEAN);
-	assert_int_equal(nrs_meta_set_epoch(f->m, ra.id, 99), -EUCLEAN);
+	assert_int_equal(publish_epoch(f->m, &ra, 99), -EUCLEAN);
 	assert_int_equal(nrs_meta_set_profile(f->m, sa, NRS_PROFILE_LOCAL_WAL),
 			 -EUCLEAN);
 	/* the name can go; the row stays damaged until it is forgotten */
@@ -2024,7 +2137,7 @@ static void test_upgrade_from_1(void **state)
 	assert_int_equal(nrs_meta_open_readonly(f->path, &ro), 0);
 	nrs_meta_close(ro);
 	reopen(f);
-	assert_int_equal(nrs_meta_set_epoch(f->m, rb.id, 4), 0);
+	assert_int_equal(publish_epoch(f->m, &rb, 4), 0);
 	create_ok(f->m, ROOT, "c", &r);
 	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
 }
@@ -2131,6 +2244,7 @@ int main(void)
 		T(test_sync_only_when_durable),
 		T(test_readonly_listing),
 		T(test_objects),
+		T(test_obj_transitions),
 		T(test_obj_rows),
 		T(test_upgrade_from_2),
 		T(test_row_crc_format),
