@@ -29,6 +29,7 @@
 
 #include "core/core.h"
 #include "wal/wal.h"
+#include "wal_append.h"
 #include "wal/walrec.h"
 
 struct fix {
