@@ -91,6 +91,25 @@
  *     per append).  Otherwise it does nothing: appends are on their way,
  *     and the next idle moment seals.
  *
+ *  PW1 One WAL per profile (cfg.profile_wal, a NULL entry: cfg.wal).  A
+ *     stream's requests go to the WAL of its profile (read under its lock
+ *     by the commit role, which holds no other), and a batch goes to one
+ *     WAL: the commit role keeps, of what it cut off the queue, the
+ *     requests up to the first one for another WAL, and puts the rest
+ *     back at the queue's head, in order, for the next batch.  So nothing
+ *     is reordered (a stream's profile changes only while it is empty,
+ *     core_xattr.c), P2 writes and syncs each batch in its own WAL, and a
+ *     request is acknowledged only once its own WAL made it durable.  The
+ *     syncer syncs each WAL its queued batches went to (one sync per
+ *     segment of each); a failed sync fails every batch written and not
+ *     yet synced, as P2 says, and cuts each WAL back to its first of them.
+ *     Positions, floors (nrs_pipeline_wal_floor_of) and seals (P6) are
+ *     per WAL.  With one WAL behind every profile there is nothing to
+ *     split and no stream lock to take: behaviour is as with a single WAL.
+ *     Traffic that alternates between two WALs makes small batches; a
+ *     provider that wants larger ones may take every queued request of its
+ *     WAL once a stream's profile is fixed at create.
+ *
  * Appends to one stream are therefore published in the order they were
  * submitted, and a request is completed only after both its WAL write is
  * durable and its head is published.
@@ -128,6 +147,9 @@ struct batch_rec {
 };
 
 #define NBUF	16	/* written, syncing or publishing, in order */
+
+_Static_assert(NRS_PROFILE_OBJECT_WAL < NRS_PIPELINE_PROFILES,
+	       "cfg.profile_wal has an entry for every profile");
 #define GROUP_SYNC_MIN	(256u << 10)	/* see P2 */
 
 /* One stream's part of a batch, beside its head update. */
@@ -158,13 +180,16 @@ struct batch {
 	uint64_t wlen;
 	int err;			/* the outcome of P2 (then P3) */
 	uint64_t payload, appends;
-	/* WAL segments below this hold no record of the batch that P4 has
-	 * not indexed yet (nrs_pipeline_wal_floor); UINT64_MAX when idle */
+	/* the WAL it goes to (PW1); set before floor leaves UINT64_MAX */
+	_Atomic(struct nrs_wal *) wal;
+	/* segments of wal below this hold no record of the batch that P4
+	 * has not indexed yet (nrs_pipeline_wal_floor); UINT64_MAX when idle */
 	_Atomic uint64_t floor;
 };
 
 struct nrs_pipeline {
 	struct nrs_pipeline_cfg cfg;
+	bool multi;			/* PW1: more than one WAL */
 	pthread_t committer, syncer, publisher;
 
 	pthread_mutex_t qlock;
@@ -302,6 +327,54 @@ static struct nrs_req *cut_batch(struct nrs_pipeline *p,
 		p->qtail = &p->qhead;
 	last->next = NULL;
 	return list;
+}
+
+/* PW1: the WAL of st's profile. */
+static struct nrs_wal *wal_of(const struct nrs_pipeline *p,
+			      struct nrs_stream *st)
+{
+	struct nrs_wal *w = NULL;
+	int profile;
+
+	if (!p->multi)
+		return p->cfg.wal;
+	pthread_mutex_lock(&st->lock);
+	profile = st->profile;
+	pthread_mutex_unlock(&st->lock);
+	if (profile >= 0 && profile < NRS_PIPELINE_PROFILES)
+		w = p->cfg.profile_wal[profile];
+	return w ? w : p->cfg.wal;
+}
+
+/*
+ * PW1, by the commit role, no lock held: keep in *list the requests up to
+ * the first one for another WAL than its first request's, and queue the
+ * rest back at the queue's head, in order.  Returns the batch's WAL.
+ */
+static struct nrs_wal *split_batch(struct nrs_pipeline *p,
+				   struct nrs_req *list)
+{
+	struct nrs_wal *w = list ? wal_of(p, list->st) : p->cfg.wal;
+	struct nrs_req *r, *rest, *last;
+
+	if (!p->multi || !list)
+		return w;
+	for (r = list; r->next; r = r->next)
+		if (wal_of(p, r->next->st) != w)
+			break;
+	rest = r->next;
+	if (!rest)
+		return w;
+	r->next = NULL;
+	for (last = rest; last->next; last = last->next)
+		;
+	pthread_mutex_lock(&p->qlock);
+	last->next = p->qhead;
+	if (!p->qhead)
+		p->qtail = &last->next;
+	p->qhead = rest;
+	pthread_mutex_unlock(&p->qlock);
+	return w;
 }
 
 /*
@@ -447,8 +520,8 @@ static int order_fence(struct batch *b, struct nrs_req *r)
 	return 0;
 }
 
-/* P2: format the records into iovecs and write them. */
-static int write_batch(struct nrs_pipeline *p, struct batch *b)
+/* P2: format the records into iovecs and write them to w. */
+static int write_batch(struct batch *b, struct nrs_wal *w)
 {
 	size_t hdr_bytes = 0, niov = 0, k = 0, h = 0;
 	struct nrs_wal_pos pos;
@@ -488,8 +561,9 @@ static int write_batch(struct nrs_pipeline *p, struct batch *b)
 		}
 		h += hl;
 	}
+	atomic_store(&b->wal, w);	/* before floor: nrs_pipeline_wal_floor_of */
 	atomic_store(&b->floor, 0);	/* the segment is not known yet */
-	err = nrs_wal_write(p->cfg.wal, b->iov, (int)k, &pos);
+	err = nrs_wal_write(w, b->iov, (int)k, &pos);
 	if (err < 0) {
 		atomic_store(&b->floor, UINT64_MAX);
 		return err;
@@ -524,7 +598,7 @@ static void undo_order(struct batch *b)
 
 /* Stage 1: P1 and P2's write, by the commit role. */
 static void stage_write(struct nrs_pipeline *p, struct batch *b,
-			struct nrs_req *list)
+			struct nrs_req *list, struct nrs_wal *w)
 {
 	struct nrs_metrics *m = p->cfg.metrics;
 
@@ -562,7 +636,7 @@ static void stage_write(struct nrs_pipeline *p, struct batch *b,
 		}
 	}
 	/* P2 */
-	b->err = write_batch(p, b);
+	b->err = write_batch(b, w);
 	if (b->err)
 		undo_order(b);
 	for (size_t i = 0; i < b->nupds; i++) {
@@ -737,17 +811,33 @@ static void stage_publish(struct nrs_pipeline *p, struct batch *b)
 	b->list = NULL;
 }
 
-uint64_t nrs_pipeline_wal_floor(struct nrs_pipeline *p)
+/*
+ * The least floor of the batches going to w (NULL: to any WAL).  floor is
+ * loaded before wal, which write_batch stores before floor: a batch seen
+ * in flight is seen with its own WAL, or (the buffer reused since) with a
+ * later batch's, which can only lower another WAL's floor.
+ */
+static uint64_t floor_of(struct nrs_pipeline *p, struct nrs_wal *w)
 {
 	uint64_t floor = UINT64_MAX;
 
 	for (int i = 0; i < NBUF; i++) {
 		uint64_t f = atomic_load(&p->b[i].floor);
 
-		if (f < floor)
+		if (f < floor && (!w || atomic_load(&p->b[i].wal) == w))
 			floor = f;
 	}
 	return floor;
+}
+
+uint64_t nrs_pipeline_wal_floor_of(struct nrs_pipeline *p, struct nrs_wal *w)
+{
+	return floor_of(p, w);
+}
+
+uint64_t nrs_pipeline_wal_floor(struct nrs_pipeline *p)
+{
+	return floor_of(p, p->cfg.wal);
 }
 
 static bool queue_empty(struct nrs_pipeline *p)
@@ -777,8 +867,8 @@ static bool publisher_holds_any(const struct nrs_pipeline *p)
 }
 
 /* P6 */
-int nrs_pipeline_wal_seal(struct nrs_pipeline *p, uint64_t seg,
-			  uint64_t idle_ns)
+int nrs_pipeline_wal_seal_of(struct nrs_pipeline *p, struct nrs_wal *w,
+			     uint64_t seg, uint64_t idle_ns)
 {
 	bool idle;
 	int rc = 0;
@@ -794,11 +884,17 @@ int nrs_pipeline_wal_seal(struct nrs_pipeline *p, uint64_t seg,
 	if (!idle)
 		return 0;
 	/* a batch written and not yet published (at the syncer, failed
-	 * there, or at the publisher) holds the floor down: P6 */
-	if (nrs_pipeline_wal_floor(p) == UINT64_MAX)
-		rc = nrs_wal_seal(p->cfg.wal, seg);
+	 * there, or at the publisher), to any WAL, holds the floor down: P6 */
+	if (floor_of(p, NULL) == UINT64_MAX)
+		rc = nrs_wal_seal(w, seg);
 	release_role(p);
 	return rc;
+}
+
+int nrs_pipeline_wal_seal(struct nrs_pipeline *p, uint64_t seg,
+			  uint64_t idle_ns)
+{
+	return nrs_pipeline_wal_seal_of(p, p->cfg.wal, seg, idle_ns);
 }
 
 /* Batch i to the publisher, in batch order. */
@@ -830,21 +926,38 @@ static void dequeue(struct nrs_pipeline *p, const int *idx, int n,
 	pthread_mutex_unlock(&p->slock);
 }
 
+/* Whether b was written (and not undone at once) to WAL w. */
+static bool wrote_to(const struct batch *b, const struct nrs_wal *w)
+{
+	return b->written && !b->err && atomic_load(&b->wal) == w;
+}
+
 /*
  * P2's failure rule for a sync (the commit role): the batches bs[0..n),
  * in batch order, were written and not made durable -- the sync failed
- * with err -- and `then` (if not NULL) was ordered after them.  Cut the
- * WAL back to the first one's start (the bytes of all the rest go with
- * it), undo P1 of each, the latest first, and fail them with err.
+ * with err -- and `then` (if not NULL) was ordered after them.  Cut each
+ * WAL they went to back to the start of the first of them in it (the
+ * bytes of the rest go with it; PW1), undo P1 of each, the latest first,
+ * and fail them with err.
  */
 static void fail_written(struct nrs_pipeline *p, struct batch **bs, int n,
 			 struct batch *then, int err)
 {
-	for (int k = 0; k < n; k++) {
-		if (bs[k]->written && !bs[k]->err) {
-			(void)nrs_wal_cut(p->cfg.wal, bs[k]->wpos, err);
-			break;
-		}
+	struct batch *all[NBUF + 1];
+	int na = 0;
+
+	for (int k = 0; k < n; k++)
+		all[na++] = bs[k];
+	if (then)
+		all[na++] = then;
+	for (int k = 0; k < na; k++) {
+		struct nrs_wal *w = atomic_load(&all[k]->wal);
+		bool first = wrote_to(all[k], w);
+
+		for (int j = 0; first && j < k; j++)
+			first = !wrote_to(all[j], w);
+		if (first)
+			(void)nrs_wal_cut(w, all[k]->wpos, err);
 	}
 	if (then && !then->err) {
 		then->err = err;
@@ -961,7 +1074,8 @@ static bool overlaps(struct nrs_pipeline *p)
  * One batch, by the holder of the commit role: P1 and P2's write into the
  * next free buffer; then P2's sync, one of two ways (see the top).
  */
-static void run_batch(struct nrs_pipeline *p, struct nrs_req *list)
+static void run_batch(struct nrs_pipeline *p, struct nrs_req *list,
+		      struct nrs_wal *w)
 {
 	int i = p->cur;
 	struct batch *b = &p->b[i];
@@ -977,7 +1091,7 @@ static void run_batch(struct nrs_pipeline *p, struct nrs_req *list)
 	while (p->full[i])
 		pthread_cond_wait(&p->hcond, &p->hlock);
 	pthread_mutex_unlock(&p->hlock);
-	stage_write(p, b, list);
+	stage_write(p, b, list, w);
 	p->cur = (i + 1) % NBUF;
 	if (b->written)
 		p->avg_wlen = p->avg_wlen - p->avg_wlen / 8 + b->wlen / 8;
@@ -986,7 +1100,7 @@ static void run_batch(struct nrs_pipeline *p, struct nrs_req *list)
 		return;
 	}
 	if (!drain(p, b) && !b->err && b->written) {
-		err = nrs_wal_sync(p->cfg.wal, batch_end(b));
+		err = nrs_wal_sync(w, batch_end(b));
 		if (err)
 			fail_written(p, &b, 1, NULL, err);
 	}
@@ -1002,12 +1116,20 @@ void nrs_pipeline_lead(struct nrs_pipeline *p, const struct nrs_req *mine)
 	while (!written) {
 		struct nrs_req *list;
 
+		struct nrs_wal *w;
+
 		pthread_mutex_lock(&p->qlock);
 		list = cut_batch(p, mine, &written);
 		pthread_mutex_unlock(&p->qlock);
 		if (!list)
 			break;
-		run_batch(p, list);
+		w = split_batch(p, list);
+		if (written && p->multi) {	/* mine may be queued again */
+			written = false;
+			for (struct nrs_req *r = list; r; r = r->next)
+				written = written || r == mine;
+		}
+		run_batch(p, list, w);
 	}
 	release_role(p);
 }
@@ -1019,7 +1141,7 @@ static void *committer(void *arg)
 
 	while (take_role(p, &list)) {
 		if (list)
-			run_batch(p, list);
+			run_batch(p, list, split_batch(p, list));
 		else
 			settle_failure(p, NULL);
 		release_role(p);
@@ -1058,10 +1180,12 @@ static void *publisher(void *arg)
 }
 
 /*
- * One sync per WAL segment the batches idx[0..n) were written to, up to
- * the end of the last one in it, in order (wal.h).  0 or the first error.
+ * One sync per segment of WAL w the batches idx[0..n) were written to, up
+ * to the end of the last one in it, in order (wal.h).  0 or the first
+ * error.
  */
-static int sync_group(struct nrs_pipeline *p, const int *idx, int n)
+static int sync_wal(struct nrs_pipeline *p, struct nrs_wal *w, const int *idx,
+		    int n)
 {
 	struct nrs_wal_pos end = { 0, 0 };
 	bool have = false;
@@ -1069,10 +1193,10 @@ static int sync_group(struct nrs_pipeline *p, const int *idx, int n)
 	for (int k = 0; k < n; k++) {
 		const struct batch *b = &p->b[idx[k]];
 
-		if (!b->written || b->err)
+		if (!wrote_to(b, w))
 			continue;
 		if (have && b->wpos.seg != end.seg) {
-			int err = nrs_wal_sync(p->cfg.wal, end);
+			int err = nrs_wal_sync(w, end);
 
 			if (err)
 				return err;
@@ -1080,7 +1204,28 @@ static int sync_group(struct nrs_pipeline *p, const int *idx, int n)
 		end = batch_end(b);
 		have = true;
 	}
-	return have ? nrs_wal_sync(p->cfg.wal, end) : 0;
+	return have ? nrs_wal_sync(w, end) : 0;
+}
+
+/* sync_wal for each WAL the batches idx[0..n) went to (PW1), in the order
+ * of their first batch.  0 or the first error. */
+static int sync_group(struct nrs_pipeline *p, const int *idx, int n)
+{
+	for (int k = 0; k < n; k++) {
+		const struct batch *b = &p->b[idx[k]];
+		struct nrs_wal *w = atomic_load(&b->wal);
+		bool first = wrote_to(b, w);
+		int err;
+
+		for (int j = 0; first && j < k; j++)
+			first = !wrote_to(&p->b[idx[j]], w);
+		if (!first)
+			continue;
+		err = sync_wal(p, w, idx, n);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 /*
@@ -1172,6 +1317,9 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 	if (!p)
 		return -ENOMEM;
 	p->cfg = *cfg;
+	for (int i = 0; i < NRS_PIPELINE_PROFILES; i++)
+		if (cfg->profile_wal[i] && cfg->profile_wal[i] != cfg->wal)
+			p->multi = true;
 	if (!p->cfg.max_batch_bytes)
 		p->cfg.max_batch_bytes = DEFAULT_MAX_BATCH;
 	if (!p->cfg.group_sync_min)
@@ -1181,8 +1329,10 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 	atomic_init(&p->sfail, 0);
 	atomic_init(&p->failed, false);
 	atomic_init(&p->last_batch_ns, 0);
-	for (int i = 0; i < NBUF; i++)
+	for (int i = 0; i < NBUF; i++) {
 		atomic_init(&p->b[i].floor, UINT64_MAX);
+		atomic_init(&p->b[i].wal, cfg->wal);
+	}
 	pthread_mutex_init(&p->qlock, NULL);
 	pthread_cond_init(&p->qcond, NULL);
 	pthread_mutex_init(&p->slock, NULL);

@@ -7,8 +7,9 @@
  * commit pipeline formats records (walrec.h) and decides what is published
  * (DESIGN.md section 1: a provider's completed I/O never makes anything
  * visible).  A position is (segment, byte offset); a batch never spans two
- * segments.  Today the pipeline holds one provider, local-wal; a second
- * one is meant to be chosen per stream profile.
+ * segments.  The pipeline holds one provider per stream profile
+ * (pipeline.h, profile_wal; pipeline.c PW1); today local-wal is behind
+ * every profile.
  *
  * PROVIDERS
  *
