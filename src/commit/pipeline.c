@@ -79,7 +79,7 @@
  *  P5 Reply (publisher).  Each request's callback runs; then the commit
  *     hook (page cache invalidation in the FUSE layer).
  *
- *  P6 Seal (nrs_pipeline_wal_seal, for the reclaimer: wal_local.c D2).
+ *  P6 Seal (nrs_pipeline_wal_seal, for the reclaimer: wal_local_seg.c D2).
  *     The WAL's current segment is sealed only by the holder of the commit
  *     role, taken the way a submitter takes it (so no write or cut runs
  *     beside it), and only while the pipeline is idle: no request queued,

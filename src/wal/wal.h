@@ -246,7 +246,7 @@ static inline void nrs_wal_close(struct nrs_wal *w)
 		w->ops->close(w);
 }
 
-/* A damaged range scan() found in a local WAL (wal_local.c R1-R6). */
+/* A damaged range scan() found in a local WAL (wal_local_scan.c R1-R6). */
 enum nrs_wal_damage_kind {
 	NRS_WAL_TORN_TAIL,	/* [start, end) of the last segment: cut (R5),
 				 * or left in place when read_only */
