@@ -865,14 +865,12 @@ static int wait_acked(struct treq *t, size_t *synced)
  * object-wal), a batch goes to one WAL, and each request is acknowledged
  * only once its own WAL has synced it.
  */
-static void test_wal_per_profile(void **state)
+/* Restart with two WALs: stream 0's profile (local-wal) on f->wal, the
+ * default; stream 1's (object-wal) on f->wal2. */
+static void restart_two_wals(struct fix *f, size_t group_sync_min)
 {
-	struct fix *f = *state;
-	struct mock_wal *a = &f->wal, *b = &f->wal2;
-	struct nrs_walrec ra[8], rb[8];
+	struct mock_wal *b = &f->wal2;
 	struct nrs_pipeline_cfg cfg;
-	struct treq *x, *t0, *t1;
-	size_t synced;
 
 	b->base.ops = &mock_ops;
 	pthread_mutex_init(&b->lock, NULL);
@@ -882,13 +880,25 @@ static void test_wal_per_profile(void **state)
 	pthread_mutex_unlock(&f->st[1]->lock);
 	nrs_pipeline_stop(f->p);
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.wal = &a->base;
+	cfg.wal = &f->wal.base;
 	cfg.profile_wal[NRS_PROFILE_OBJECT_WAL] = &b->base;
 	cfg.meta = f->meta;
 	cfg.metrics = &f->metrics;
 	cfg.next_lsn = 1;
 	cfg.put = put;
+	cfg.group_sync_min = group_sync_min;
 	assert_int_equal(nrs_pipeline_start(&cfg, &f->p), 0);
+}
+
+static void test_wal_per_profile(void **state)
+{
+	struct fix *f = *state;
+	struct mock_wal *a = &f->wal, *b = &f->wal2;
+	struct nrs_walrec ra[8], rb[8];
+	struct treq *x, *t0, *t1;
+	size_t synced;
+
+	restart_two_wals(f, 0);
 
 	/* a batch held in a's write, so that the next cut off the queue
 	 * holds requests of both streams, stream 1's first */
@@ -939,12 +949,62 @@ static void test_wal_per_profile(void **state)
 	assert_int_equal(f->st[1]->head, 4);
 }
 
+/*
+ * PW1 with P2's failure rule: a batch of stream 0 (WAL a) at the syncer,
+ * one of stream 1 (WAL b) written behind it; a's sync fails.  Both fail,
+ * and each WAL is cut back to its own first unsynced batch: nothing of the
+ * failed batches is left in either.
+ */
+static void test_sync_failure_cuts_each_wal(void **state)
+{
+	struct fix *f = *state;
+	struct mock_wal *a = &f->wal, *b = &f->wal2;
+	struct treq *t0, *t1;
+	uint64_t off;
+
+	restart_two_wals(f, 1);		/* every batch overlaps: the syncer */
+	hold(f, &a->write_gate, true);
+	t0 = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "aaaa");
+	wait_held(f, &a->write_gate);
+	t1 = submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "bbbbbb");
+	hold(f, &a->sync_gate, true);
+	hold(f, &a->write_gate, false);
+	wait_held(f, &a->sync_gate);	/* t0's batch at the syncer */
+	pthread_mutex_lock(&b->lock);
+	while (b->batches < 1)		/* t1's written meanwhile */
+		pthread_cond_wait(&b->cond, &b->lock);
+	pthread_mutex_unlock(&b->lock);
+	assert_false(req_done(t1));
+	pthread_mutex_lock(&a->lock);
+	a->fail_sync = -EIO;
+	pthread_mutex_unlock(&a->lock);
+	hold(f, &a->sync_gate, false);
+	assert_int_equal(wait_req(t0, NULL), -EIO);
+	assert_int_equal(wait_req(t1, NULL), -EIO);
+	assert_int_equal(a->cuts, 1);
+	assert_int_equal(a->len, 0);
+	pthread_mutex_lock(&b->lock);
+	assert_int_equal(b->cuts, 1);
+	assert_int_equal(b->len, 0);
+	assert_int_equal(b->synced, 0);
+	pthread_mutex_unlock(&b->lock);
+	assert_int_equal(f->st[1]->head, 0);
+	/* stream 1 starts again at 0, in its own WAL */
+	assert_int_equal(wait_req(submit(f, 1, NRS_REQ_APPEND, 0, 0, "next"),
+				  &off), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(b->synced, b->len);
+	assert_false(nrs_pipeline_failed(f->p));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_order_and_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wal_per_profile, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_sync_failure_cuts_each_wal,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conditional, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lsn_and_head_bounds,
