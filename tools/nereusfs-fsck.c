@@ -244,7 +244,8 @@ static int ignore_rec(void *ctx, const struct nrs_wal_rec_info *ri)
 	return 0;
 }
 
-/* The scan recovery makes: it cuts what F5 found (wal_local.c R1, R5). */
+/* The scan recovery makes: it cuts what F5 found (wal_local_scan.c R1,
+ * R5). */
 static int cut_torn(const char *dir)
 {
 	struct nrs_wal_local_opts o = { .damage = say_repair };

@@ -68,8 +68,18 @@ typedef void (*nrs_commit_hook)(void *ctx, struct nrs_stream *st,
 /* Drops a stream reference the pipeline held. */
 typedef void (*nrs_stream_put_fn)(struct nrs_stream *st);
 
+/* Entries of nrs_pipeline_cfg.profile_wal: every enum nrs_profile (meta.h). */
+#define NRS_PIPELINE_PROFILES	3
+
 struct nrs_pipeline_cfg {
+	/*
+	 * The WAL of each stream profile (pipeline.c PW1), indexed by enum
+	 * nrs_profile; a NULL entry, and a profile out of range, mean wal,
+	 * the default, which must be set.  Today local-wal is behind every
+	 * profile: the daemon sets only wal.
+	 */
 	struct nrs_wal *wal;
+	struct nrs_wal *profile_wal[NRS_PIPELINE_PROFILES];
 	struct nrs_meta *meta;
 	struct nrs_metrics *metrics;	/* may be NULL */
 	uint64_t next_lsn;		/* first LSN to assign, > 0 */
@@ -107,19 +117,24 @@ void nrs_pipeline_stop(struct nrs_pipeline *p);
 bool nrs_pipeline_failed(struct nrs_pipeline *p);
 
 /*
- * WAL segments numbered below the result hold no record that the pipeline
- * wrote and has not yet indexed (P4): with the streams' indexes, this says
- * which segments a reclaimer may delete.  Read it before the indexes.
+ * Segments of WAL w numbered below the result hold no record that the
+ * pipeline wrote and has not yet indexed (P4): with the streams' indexes,
+ * this says which segments a reclaimer may delete.  Read it before the
+ * indexes.  nrs_pipeline_wal_floor: of the default WAL (cfg.wal).
  */
+uint64_t nrs_pipeline_wal_floor_of(struct nrs_pipeline *p, struct nrs_wal *w);
 uint64_t nrs_pipeline_wal_floor(struct nrs_pipeline *p);
 
 /*
- * P6: seal the WAL's current segment seg (wal.h, seal) if the pipeline is
- * idle -- the commit role free, no request queued, no batch in flight, and
- * no batch taken in the last idle_ns nanoseconds -- taking the commit role
- * for it, so it never runs beside an append.  Returns 1 if sealed, 0 if
- * not (busy, nothing to seal), or -errno.
+ * P6: seal the current segment seg of WAL w (wal.h, seal) if the pipeline
+ * is idle -- the commit role free, no request queued, no batch in flight
+ * to any WAL, and no batch taken in the last idle_ns nanoseconds -- taking
+ * the commit role for it, so it never runs beside an append.  Returns 1 if
+ * sealed, 0 if not (busy, nothing to seal), or -errno.
+ * nrs_pipeline_wal_seal: of the default WAL (cfg.wal).
  */
+int nrs_pipeline_wal_seal_of(struct nrs_pipeline *p, struct nrs_wal *w,
+			     uint64_t seg, uint64_t idle_ns);
 int nrs_pipeline_wal_seal(struct nrs_pipeline *p, uint64_t seg,
 			  uint64_t idle_ns);
 

@@ -21,7 +21,7 @@
  *   F3  Every WAL segment header verifies: a bad one hides a whole segment.
  *   F4  Every WAL record header and payload chunk verifies its CRC32C:
  *       bytes where no header verifies are corrupt, a record whose chunk
- *       fails is damaged (wal_local.c R2-R4).
+ *       fails is damaged (wal_local_scan.c R2-R4).
  *   F5  The last segment has no torn tail and is not torn at creation: a
  *       crash artefact that the next mount (or --repair) cuts (R1, R5).
  *   F6  An LSN names one commit intent: copies of a record agree.

@@ -1,14 +1,68 @@
 /*
- * wal.h - the WAL provider interface.
+ * wal.h - the WAL provider interface: an operations table (struct
+ * nrs_wal_ops) that every WAL implements, and the local WAL's options.
  *
  * A WAL provider makes a formatted batch of records durable (write, then
- * sync) and reads bytes back.  It knows nothing of streams or heads: the commit pipeline formats
- * records (walrec.h) and decides what is published (DESIGN.md section 1: a
- * provider's completed I/O never makes anything visible).  A position is
- * (segment, byte offset); a batch never spans two segments.
+ * sync) and reads bytes back.  It knows nothing of streams or heads: the
+ * commit pipeline formats records (walrec.h) and decides what is published
+ * (DESIGN.md section 1: a provider's completed I/O never makes anything
+ * visible).  A position is (segment, byte offset); a batch never spans two
+ * segments.  The pipeline holds one provider per stream profile
+ * (pipeline.h, profile_wal; pipeline.c PW1); today local-wal is behind
+ * every profile.
  *
- * The first provider is the local segment-file WAL (wal_local.c); an object
- * WAL and a BookKeeper WAL are meant to sit behind the same operations.
+ * PROVIDERS
+ *
+ *   local-wal   (wal_local.c) segment files in one directory.  write() is
+ *               pwritev into the current segment; a "segment" is a file.
+ *   object-wal  (not built yet) a segment is a bucket object, or a run of
+ *               them: write() stages the batch in memory (or a spill file)
+ *               and returns its position in the object being built; sync()
+ *               PUTs every staged byte before end as one object (key: the
+ *               segment number and first offset) and returns 0 only once a
+ *               HEAD of that key answers the expected length and checksum,
+ *               so a PUT the store acknowledged but lost is not durable;
+ *               cut() drops staged bytes (nothing was PUT) or, after a PUT
+ *               whose proof failed, deletes the key, else refuses later
+ *               writes as local-wal does (A3); read() is a ranged GET (or
+ *               the staged copy); scan() LISTs the keys in order; seal()
+ *               ends the object being built; reclaim() deletes keys.
+ *
+ * DURABLE means, for each provider, that the bytes survive power loss of
+ * this host and any crash of the daemon, and that a later scan() returns
+ * them:
+ *   local-wal   an fdatasync of the segment returned 0 (and the segment's
+ *               creation was made durable with its directory, A1);
+ *   object-wal  the PUT returned success and the HEAD that follows proves
+ *               the object holds exactly those bytes (length and CRC32C).
+ *
+ * RECORDS.  Every provider stores the same bytes: walrec.c's records,
+ * back to back, each padded to 8.  Today a record is kind DATA (the
+ * appends of one batch to one stream).  An object WAL also logs namespace
+ * and xattr changes (create, rename, unlink, setxattr of a shared
+ * directory), which on local-wal go straight to the metadata store.  Such a
+ * record fits walrec's format as a new kind, say NRS_WALREC_META = 2: the
+ * same 64-byte header and chunk CRCs (V1, V2 unchanged), stream_id naming
+ * the inode it changes (the parent directory for a name), base 0, epoch
+ * and prev_lsn the inode's own chain, n_appends 1 and the payload an
+ * encoded operation (op code, then its names and values as length-prefixed
+ * fields).  V3 would accept kind 2 with its own field rules, and a reader
+ * of version 1 that meets an unknown kind rejects it (-EUCLEAN) rather than
+ * take it for appended bytes.  Providers need no change: they store and
+ * return opaque records.
+ *
+ * WHAT THE PIPELINE MAY ASSUME of every provider:
+ *   - a batch written whole into one segment, at increasing positions in
+ *     write order; sync(end) covers every byte of end.seg before end, and
+ *     the caller syncs each segment in write order;
+ *   - after a write() or sync() error, cut() to the oldest unsynced batch
+ *     leaves no trace of it or of anything written after it, or the
+ *     provider refuses every later write (-EIO); nothing is ever returned
+ *     by scan() that a failed write() left;
+ *   - read() returns exactly what write() was given, also before sync();
+ *   - a provider's operations never make anything visible and never call
+ *     back into the pipeline; positions of different providers are
+ *     unrelated (a segment number names a segment of one provider only).
  *
  * Threads: scan() and sync_all() run alone, before the first write() or
  * after the last one.  write() and cut()
@@ -16,6 +70,9 @@
  * thread at a time, concurrently with write(), so that the sync of batch k
  * overlaps the write of batch k+1.  read() may run in any number of
  * threads concurrently with all of them.
+ *
+ * There is no append() here: write, sync and cut are the path; a test that
+ * wants the three in one call has tests/unit/wal_append.h.
  */
 #ifndef NRS_WAL_H
 #define NRS_WAL_H
@@ -150,30 +207,6 @@ static inline int nrs_wal_cut(struct nrs_wal *w, struct nrs_wal_pos pos,
 	return w->ops->cut(w, pos, why);
 }
 
-/*
- * write(), sync(), and cut() if the sync failed: the batch is durable, or
- * (if the cut worked) it left no trace.  Returns 0 or -errno.
- */
-static inline int nrs_wal_append(struct nrs_wal *w, const struct iovec *iov,
-				 int iovcnt, struct nrs_wal_pos *pos)
-{
-	struct nrs_wal_pos end;
-	uint64_t total = 0;
-	int err;
-
-	err = nrs_wal_write(w, iov, iovcnt, pos);
-	if (err < 0)
-		return err;
-	for (int i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len;
-	end.seg = pos->seg;
-	end.off = pos->off + total;
-	err = nrs_wal_sync(w, end);
-	if (err < 0)
-		(void)nrs_wal_cut(w, *pos, err);
-	return err;
-}
-
 static inline ssize_t nrs_wal_read(struct nrs_wal *w, struct nrs_wal_pos pos,
 				   void *buf, size_t len)
 {
@@ -213,7 +246,7 @@ static inline void nrs_wal_close(struct nrs_wal *w)
 		w->ops->close(w);
 }
 
-/* A damaged range scan() found in a local WAL (wal_local.c R1-R6). */
+/* A damaged range scan() found in a local WAL (wal_local_scan.c R1-R6). */
 enum nrs_wal_damage_kind {
 	NRS_WAL_TORN_TAIL,	/* [start, end) of the last segment: cut (R5),
 				 * or left in place when read_only */

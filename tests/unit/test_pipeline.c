@@ -179,6 +179,7 @@ static const struct nrs_wal_ops mock_ops = {
 struct fix {
 	char dir[64];
 	struct mock_wal wal;
+	struct mock_wal wal2;	/* test_wal_per_profile's second WAL */
 	struct nrs_meta *meta;
 	struct nrs_metrics metrics;
 	struct nrs_pipeline *p;
@@ -237,6 +238,7 @@ static int teardown(void **state)
 	nrs_stream_put(f->st[1]);
 	nrs_meta_close(f->meta);
 	free(f->wal.buf);
+	free(f->wal2.buf);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
 	assert_int_equal(system(cmd), 0);
 	free(f);
@@ -252,12 +254,19 @@ struct treq {
 	bool done;
 	int err;
 	char data[64];
+	struct mock_wal *check;	/* if set: its synced bytes at the ack */
+	size_t synced_at_ack;
 };
 
 static void treq_done(struct nrs_req *r, int err)
 {
 	struct treq *t = (struct treq *)r;
 
+	if (t->check) {
+		pthread_mutex_lock(&t->check->lock);
+		t->synced_at_ack = t->check->synced;
+		pthread_mutex_unlock(&t->check->lock);
+	}
 	pthread_mutex_lock(&t->lock);
 	t->err = err;
 	t->done = true;
@@ -349,26 +358,31 @@ static bool req_done(struct treq *t)
 	return done;
 }
 
-/* Decode every record in the mock WAL into out (max n); returns count. */
-static size_t decode_all(struct fix *f, struct nrs_walrec *out, size_t n)
+/* Decode every record in mock WAL m into out (max n); returns count. */
+static size_t decode_wal(struct mock_wal *m, struct nrs_walrec *out, size_t n)
 {
 	size_t off = 0, k = 0;
 
-	while (off < f->wal.len && k < n) {
+	while (off < m->len && k < n) {
 		struct nrs_walrec r;
 		size_t hl;
 
-		assert_int_equal(nrs_walrec_decode_hdr(f->wal.buf + off,
-						       f->wal.len - off, &r), 0);
+		assert_int_equal(nrs_walrec_decode_hdr(m->buf + off,
+						       m->len - off, &r), 0);
 		hl = nrs_walrec_hdr_len(r.len);
-		assert_int_equal(nrs_walrec_verify_chunks(f->wal.buf + off, &r, 0,
-				 nrs_walrec_nchunks(r.len), f->wal.buf + off + hl,
+		assert_int_equal(nrs_walrec_verify_chunks(m->buf + off, &r, 0,
+				 nrs_walrec_nchunks(r.len), m->buf + off + hl,
 				 NULL), 0);
 		out[k++] = r;
 		off += nrs_walrec_total_len(r.len);
 	}
-	assert_int_equal(off, f->wal.len);
+	assert_int_equal(off, m->len);
 	return k;
+}
+
+static size_t decode_all(struct fix *f, struct nrs_walrec *out, size_t n)
+{
+	return decode_wal(&f->wal, out, n);
 }
 
 /* ---- tests ------------------------------------------------------------ */
@@ -833,10 +847,164 @@ static void test_lost_cas_fails_pipeline(void **state)
 					 "x"), NULL), -EIO);
 }
 
+/* Wait for t's ack; return its error and the synced bytes of t->check
+ * then; free it. */
+static int wait_acked(struct treq *t, size_t *synced)
+{
+	pthread_mutex_lock(&t->lock);
+	while (!t->done)
+		pthread_cond_wait(&t->cond, &t->lock);
+	pthread_mutex_unlock(&t->lock);
+	*synced = t->synced_at_ack;
+	return wait_req(t, NULL);
+}
+
+/*
+ * PW1: with a WAL per profile, each stream's appends go to the WAL of its
+ * profile (stream 0: local-wal, the default; stream 1: a second WAL behind
+ * object-wal), a batch goes to one WAL, and each request is acknowledged
+ * only once its own WAL has synced it.
+ */
+/* Restart with two WALs: stream 0's profile (local-wal) on f->wal, the
+ * default; stream 1's (object-wal) on f->wal2. */
+static void restart_two_wals(struct fix *f, size_t group_sync_min)
+{
+	struct mock_wal *b = &f->wal2;
+	struct nrs_pipeline_cfg cfg;
+
+	b->base.ops = &mock_ops;
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_cond_init(&b->cond, NULL);
+	pthread_mutex_lock(&f->st[1]->lock);
+	f->st[1]->profile = NRS_PROFILE_OBJECT_WAL;
+	pthread_mutex_unlock(&f->st[1]->lock);
+	nrs_pipeline_stop(f->p);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.wal = &f->wal.base;
+	cfg.profile_wal[NRS_PROFILE_OBJECT_WAL] = &b->base;
+	cfg.meta = f->meta;
+	cfg.metrics = &f->metrics;
+	cfg.next_lsn = 1;
+	cfg.put = put;
+	cfg.group_sync_min = group_sync_min;
+	assert_int_equal(nrs_pipeline_start(&cfg, &f->p), 0);
+}
+
+static void test_wal_per_profile(void **state)
+{
+	struct fix *f = *state;
+	struct mock_wal *a = &f->wal, *b = &f->wal2;
+	struct nrs_walrec ra[8], rb[8];
+	struct treq *x, *t0, *t1;
+	size_t synced;
+
+	restart_two_wals(f, 0);
+
+	/* a batch held in a's write, so that the next cut off the queue
+	 * holds requests of both streams, stream 1's first */
+	hold(f, &a->write_gate, true);
+	x = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "x");
+	wait_held(f, &a->write_gate);
+	t1 = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "bb");
+	t1->check = b;
+	nrs_pipeline_submit(f->p, &t1->req);
+	t0 = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "aaa");
+	t0->check = a;
+	nrs_pipeline_submit(f->p, &t0->req);
+	hold(f, &a->write_gate, false);
+	assert_int_equal(wait_req(x, NULL), 0);
+	assert_int_equal(wait_acked(t1, &synced), 0);
+	assert_int_equal(synced, b->len);	/* its own WAL synced it */
+	assert_int_equal(wait_acked(t0, &synced), 0);
+	assert_int_equal(synced, a->len);
+	/* each stream's records in its own WAL, one batch each */
+	assert_int_equal(decode_wal(a, ra, 8), 2);
+	assert_int_equal(ra[0].stream_id, f->st[0]->id);
+	assert_int_equal(ra[1].stream_id, f->st[0]->id);
+	assert_int_equal(ra[1].base, 1);
+	assert_int_equal(decode_wal(b, rb, 8), 1);
+	assert_int_equal(rb[0].stream_id, f->st[1]->id);
+	assert_int_equal(rb[0].len, 2);
+	assert_int_equal(a->batches, 2);
+	assert_int_equal(b->batches, 1);
+
+	/* b's sync held: stream 1's append is written there, not acked */
+	pthread_mutex_lock(&b->lock);
+	b->sync_gate.hold = true;
+	pthread_mutex_unlock(&b->lock);
+	t1 = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "cc");
+	t1->check = b;
+	nrs_pipeline_submit(f->p, &t1->req);
+	pthread_mutex_lock(&b->lock);
+	while (!b->sync_gate.waiting)
+		pthread_cond_wait(&b->cond, &b->lock);
+	assert_int_equal(b->batches, 2);
+	assert_false(req_done(t1));
+	b->sync_gate.hold = false;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+	assert_int_equal(wait_acked(t1, &synced), 0);
+	assert_int_equal(synced, b->len);
+	assert_int_equal(a->batches, 2);
+	assert_int_equal(f->st[1]->head, 4);
+}
+
+/*
+ * PW1 with P2's failure rule: a batch of stream 0 (WAL a) at the syncer,
+ * one of stream 1 (WAL b) written behind it; a's sync fails.  Both fail,
+ * and each WAL is cut back to its own first unsynced batch: nothing of the
+ * failed batches is left in either.
+ */
+static void test_sync_failure_cuts_each_wal(void **state)
+{
+	struct fix *f = *state;
+	struct mock_wal *a = &f->wal, *b = &f->wal2;
+	struct treq *t0, *t1;
+	uint64_t off;
+
+	restart_two_wals(f, 1);		/* every batch overlaps: the syncer */
+	hold(f, &a->write_gate, true);
+	t0 = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "aaaa");
+	wait_held(f, &a->write_gate);
+	t1 = submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "bbbbbb");
+	hold(f, &a->sync_gate, true);
+	hold(f, &a->write_gate, false);
+	wait_held(f, &a->sync_gate);	/* t0's batch at the syncer */
+	pthread_mutex_lock(&b->lock);
+	while (b->batches < 1)		/* t1's written meanwhile */
+		pthread_cond_wait(&b->cond, &b->lock);
+	pthread_mutex_unlock(&b->lock);
+	assert_false(req_done(t1));
+	pthread_mutex_lock(&a->lock);
+	a->fail_sync = -EIO;
+	pthread_mutex_unlock(&a->lock);
+	hold(f, &a->sync_gate, false);
+	assert_int_equal(wait_req(t0, NULL), -EIO);
+	assert_int_equal(wait_req(t1, NULL), -EIO);
+	assert_int_equal(a->cuts, 1);
+	assert_int_equal(a->len, 0);
+	pthread_mutex_lock(&b->lock);
+	assert_int_equal(b->cuts, 1);
+	assert_int_equal(b->len, 0);
+	assert_int_equal(b->synced, 0);
+	pthread_mutex_unlock(&b->lock);
+	assert_int_equal(f->st[1]->head, 0);
+	/* stream 1 starts again at 0, in its own WAL */
+	assert_int_equal(wait_req(submit(f, 1, NRS_REQ_APPEND, 0, 0, "next"),
+				  &off), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(b->synced, b->len);
+	assert_false(nrs_pipeline_failed(f->p));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_order_and_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_per_profile, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sync_failure_cuts_each_wal,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conditional, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lsn_and_head_bounds,

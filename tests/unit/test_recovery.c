@@ -45,6 +45,7 @@
 #include "stream/recovery.h"
 #include "stream/table.h"
 #include "wal/wal.h"
+#include "wal_append.h"
 #include "wal/walrec.h"
 
 struct fix {

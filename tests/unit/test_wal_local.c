@@ -28,6 +28,7 @@
 
 #include "util/failpoint.h"
 #include "wal/wal.h"
+#include "wal_append.h"
 #include "wal/walrec.h"
 
 /* ---- fault injection --------------------------------------------------- */
