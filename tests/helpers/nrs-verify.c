@@ -37,6 +37,7 @@
 
 #include "errname.h"
 #include "record.h"
+#include "util/grow.h"
 
 #define BUF_SIZE	(4u << 20)
 #define MAX_VIOLATIONS	20
@@ -102,13 +103,10 @@ static struct wstate *wstate_get(uint32_t tag, uint32_t writer, bool create)
 
 static void wstate_add(struct wstate *w, const struct nrs_rec *r, uint64_t off)
 {
-	if (w->n == w->cap) {
-		w->cap = w->cap ? 2 * w->cap : 64;
-		w->e = realloc(w->e, w->cap * sizeof(*w->e));
-		if (!w->e) {
-			perror("nrs-verify");
-			exit(2);
-		}
+	if (nrs_grow((void **)&w->e, &w->cap, w->n + 1, sizeof(*w->e))) {
+		errno = ENOMEM;
+		perror("nrs-verify");
+		exit(2);
 	}
 	w->e[w->n].seq = r->seq;
 	w->e[w->n].off = off;
