@@ -85,6 +85,23 @@ static int fail(const char *what, const char *path, int e)
 	return EXIT_FAIL;
 }
 
+/* The END of an index line "START END ..." (index.c X2, X3) that ends at
+ * nl: both decimal (parse.h N1), else -EPROTO. */
+static int index_line_end(const char *p, const char *nl, uint64_t *end)
+{
+	const char *sp = memchr(p, ' ', (size_t)(nl - p)), *e;
+	uint64_t start;
+
+	if (!sp || nrs_parse_u64(p, (size_t)(sp - p), &start))
+		return -EPROTO;
+	e = memchr(sp + 1, ' ', (size_t)(nl - sp - 1));
+	if (!e)
+		e = nl;
+	if (nrs_parse_u64(sp + 1, (size_t)(e - sp - 1), end))
+		return -EPROTO;
+	return 0;
+}
+
 /* A decimal uint64_t (parse.h N1); exits with usage otherwise. */
 static uint64_t parse_u64(const char *what, const char *s)
 {
@@ -321,7 +338,7 @@ static int cmd_index(const char *path)
 			return fail("index", path, errno);
 		buf[n] = '\0';
 		for (p = buf; *p; p = nl + 1) {
-			unsigned long long s, e;
+			uint64_t e;
 
 			nl = strchr(p, '\n');
 			if (!nl)
@@ -331,7 +348,7 @@ static int cmd_index(const char *path)
 				more = true;
 				break;
 			}
-			if (sscanf(p, "%llu %llu", &s, &e) != 2)
+			if (index_line_end(p, nl, &e))
 				return fail("index (a bad line)", path, EPROTO);
 			if (!write_all(p, (size_t)(nl + 1 - p)))
 				return fail("write", "stdout", errno);

@@ -127,7 +127,6 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -142,6 +141,7 @@
 #include "obj/objfmt.h"
 #include "stream/recovery.h"
 #include "util/grow.h"
+#include "util/parse.h"
 
 #define PATH_DEPTH_MAX	4096	/* deeper, or a loop: F16 */
 #define PATH_SHOW_MAX	32	/* components a message shows */
@@ -974,17 +974,14 @@ struct listing {
 static bool is_named(const struct listing *l, const char *name)
 {
 	const char *g = strrchr(name, 'g');
-	char key[NRS_OBJKEY_MAX], *end;
+	char key[NRS_OBJKEY_MAX];
 	struct nrs_objhdr h;
 	uint64_t gen;
 	ssize_t i;
 
 	/* The generation ends a key ("-g<hex>"); the whole key is compared. */
-	if (!g || g == name || g[-1] != '-' || !isxdigit((unsigned char)g[1]))
-		return false;
-	errno = 0;
-	gen = strtoull(g + 1, &end, 16);
-	if (*end || errno)
+	if (!g || g == name || g[-1] != '-' ||
+	    nrs_parse_x64(g + 1, strlen(g + 1), &gen))	/* parse.h N2 */
 		return false;
 	i = BSEARCH(l->bygen, l->f->nobjs, gen, gen);
 	if (i < 0)
