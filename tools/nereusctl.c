@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "nereusfs.h"
+#include "util/errname.h"
 #include "util/parse.h"
 
 #define EXIT_FAIL	1
@@ -60,23 +61,10 @@ static void usage(void)
 	exit(EXIT_USAGE);
 }
 
-static const char *errname(int e)
-{
-	static char buf[16];
-#ifdef HAVE_STRERRORNAME_NP
-	const char *n = strerrorname_np(e);
-
-	if (n)
-		return n;
-#endif
-	snprintf(buf, sizeof(buf), "E%d", e);
-	return buf;
-}
-
 /* Report a failed operation; returns the exit status it maps to. */
 static int fail(const char *what, const char *path, int e)
 {
-	fprintf(stderr, "%s: %s %s: %s (%s)\n", prog, what, path, errname(e),
+	fprintf(stderr, "%s: %s %s: %s (%s)\n", prog, what, path, nrs_errname(e),
 		strerror(e));
 	if (e == ESTALE)
 		return EXIT_STALE;

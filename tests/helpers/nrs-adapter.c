@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
 #include "nereusfs.h"
 
 #define MAX_RECS	100000

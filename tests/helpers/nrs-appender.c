@@ -44,7 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
 #include "record.h"
 
 struct writer {

@@ -69,7 +69,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
 #include "util/grow.h"
 
 #ifndef RENAME_NOREPLACE

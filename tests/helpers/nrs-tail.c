@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
 #include "record.h"
 
 #define NSLOTS 65536

@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
 #include "record.h"
 #include "util/grow.h"
 
