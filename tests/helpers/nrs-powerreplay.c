@@ -78,6 +78,7 @@
 
 #include "powerfail.h"
 #include "util/grow.h"
+#include "util/parse.h"
 
 #define SECTOR 512
 
@@ -520,8 +521,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	bool count = false, unsynced = false;
-	unsigned long long k;
-	char *end;
+	uint64_t k;
 	int c;
 
 	while ((c = getopt(argc, argv, "cu:L:")) != -1) {
@@ -550,9 +550,7 @@ int main(int argc, char **argv)
 		printf("%zu\n", nrecs);
 		return 0;
 	}
-	errno = 0;
-	k = strtoull(argv[optind + 1], &end, 10);
-	if (errno || *end || end == argv[optind + 1] || k > nrecs)
+	if (nrs_parse_u64_range(argv[optind + 1], 0, nrecs, &k))
 		usage();
 	if (mkdir(argv[optind + 2], 0700) < 0 && errno != EEXIST)
 		die(argv[optind + 2]);
@@ -561,9 +559,10 @@ int main(int argc, char **argv)
 	pass1((size_t)k);
 	pass2((size_t)k, argv[optind + 2], unsynced);
 	if (k < nrecs)
-		printf("cut %llu of %zu before %020" PRIu64 "\n", k, nrecs,
+		printf("cut %" PRIu64 " of %zu before %020" PRIu64 "\n", k, nrecs,
 		       recs[k]->ts);
 	else
-		printf("cut %llu of %zu before 99999999999999999999\n", k, nrecs);
+		printf("cut %" PRIu64 " of %zu before 99999999999999999999\n", k,
+		       nrecs);
 	return 0;
 }

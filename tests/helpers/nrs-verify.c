@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 #include "util/errname.h"
+#include "util/parse.h"
 #include "record.h"
 #include "util/grow.h"
 
@@ -353,7 +355,7 @@ int main(int argc, char **argv)
 	const char *acks[64];
 	int nacks = 0, ns, i, c;
 	long max_unacked = -1;
-	uint64_t total = 0;
+	uint64_t total = 0, v;
 
 	while ((c = getopt(argc, argv, "a:cu:s:")) != -1) {
 		switch (c) {
@@ -366,10 +368,13 @@ int main(int argc, char **argv)
 			contiguous = true;
 			break;
 		case 'u':
-			max_unacked = atol(optarg);
+			if (nrs_parse_u64_range(optarg, 0, LONG_MAX, &v))
+				usage();
+			max_unacked = (long)v;
 			break;
 		case 's':
-			start = strtoull(optarg, NULL, 10);
+			if (nrs_parse_u64_str(optarg, &start))
+				usage();
 			break;
 		default:
 			usage();
