@@ -19,11 +19,11 @@
 #             for `make distcheck`, openssl (a test certificate)
 #   s3        nodejs and npm (Debian's, unless a node is already in PATH),
 #             then s3rver, the S3 server the tests run against, at the
-#             version tests/s3/package-lock.json pins: `npm ci` in tests/s3,
+#             version tests/fixtures/s3/package-lock.json pins: `npm ci` in tests/fixtures/s3,
 #             as the user running this script, skipped when that lock file
 #             is what was installed last
 #   moto      moto_server and boto3 (moto 5), the S3 server that checks V4
-#             signatures (tests/s3/moto.sh): not Debian packages; they come
+#             signatures (tests/fixtures/s3/moto.sh): not Debian packages; they come
 #             with the image's Python (pyenv) and PyPI is not reachable
 #             here, so this script only checks that they are there
 #   adapters  openjdk-17-jdk-headless: the Java example adapter's test
@@ -90,8 +90,8 @@ if [ ! -c /dev/fuse ]; then
 	echo "install-deps: warning: /dev/fuse is missing; mounting will fail" >&2
 fi
 
-# s3rver, pinned by tests/s3/package-lock.json, into tests/s3/node_modules.
-s3dir=$(cd "$(dirname "$0")/../tests/s3" && pwd)
+# s3rver, pinned by tests/fixtures/s3/package-lock.json, into tests/fixtures/s3/node_modules.
+s3dir=$(cd "$(dirname "$0")/../tests/fixtures/s3" && pwd)
 stamp=$s3dir/node_modules/.nrs-installed-lock
 if [ -x "$s3dir/node_modules/.bin/s3rver" ] &&
    cmp -s "$s3dir/package-lock.json" "$stamp"; then
@@ -105,7 +105,7 @@ else
 	cp "$s3dir/package-lock.json" "$stamp"
 fi
 
-# moto and boto3 (tests/s3/moto.sh): the image's Python has them; say so
+# moto and boto3 (tests/fixtures/s3/moto.sh): the image's Python has them; say so
 # loudly if not, rather than let the S3 tests fail later.
 if python3 -c 'import moto, boto3' 2>/dev/null; then
 	echo "install-deps: moto and boto3 present ($(python3 -c 'import moto; print(moto.__version__)'))"

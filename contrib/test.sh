@@ -153,7 +153,7 @@ if [ "${NRS_SKIP_DEPS:-0}" != 1 ]; then
 		fail "deps: contrib/install-deps.sh failed ($?)" deps
 fi
 
-# moto and boto3 (tests/s3/moto.sh) come with the image's Python (pyenv),
+# moto and boto3 (tests/fixtures/s3/moto.sh) come with the image's Python (pyenv),
 # not with Debian's: the python3 that has them goes first in PATH, also
 # where the caller's PATH does not name pyenv's shims.
 for py in python3 "${PYENV_ROOT:-${HOME:-/root}/.pyenv}/shims/python3"; do

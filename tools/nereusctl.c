@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "nereusfs.h"
+#include "util/errname.h"
 #include "util/parse.h"
 
 #define EXIT_FAIL	1
@@ -60,29 +61,33 @@ static void usage(void)
 	exit(EXIT_USAGE);
 }
 
-static const char *errname(int e)
-{
-	static char buf[16];
-#ifdef HAVE_STRERRORNAME_NP
-	const char *n = strerrorname_np(e);
-
-	if (n)
-		return n;
-#endif
-	snprintf(buf, sizeof(buf), "E%d", e);
-	return buf;
-}
-
 /* Report a failed operation; returns the exit status it maps to. */
 static int fail(const char *what, const char *path, int e)
 {
-	fprintf(stderr, "%s: %s %s: %s (%s)\n", prog, what, path, errname(e),
+	fprintf(stderr, "%s: %s %s: %s (%s)\n", prog, what, path, nrs_errname(e),
 		strerror(e));
 	if (e == ESTALE)
 		return EXIT_STALE;
 	if (e == ESPIPE)
 		return EXIT_SPIPE;
 	return EXIT_FAIL;
+}
+
+/* The END of an index line "START END ..." (index.c X2, X3) that ends at
+ * nl: both decimal (parse.h N1), else -EPROTO. */
+static int index_line_end(const char *p, const char *nl, uint64_t *end)
+{
+	const char *sp = memchr(p, ' ', (size_t)(nl - p)), *e;
+	uint64_t start;
+
+	if (!sp || nrs_parse_u64(p, (size_t)(sp - p), &start))
+		return -EPROTO;
+	e = memchr(sp + 1, ' ', (size_t)(nl - sp - 1));
+	if (!e)
+		e = nl;
+	if (nrs_parse_u64(sp + 1, (size_t)(e - sp - 1), end))
+		return -EPROTO;
+	return 0;
 }
 
 /* A decimal uint64_t (parse.h N1); exits with usage otherwise. */
@@ -321,7 +326,7 @@ static int cmd_index(const char *path)
 			return fail("index", path, errno);
 		buf[n] = '\0';
 		for (p = buf; *p; p = nl + 1) {
-			unsigned long long s, e;
+			uint64_t e;
 
 			nl = strchr(p, '\n');
 			if (!nl)
@@ -331,7 +336,7 @@ static int cmd_index(const char *path)
 				more = true;
 				break;
 			}
-			if (sscanf(p, "%llu %llu", &s, &e) != 2)
+			if (index_line_end(p, nl, &e))
 				return fail("index (a bad line)", path, EPROTO);
 			if (!write_all(p, (size_t)(nl + 1 - p)))
 				return fail("write", "stdout", errno);

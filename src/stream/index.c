@@ -26,6 +26,7 @@
 
 #include "obj/objfmt.h"
 #include "stream/index.h"
+#include "util/grow.h"
 #include "wal/walrec.h"
 
 int nrs_index_append(struct nrs_index *ix, const struct nrs_index_ent *e)
@@ -34,15 +35,8 @@ int nrs_index_append(struct nrs_index *ix, const struct nrs_index_ent *e)
 		return -EINVAL;
 	if (ix->n > 0 && e->start < ix->v[ix->n - 1].end)
 		return -EINVAL;		/* X1 */
-	if (ix->n == ix->cap) {
-		size_t cap = ix->cap ? ix->cap * 2 : 16;
-		struct nrs_index_ent *v = realloc(ix->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		ix->v = v;
-		ix->cap = cap;
-	}
+	if (nrs_grow((void **)&ix->v, &ix->cap, ix->n + 1, sizeof(*ix->v)))
+		return -ENOMEM;
 	ix->v[ix->n++] = *e;
 	return 0;
 }

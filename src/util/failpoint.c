@@ -96,6 +96,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/errname.h"
 #include "util/failpoint.h"
 #include "util/log.h"
 
@@ -120,13 +121,9 @@ static const char *const fp_names[NRS_FP_COUNT] = {
 	[NRS_FP_GC_AFTER_DELETE] = "gc.after_delete",
 };
 
-static const struct {
-	const char *name;
-	int err;
-} fp_errnos[] = {
-	{ "EIO", EIO }, { "ENOSPC", ENOSPC }, { "EDQUOT", EDQUOT },
-	{ "EROFS", EROFS }, { "ENOMEM", ENOMEM }, { "EAGAIN", EAGAIN },
-	{ "EBUSY", EBUSY },
+/* The errnos a point may inject (the grammar's ERRNO), named by errname.h. */
+static const int fp_errnos[] = {
+	EIO, ENOSPC, EDQUOT, EROFS, ENOMEM, EAGAIN, EBUSY,
 };
 
 /* The points that stand for a write, where short makes sense. */
@@ -173,10 +170,17 @@ static bool parse_count(const char **p, uint64_t *out)
 /* The positive errno named by the len bytes at s, or -1. */
 static int parse_errno(const char *s, size_t len)
 {
+	char name[16];
+	int e;
+
+	if (len >= sizeof(name))
+		return -1;
+	memcpy(name, s, len);
+	name[len] = '\0';
+	e = nrs_errno_of(name);
 	for (size_t i = 0; i < sizeof(fp_errnos) / sizeof(fp_errnos[0]); i++)
-		if (strlen(fp_errnos[i].name) == len &&
-		    !memcmp(fp_errnos[i].name, s, len))
-			return fp_errnos[i].err;
+		if (fp_errnos[i] == e)
+			return e;
 	return -1;
 }
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/grow.h"
 #include "util/metrics.h"
 
 static const uint64_t lat_bounds_us[] = {
@@ -95,18 +96,11 @@ static void put(struct text *t, const char *fmt, ...)
 			t->len += (size_t)n;
 			return;
 		}
-		size_t cap = t->cap ? t->cap * 2 : 4096;
-
-		while (cap - t->len <= (size_t)n)
-			cap *= 2;
-		char *nb = realloc(t->buf, cap);
-
-		if (!nb) {
+		if (nrs_grow((void **)&t->buf, &t->cap,
+			     t->len + (size_t)n + 1, 1)) {
 			t->err = -ENOMEM;
 			return;
 		}
-		t->buf = nb;
-		t->cap = cap;
 	}
 }
 

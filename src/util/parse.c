@@ -1,4 +1,4 @@
-/* parse.c - the strict decimal parser (parse.h, rule N1). */
+/* parse.c - the strict decimal and hex parsers (parse.h, rules N1, N2). */
 #include "config.h"
 
 #include <errno.h>
@@ -47,6 +47,30 @@ int nrs_parse_u64_range(const char *s, uint64_t min, uint64_t max,
 	if (err)
 		return err;
 	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int nrs_parse_x64(const void *s, size_t len, uint64_t *out)
+{
+	const unsigned char *p = s;
+	uint64_t v = 0;
+
+	if (len == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		unsigned int d;
+
+		if (p[i] >= '0' && p[i] <= '9')		/* N2 */
+			d = p[i] - '0';
+		else if (p[i] >= 'a' && p[i] <= 'f')	/* N2: lowercase */
+			d = p[i] - 'a' + 10;
+		else
+			return -EINVAL;
+		v = v << 4 | d;
+	}
+	if (len > NRS_PARSE_XDIGITS_MAX)		/* N2: no wrap */
 		return -ERANGE;
 	*out = v;
 	return 0;

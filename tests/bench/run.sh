@@ -30,8 +30,8 @@
 # run with the median ops/s of each system is shown.
 #
 # OBJECTS (issue 4), on each object store: the embedded directory (dir),
-# S3 on s3rver (s3, loopback, tests/s3/s3rver.sh) and S3 on moto_server
-# (moto, loopback, tests/s3/moto.sh: V4 signatures checked; issue 14):
+# S3 on s3rver (s3, loopback, tests/fixtures/s3/s3rver.sh) and S3 on moto_server
+# (moto, loopback, tests/fixtures/s3/moto.sh: V4 signatures checked; issue 14):
 #   materialization  BENCH_OBJ_COUNT objects' worth of bytes is appended in
 #                    1 MiB writes to BENCH_OBJ_STREAMS streams while
 #                    materialization is held off (huge materialize_bytes and
@@ -114,7 +114,7 @@
 #   BENCH_READ_RUNS     cold/warm read pairs per system (3; median shown;
 #                       0: no reads)
 #   BENCH_S3_CLI        the s3 command-line tool (default: s3, from libs3-2)
-#   NRS_S3RVER_SH       the s3rver harness (default: ../s3/s3rver.sh from
+#   NRS_S3RVER_SH       the s3rver harness (default: ../fixtures/s3/s3rver.sh from
 #                       this script's directory)
 #   NRS_S3RVER          the s3rver package it runs (see that script)
 # Cold reads drop the kernel's caches (/proc/sys/vm/drop_caches): that
@@ -154,9 +154,9 @@ obj_pid=	# the objects part's nereusfs, at $work/omnt
 pr_pid=		# its passthrough_ll, at $work/pr-mnt
 s3_dir=		# the s3rver's directory while one runs
 moto_dir=	# the moto_server's directory while one runs
-MOTO_SH=$(cd "$(dirname "$0")/../s3" 2>/dev/null && pwd)/moto.sh
+MOTO_SH=$(cd "$(dirname "$0")/../fixtures/s3" 2>/dev/null && pwd)/moto.sh
 BOTO3_BENCH=$(cd "$(dirname "$0")" && pwd)/boto3_bench.py
-S3RVER_SH=${NRS_S3RVER_SH:-$(cd "$(dirname "$0")/../s3" 2>/dev/null && pwd)/s3rver.sh}
+S3RVER_SH=${NRS_S3RVER_SH:-$(cd "$(dirname "$0")/../fixtures/s3" 2>/dev/null && pwd)/s3rver.sh}
 
 . "$(dirname "$0")/lib.sh"	# unmount, mount_fs
 

@@ -5,7 +5,7 @@
 # meanwhile?
 #
 # For each object store (the embedded directory DATA/objects, and S3 served
-# by a real s3rver, tests/s3/s3rver.sh) it mounts nereusfs on a scratch
+# by a real s3rver, tests/fixtures/s3/s3rver.sh) it mounts nereusfs on a scratch
 # directory, sets user.nereus.retention.ms on the directory of the streams,
 # and appends at a fixed rate (nrs-bench --rate: STREAMS writers, one
 # stream each) for SECONDS, then keeps watching for DRAIN seconds with no
@@ -58,7 +58,7 @@
 # Environment (defaults in brackets):
 #   NEREUSFS            the daemon [./nereusfs]
 #   NRS_BENCH           the load generator [tests/bench/nrs-bench]
-#   NRS_S3RVER_SH       tests/s3/s3rver.sh [beside this script]
+#   NRS_S3RVER_SH       tests/fixtures/s3/s3rver.sh [beside this script]
 #   NRS_S3RVER          s3rver's package directory (s3rver.sh's default)
 #   STEADY_STORES       dir, s3 or both ["dir s3"]
 #   STEADY_SECONDS      seconds of appends per store [180]
@@ -81,7 +81,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 NEREUSFS=${NEREUSFS:-./nereusfs}
 NRS_BENCH=${NRS_BENCH:-tests/bench/nrs-bench}
-NRS_S3RVER_SH=${NRS_S3RVER_SH:-$here/../s3/s3rver.sh}
+NRS_S3RVER_SH=${NRS_S3RVER_SH:-$here/../fixtures/s3/s3rver.sh}
 STORES=${STEADY_STORES:-dir s3}
 SECONDS_LOAD=${STEADY_SECONDS:-180}
 DRAIN=${STEADY_DRAIN:-15}
@@ -196,7 +196,7 @@ run_store() { # dir|s3
 	if [ "$store" = s3 ]; then
 		s3dir=$base/s3
 		if ! out=$(NRS_S3RVER_OWNER=$$ sh "$NRS_S3RVER_SH" start "$s3dir" 2>"$base/s3rver.err"); then
-			note "s3: n/a: s3rver did not start (cd tests/s3 && npm ci):"
+			note "s3: n/a: s3rver did not start (cd tests/fixtures/s3 && npm ci):"
 			sed 's/^/  | /' "$base/s3rver.err" >&2
 			s3dir=
 			SUM[$store,na]=1

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -35,7 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
+#include "util/parse.h"
 #include "nereusfs.h"
 
 #define MAX_RECS	100000
@@ -365,17 +367,31 @@ static int cas(int writers, int appends, unsigned int seed)
 	return check_tiling(s.head);
 }
 
+/* A decimal argument in [0, max] (parse.h N1); exit 2 otherwise. */
+static int64_t arg(const char *s, uint64_t max)
+{
+	uint64_t v;
+
+	if (nrs_parse_u64_range(s, 0, max, &v)) {
+		fprintf(stderr, "nrs-adapter: not a number up to %" PRIu64
+			": '%s'\n", max, s);
+		exit(2);
+	}
+	return (int64_t)v;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 5 && strcmp(argv[1], "race") == 0) {
 		path = argv[2];
-		return race(atoi(argv[3]), (unsigned int)atoi(argv[4]));
+		return race(arg(argv[3], INT_MAX), (unsigned int)arg(argv[4],
+								      UINT_MAX));
 	}
 	if (argc == 6 && strcmp(argv[1], "cas") == 0) {
 		path = argv[2];
-		return cas(atoi(argv[3]), atoi(argv[4]),
-			   (unsigned int)atoi(argv[5]));
+		return cas(arg(argv[3], INT_MAX), arg(argv[4], INT_MAX),
+			   (unsigned int)arg(argv[5], UINT_MAX));
 	}
 	fprintf(stderr, "usage: nrs-adapter race STREAM ROUNDS SEED\n"
 		"       nrs-adapter cas STREAM WRITERS APPENDS SEED\n");

@@ -44,7 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
+#include "util/parse.h"
 #include "record.h"
 
 struct writer {
@@ -199,12 +200,9 @@ static void *writer_main(void *arg)
 
 static int parse_u32(const char *s, uint32_t *out)
 {
-	char *end;
-	unsigned long v;
+	uint64_t v;
 
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v > UINT32_MAX)
+	if (nrs_parse_u64_range(s, 0, UINT32_MAX, &v))	/* parse.h N1 */
 		return -1;
 	*out = (uint32_t)v;
 	return 0;

@@ -77,6 +77,8 @@
 #include <unistd.h>
 
 #include "powerfail.h"
+#include "util/grow.h"
+#include "util/parse.h"
 
 #define SECTOR 512
 
@@ -103,7 +105,7 @@ static size_t nrecs;
 static long *rec_obj;		/* per record: its inode object, or -1 */
 static bool *ns_done;		/* per record: namespace change applied */
 static struct obj *objs;
-static size_t nobjs;
+static size_t nobjs, cap_objs;
 static struct names cur, dur;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static const char *liar;	/* -L: syncs of paths with this prefix ignored */
@@ -112,6 +114,16 @@ static void die(const char *what)
 {
 	fprintf(stderr, "nrs-powerreplay: %s: %s\n", what, strerror(errno));
 	exit(2);
+}
+
+static void xgrow(void **arr, size_t *cap, size_t want, size_t sz)
+{
+	int err = nrs_grow(arr, cap, want, sz);
+
+	if (err) {
+		errno = -err;
+		die("realloc");
+	}
 }
 
 static void *xcalloc(size_t n, size_t sz)
@@ -164,12 +176,7 @@ static int load(const char *file)
 				file, off);
 			return -1;
 		}
-		if (nrecs == cap) {
-			cap = cap ? cap * 2 : 4096;
-			recs = realloc(recs, cap * sizeof(*recs));
-			if (!recs)
-				die("realloc");
-		}
+		xgrow((void **)&recs, &cap, nrecs + 1, sizeof(*recs));
 		recs[nrecs++] = h;
 		off += h->total;
 	}
@@ -193,9 +200,7 @@ static long new_obj(uint64_t dev, uint64_t ino, bool is_dir)
 
 	if (old >= 0)
 		objs[old].bound = false;	/* the inode number was reused */
-	objs = realloc(objs, (nobjs + 1) * sizeof(*objs));
-	if (!objs)
-		die("realloc");
+	xgrow((void **)&objs, &cap_objs, nobjs + 1, sizeof(*objs));
 	objs[nobjs] = (struct obj){ dev, ino, is_dir, true, -1 };
 	return (long)nobjs++;
 }
@@ -216,12 +221,7 @@ static void set_name(struct names *t, const char *path, long obj)
 		e->obj = obj;
 		return;
 	}
-	if (t->n == t->cap) {
-		t->cap = t->cap ? t->cap * 2 : 64;
-		t->v = realloc(t->v, t->cap * sizeof(*t->v));
-		if (!t->v)
-			die("realloc");
-	}
+	xgrow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v));
 	t->v[t->n].path = strdup(path);
 	if (!t->v[t->n].path)
 		die("strdup");
@@ -521,8 +521,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	bool count = false, unsynced = false;
-	unsigned long long k;
-	char *end;
+	uint64_t k;
 	int c;
 
 	while ((c = getopt(argc, argv, "cu:L:")) != -1) {
@@ -551,9 +550,7 @@ int main(int argc, char **argv)
 		printf("%zu\n", nrecs);
 		return 0;
 	}
-	errno = 0;
-	k = strtoull(argv[optind + 1], &end, 10);
-	if (errno || *end || end == argv[optind + 1] || k > nrecs)
+	if (nrs_parse_u64_range(argv[optind + 1], 0, nrecs, &k))
 		usage();
 	if (mkdir(argv[optind + 2], 0700) < 0 && errno != EEXIST)
 		die(argv[optind + 2]);
@@ -562,9 +559,10 @@ int main(int argc, char **argv)
 	pass1((size_t)k);
 	pass2((size_t)k, argv[optind + 2], unsynced);
 	if (k < nrecs)
-		printf("cut %llu of %zu before %020" PRIu64 "\n", k, nrecs,
+		printf("cut %" PRIu64 " of %zu before %020" PRIu64 "\n", k, nrecs,
 		       recs[k]->ts);
 	else
-		printf("cut %llu of %zu before 99999999999999999999\n", k, nrecs);
+		printf("cut %" PRIu64 " of %zu before 99999999999999999999\n", k,
+		       nrecs);
 	return 0;
 }

@@ -69,7 +69,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
+#include "util/grow.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -87,13 +88,10 @@ static size_t out_len, out_cap;
 
 static void out_add(const char *s, size_t n)
 {
-	if (out_len + n + 1 > out_cap) {
-		out_cap = 2 * (out_len + n + 1);
-		out = realloc(out, out_cap);
-		if (!out) {
-			perror("nrs-syscalls");
-			exit(2);
-		}
+	if (nrs_grow((void **)&out, &out_cap, out_len + n + 1, 1)) {
+		errno = ENOMEM;
+		perror("nrs-syscalls");
+		exit(2);
 	}
 	memcpy(out + out_len, s, n);
 	out_len += n;

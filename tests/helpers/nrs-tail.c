@@ -37,7 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
+#include "util/parse.h"
 #include "record.h"
 
 #define NSLOTS 65536
@@ -98,7 +99,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	const char *stopfile = NULL, *copy = NULL;
-	uint64_t want = 0, records = 0, reads = 0, shorts = 0, off = 0;
+	uint64_t want = 0, records = 0, reads = 0, shorts = 0, off = 0, v;
 	size_t cap = 4u << 20, have = 0, pos, asked;
 	double limit = 60, end;
 	bool stopping = false;
@@ -115,7 +116,8 @@ int main(int argc, char **argv)
 			stopfile = optarg;
 			break;
 		case 'n':
-			want = strtoull(optarg, NULL, 10);
+			if (nrs_parse_u64_str(optarg, &want))
+				usage();
 			break;
 		case 'd':
 			limit = atof(optarg);
@@ -124,7 +126,9 @@ int main(int argc, char **argv)
 			copy = optarg;
 			break;
 		case 'b':
-			cap = strtoul(optarg, NULL, 10);
+			if (nrs_parse_u64_range(optarg, 1, SIZE_MAX, &v))
+				usage();
+			cap = (size_t)v;
 			break;
 		default:
 			usage();

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,8 +36,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "errname.h"
+#include "util/errname.h"
+#include "util/parse.h"
 #include "record.h"
+#include "util/grow.h"
 
 #define BUF_SIZE	(4u << 20)
 #define MAX_VIOLATIONS	20
@@ -102,13 +105,10 @@ static struct wstate *wstate_get(uint32_t tag, uint32_t writer, bool create)
 
 static void wstate_add(struct wstate *w, const struct nrs_rec *r, uint64_t off)
 {
-	if (w->n == w->cap) {
-		w->cap = w->cap ? 2 * w->cap : 64;
-		w->e = realloc(w->e, w->cap * sizeof(*w->e));
-		if (!w->e) {
-			perror("nrs-verify");
-			exit(2);
-		}
+	if (nrs_grow((void **)&w->e, &w->cap, w->n + 1, sizeof(*w->e))) {
+		errno = ENOMEM;
+		perror("nrs-verify");
+		exit(2);
 	}
 	w->e[w->n].seq = r->seq;
 	w->e[w->n].off = off;
@@ -355,7 +355,7 @@ int main(int argc, char **argv)
 	const char *acks[64];
 	int nacks = 0, ns, i, c;
 	long max_unacked = -1;
-	uint64_t total = 0;
+	uint64_t total = 0, v;
 
 	while ((c = getopt(argc, argv, "a:cu:s:")) != -1) {
 		switch (c) {
@@ -368,10 +368,13 @@ int main(int argc, char **argv)
 			contiguous = true;
 			break;
 		case 'u':
-			max_unacked = atol(optarg);
+			if (nrs_parse_u64_range(optarg, 0, LONG_MAX, &v))
+				usage();
+			max_unacked = (long)v;
 			break;
 		case 's':
-			start = strtoull(optarg, NULL, 10);
+			if (nrs_parse_u64_str(optarg, &start))
+				usage();
 			break;
 		default:
 			usage();

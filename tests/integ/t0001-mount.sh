@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='mount, virtual files, clean unmount, remount keeps state'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 test_expect_success 'mount an empty data directory' '
 	nrs_mount &&

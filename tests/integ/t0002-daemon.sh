@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='without -f: nereusfs detaches, reports the mount in its exit status, and serves appends'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The detached daemon is not our child (and the init here may not reap
 # it): it is gone when its /proc entry is gone or a zombie.

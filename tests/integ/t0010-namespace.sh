@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='the namespace (DESIGN.md section 2) with exact errnos'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 deep=pulsar/tenant/ns/a/b/c/d/e/f/g/h/i/j
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='a stream file (DESIGN.md section 3), row by row'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 version () {
 	nrs_xattr "$1" user.nereus.version

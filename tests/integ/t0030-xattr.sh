@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='administration through xattrs (DESIGN.md section 4)'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 S=$MNT/k/s
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='concurrent writers and tailing readers, record by record'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # 8 writers (threads, each with its own O_APPEND descriptor) on 2 streams,
 # self-checking records of 33 B .. 64 KiB + 32 (1 B .. 64 KiB of payload),

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='kill -9 under load, torn WAL tails: every acknowledged record survives'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 cycles=${NRS_CRASH_CYCLES:-5}
 seed=$(od -An -N4 -tu4 /dev/urandom | tr -d " ")

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='/.nereus/metrics and /.nereus/status reflect the appends'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The metric names are an interface (dashboards and alerts use them).
 m_appends=nereus_appends_total

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='adapter ioctls (nereusfs.h): bind, expect, snapshot, errors; the C example adapter'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 LEADER=${NRS_CONTRIB_BUILD:-$nrs_top/contrib}/adapters/c/leader
 S=$MNT/k/p0

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='two leaders racing on one stream: no append of a fenced leader is published'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # nrs-adapter race (tests/helpers/nrs-adapter.c says what it checks):
 # every round a new leader fences the one still appending, at a random

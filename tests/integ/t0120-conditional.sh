@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='conditional appends via NRS_IOC_EXPECT from several writers: one wins each offset'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 seed=$(od -An -N4 -tu4 /dev/urandom | tr -d " ")
 seed=$((seed % 1000000))

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='epochs survive kill -9 and remount; a fenced leader stays fenced'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 PATH=${NRS_TOOLS:-$nrs_top}:$PATH
 S=$MNT/s

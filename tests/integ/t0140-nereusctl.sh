@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='nereusctl end to end: stat, fence, trim, append, tail, status'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 PATH=${NRS_TOOLS:-$nrs_top}:$PATH
 S=$MNT/ns/s

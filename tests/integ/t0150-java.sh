@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='the Java 17 example adapter (JDK only), compiled and run against a mount'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 SRC=${NRS_CONTRIB:-$nrs_top/contrib}/adapters/java/NereusAdapter.java
 

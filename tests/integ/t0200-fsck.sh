@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='nereusfs-fsck: a clean data directory, each kind of damage, --repair, objects, the lifecycle'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 FSCK=${NRS_FSCK:-$nrs_top/nereusfs-fsck}
 [ -x "$FSCK" ] || nrs_error "no checker at $FSCK (run make)"

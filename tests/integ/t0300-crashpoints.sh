@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='failpoints: a crash at every step of the append pipeline and of recovery, and failed WAL writes and publications, lose nothing acknowledged'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The points and their syntax: src/util/failpoint.c.  Each crash cycle mounts
 # with one point armed to crash at its Nth hit (N random in 20..60, so the

@@ -1,10 +1,10 @@
 #!/bin/sh
 test_description='full disk: appends fail ENOSPC, nothing acknowledged is lost, reads go on, appends resume when space returns'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The data directory lives on an 16 MiB tmpfs (smallfs.sh), which also
 # holds a 2 MiB filler file: deleting it is "space returns".
-. "$(dirname "$0")/smallfs.sh"
+. "$nrs_lib/smallfs.sh"
 streams="$MNT/f/a $MNT/f/b"
 
 # The WAL is not the only writer on a full disk: SQLite must still publish

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='a flipped byte in a WAL record or in a stream row of meta.db: EIO, never wrong bytes; everything else keeps working'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # I6: every byte read from the WAL is checked against its CRC32C.  The
 # damage is made offline, after a clean unmount, in the payload of the

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='malformed input gets the documented errno; nothing acknowledged changes (issue 3, bad input)'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The errnos are those of man/nereusfs.8 (SEMANTICS, EXTENDED ATTRIBUTES).
 # Where the kernel answers before the daemon sees the request (xattr sizes,

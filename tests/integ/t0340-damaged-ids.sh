@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='stream ids, heads and LSNs from a damaged disk: the daemon mounts, the damaged stream is offline or the record an orphan, the rest works, fsck reports each (issue 12 item 3)'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The damage is written offline with the sqlite3 shell, every changed row
 # resealed (lib.sh reseal: its checksum holds, so the row reaches the value

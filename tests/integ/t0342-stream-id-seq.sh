@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='a lowered stream id sequence never gives a new stream an old id (recovery.c RD4)'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # A stream is removed while its record is still in the WAL (nothing is
 # materialized), then sqlite_sequence is set back below its id, as damage

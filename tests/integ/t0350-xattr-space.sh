@@ -1,13 +1,13 @@
 #!/bin/sh
 test_description='metadata growth stops before the WAL reserve: a user filling the disk through xattrs leaves appends room, and removals work on the full disk, also after a remount'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # src/meta/sqlite.c MS1: a new name or a growing user.* xattr fails ENOSPC while
 # less than twice wal_reserve would stay free; appends go on down to
 # wal_reserve (wal_local.c A5); unlink, rmdir, removexattr and trim are
 # never refused for space.  The data directory lives on a 32 MiB tmpfs
 # (smallfs.sh).
-. "$(dirname "$0")/smallfs.sh"
+. "$nrs_lib/smallfs.sh"
 RESERVE=4194304
 OPTS="wal_reserve=$RESERVE,materialize_bytes=1073741824,materialize_age_ms=3600000"
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='XATTR_CREATE / XATTR_REPLACE on every user.nereus.* name and on ordinary ones; per-inode bounds on user.* (ENOSPC)'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # core_xattr.c XA1: CREATE on a name that exists is EEXIST, REPLACE on one
 # that does not is ENODATA.  epoch and a stream's profile always exist; a

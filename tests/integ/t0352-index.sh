@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='user.nereus.index stays within the 64 KiB xattr limit: adjacent WAL ranges merge, past the bound a "# N more ranges" line; nereusctl index prints it all'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # index.c X2 and X3, core_xattr.c (user.nereus.index.OFF), nereusctl(8).
 S=$MNT/s

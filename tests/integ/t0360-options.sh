@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='strict numbers (parse.h N1): -o options, user.nereus.* values, nereusctl and nereusfs-fsck; nereusctl options anywhere, --help, --version, exit statuses'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 PATH=${NRS_TOOLS:-$nrs_top}:$PATH
 S=$MNT/ns/s

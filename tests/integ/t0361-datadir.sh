@@ -1,7 +1,7 @@
 #!/bin/sh
 test_description='state files 0600 and directories 0700 whatever the umask (fileio.h DM1); a data directory others can read or write is refused (DM2)'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
-. "$(dirname "$0")/objlib.sh"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
+. "$nrs_lib/objlib.sh"
 
 # modes_ok DIR: every file under DIR (DIR included) is 0600 and every
 # directory 0700; prints the ones that are not.

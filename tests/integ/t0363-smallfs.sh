@@ -1,11 +1,11 @@
 #!/bin/sh
 test_description='a small file system: the default wal_reserve scales down (wal_local.c A5), and the mount says so in its log and /.nereus/status'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The data directory lives on a 32 MiB tmpfs at $SMALL (smallfs.sh):
 # below the 64 MiB the reserve used to be, so every append failed ENOSPC
 # and nothing said why.
-. "$(dirname "$0")/smallfs.sh"
+. "$nrs_lib/smallfs.sh"
 S=$MNT/s
 
 # space KEY: a field of the "space" object of /.nereus/status.

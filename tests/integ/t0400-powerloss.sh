@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='crashes, recoveries, then simulated power loss at random points: every acknowledged record survives'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # How it works.  A history of one data directory, from empty, is recorded
 # by nrs-powerfail.so into one journal (every write, truncate, sync and

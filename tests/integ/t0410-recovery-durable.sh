@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='recovery publishes only durable WAL bytes; a clean unmount leaves nothing unsynced'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # Issue 12, item 1.  The sequence that lost a whole stream: a crash right
 # after a WAL write (the batch reached the page cache, never the disk, and

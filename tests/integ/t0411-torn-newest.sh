@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='a torn tail that hits the newest acknowledged record: only its range reads EIO'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # Issue 12, item 1 (recovery.c R5b).  4 writers append to one stream and
 # stop; the daemon is killed; 7 bytes are cut off the end of the last WAL

@@ -1,7 +1,7 @@
 #!/bin/sh
 test_description='materialization to the embedded object directory: publish, read back, reclaim, corruption, crashes'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
-. "$(dirname "$0")/dirstore.sh"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
+. "$nrs_lib/dirstore.sh"
 
-. "$(dirname "$0")/objects.sh"
+. "$nrs_lib/objects.sh"
 test_done

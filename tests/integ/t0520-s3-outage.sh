@@ -1,8 +1,8 @@
 #!/bin/sh
 test_description='S3 goes away and comes back: appends go on from the WAL, then ENOSPC at the WAL budget; materialization catches up by itself; credentials at mount'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
-. "$(dirname "$0")/s3.sh"
-. "$(dirname "$0")/objlib.sh"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
+. "$nrs_lib/s3.sh"
+. "$nrs_lib/objlib.sh"
 
 # What issue 4 asks of an unavailable object store: appends keep
 # succeeding from the WAL up to its budget, then fail ENOSPC; uploads are

@@ -1,8 +1,8 @@
 #!/bin/sh
 test_description='S3 signature V4 against moto_server: what lands in the bucket (boto3), a wrong secret or key refused at mount, V2 refused and logged in time, virtual-hosted style, STS session tokens, errors by class in the metrics'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
-. "$(dirname "$0")/moto.sh"
-. "$(dirname "$0")/objlib.sh"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
+. "$nrs_lib/moto.sh"
+. "$nrs_lib/objlib.sh"
 
 nrs_moto_start
 S3=",s3=$NRS_S3_URL"
@@ -105,7 +105,7 @@ test_expect_success 'virtual-hosted style: BUCKET.localhost, the same objects' '
 # Temporary credentials from moto's STS (assume-role): the session token
 # goes as x-amz-security-token; without it moto refuses the key.
 test_expect_success 'STS credentials: with their session token they work' '
-	eval "$(NRS_S3_URL=$NRS_S3_URL NRS_S3_ACCESS_KEY=$NRS_S3_ACCESS_KEY NRS_S3_SECRET_KEY=$NRS_S3_SECRET_KEY python3 "$nrs_top/tests/s3/moto_sts.py")" &&
+	eval "$(NRS_S3_URL=$NRS_S3_URL NRS_S3_ACCESS_KEY=$NRS_S3_ACCESS_KEY NRS_S3_SECRET_KEY=$NRS_S3_SECRET_KEY python3 "$nrs_top/tests/fixtures/s3/moto_sts.py")" &&
 	case $NRS_STS_ACCESS_KEY in ASIA*) ;; *) false ;; esac &&
 	AWS_ACCESS_KEY_ID=$NRS_STS_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$NRS_STS_SECRET_KEY \
 	AWS_SESSION_TOKEN=$NRS_STS_TOKEN nrs_mount -o "$FAST$S3" &&

@@ -1,8 +1,8 @@
 #!/bin/sh
 test_description='S3 credentials rotated under a mounted nereusfs (moto_server): the s3_credentials file is read again when it changes, or when the store refuses the old key; no remount'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
-. "$(dirname "$0")/moto.sh"
-. "$(dirname "$0")/objlib.sh"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
+. "$nrs_lib/moto.sh"
+. "$nrs_lib/objlib.sh"
 
 nrs_moto_start
 S3=",s3=$NRS_S3_URL"
@@ -11,7 +11,7 @@ creds=$TRASH/creds
 moto_keys () {
 	NRS_S3_URL=$NRS_S3_URL NRS_S3_ACCESS_KEY=$NRS_S3_ACCESS_KEY \
 	NRS_S3_SECRET_KEY=$NRS_S3_SECRET_KEY \
-		python3 "$nrs_top/tests/s3/moto_keys.py" "$@"
+		python3 "$nrs_top/tests/fixtures/s3/moto_keys.py" "$@"
 }
 
 # write_creds AKID SECRET: the file, replaced by a rename as secret

@@ -1,7 +1,7 @@
 #!/bin/sh
 test_description='a retention or grace period too long to count means forever, never now (sat.h SAT1); retention -1 is Kafka'\''s forever, kept as 0 (issue 12 item 2)'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
-. "$(dirname "$0")/objlib.sh"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
+. "$nrs_lib/objlib.sh"
 
 max=9223372036854775807		# Java's Long.MAX_VALUE
 umax=18446744073709551615	# 2^64 - 1

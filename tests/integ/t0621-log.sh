@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='what users send reaches the log escaped, one line per message, and a call site repeated by the thousand writes a bounded number of lines (log.c LG1, LG2; issue 12 item 4)'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 nl='
 '

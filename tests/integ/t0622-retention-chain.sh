@@ -1,7 +1,7 @@
 #!/bin/sh
 test_description='inherited retention costs nothing per pass when nothing changed, however deep the streams (sqlite_settings.c M8; issue 12 item 4)'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
-. "$(dirname "$0")/objlib.sh"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
+. "$nrs_lib/objlib.sh"
 
 DEPTH=1000
 deep=$(i=0; while [ $i -lt $DEPTH ]; do printf "d/"; i=$((i + 1)); done)

@@ -1,6 +1,6 @@
 #!/bin/sh
 test_description='space of dead WAL records comes back on an idle mount: the current segment is sealed once it holds no live record and reclaimed (wal_local_seg.c D2, walgc.c M7); a crash right after the seal, or right after the reclaim, loses nothing acknowledged'
-. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The default 64 MiB segments (so that everything written stays in the
 # current segment, which M5 never deletes), small objects, no compaction

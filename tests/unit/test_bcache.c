@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "obj/bcache.h"
 #include "obj/objfmt.h"
 #include "util/crc32c.h"
@@ -994,33 +996,16 @@ static void test_mem_budget(void **state)
 
 static char *make_tmpdir(void)
 {
-	const char *base = getenv("TMPDIR");
-	char *dir;
+	char *dir = malloc(PATH_MAX);
 
-	if (!base || !*base)
-		base = "/tmp";
-	dir = malloc(strlen(base) + sizeof("/test_bcache.XXXXXX"));
 	assert_non_null(dir);
-	sprintf(dir, "%s/test_bcache.XXXXXX", base);
-	assert_non_null(mkdtemp(dir));
+	assert_int_equal(nrs_fixture_mkdtemp(dir, PATH_MAX, "test_bcache"), 0);
 	return dir;
 }
 
 static void rm_tree(const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char path[4096];
-
-	assert_non_null(d);
-	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(dir);
+	assert_int_equal(nrs_fixture_rmtree(dir), 0);
 }
 
 /* Files in dir whose names end in .blk, and their bytes. */

@@ -26,7 +26,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "fsck/fsck.h"
 #include "meta/meta.h"
 #include "obj/objfmt.h"
@@ -547,8 +547,8 @@ static int setup_objdir(void **state)
 	if (!d)
 		return -1;
 	nrs_fsck_init(&d->f, record, &d->f);
-	snprintf(d->dir, sizeof(d->dir), "/tmp/test_fsck.XXXXXX");
-	assert_non_null(mkdtemp(d->dir));
+	assert_int_equal(nrs_fixture_mkdtemp(d->dir, sizeof(d->dir), "test_fsck"),
+			 0);
 	assert_int_equal(nrs_meta_open(at(d, "meta.db"), &d->m), 0);
 	assert_int_equal(nrs_objstore_dir_open(at(d, "objects"), &d->store), 0);
 	assert_int_equal(nrs_meta_mkdir(d->m, NRS_ROOT_INO, "k", 0755, 0, 0, 1,
@@ -561,15 +561,6 @@ static int setup_objdir(void **state)
 	return 0;
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag,
-		  struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int teardown_objdir(void **state)
 {
 	struct objdir *d = *state;
@@ -577,7 +568,7 @@ static int teardown_objdir(void **state)
 	nrs_meta_close(d->m);
 	nrs_obj_close(d->store);
 	nrs_fsck_free(&d->f);
-	nftw(d->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	nrs_fixture_rmtree(d->dir);
 	free(d);
 	return 0;
 }
@@ -707,8 +698,7 @@ static void test_objects_missing(void **state)
 	check_objdir(d, true, 1, want, NULL);
 	assert_false(d->f.chains_intact);
 	/* No object directory at all: every committed object is missing. */
-	assert_int_equal(nftw(at(d, "objects"), rm_one, 16,
-			      FTW_DEPTH | FTW_PHYS), 0);
+	assert_int_equal(nrs_fixture_rmtree(at(d, "objects")), 0);
 	check_objdir(d, true, 1, want, NULL);
 	assert_true(d->f.store_absent);
 }

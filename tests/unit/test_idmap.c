@@ -2,7 +2,8 @@
  * any 64-bit id is a key, memory follows the entries (H1), a walk visits
  * each live entry once (H2), removal keeps every other entry reachable;
  * and the array-growing helper beside it (grow.h) refuses a size that
- * would overflow instead of looping or allocating too little. */
+ * would overflow instead of looping or allocating too little (GR2), and a
+ * count above its cap whatever memory there is (GR1). */
 #include "config.h"
 
 #include <stdarg.h>
@@ -178,6 +179,34 @@ static void test_grow_overflow(void **state)
 	free(v);
 }
 
+/* GR1: a count from the disk or a user never grows an array past max;
+ * the doubling stops at max itself. */
+static void test_grow_cap(void **state)
+{
+	uint32_t *v = NULL;
+	size_t cap = 0;
+
+	(void)state;
+	assert_int_equal(nrs_grow_max((void **)&v, &cap, 100, sizeof(*v), 1000),
+			 0);
+	assert_int_equal(cap, 128);
+	v[99] = 7;
+	assert_int_equal(nrs_grow_max((void **)&v, &cap, 1001, sizeof(*v), 1000),
+			 -E2BIG);
+	assert_int_equal(cap, 128);			/* unchanged */
+	assert_int_equal(nrs_grow_max((void **)&v, &cap, 1000, sizeof(*v), 1000),
+			 0);
+	assert_int_equal(cap, 1000);			/* clamped, not 1024 */
+	v[999] = 8;
+	assert_int_equal(v[99], 7);
+	assert_int_equal(nrs_grow_max((void **)&v, &cap, 1000, sizeof(*v), 1000),
+			 0);				/* already room */
+	assert_int_equal(nrs_grow_max((void **)&v, &cap, SIZE_MAX, sizeof(*v),
+				      1000), -E2BIG);
+	assert_int_equal(cap, 1000);
+	free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -186,6 +215,7 @@ int main(void)
 		cmocka_unit_test(test_many),
 		cmocka_unit_test(test_walk_cost),
 		cmocka_unit_test(test_grow_overflow),
+		cmocka_unit_test(test_grow_cap),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

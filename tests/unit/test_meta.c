@@ -27,6 +27,7 @@
 
 #include <sqlite3.h>
 
+#include "fixture.h"
 #include "meta/meta.h"
 #include "util/crc32c.h"
 
@@ -75,8 +76,7 @@ static int fx_setup(void **state)
 
 	if (!f)
 		return -1;
-	strcpy(f->dir, "/tmp/nrs-test-meta-XXXXXX");
-	if (!mkdtemp(f->dir)) {
+	if (nrs_fixture_mkdtemp(f->dir, sizeof(f->dir), "test_meta")) {
 		free(f);
 		return -1;
 	}
@@ -92,16 +92,9 @@ static int fx_setup(void **state)
 static int fx_teardown(void **state)
 {
 	struct fx *f = *state;
-	static const char *const sfx[] = { "", "-wal", "-shm", "-journal" };
-	char p[160];
-	size_t i;
 
 	nrs_meta_close(f->m);
-	for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
-		snprintf(p, sizeof(p), "%s%s", f->path, sfx[i]);
-		unlink(p);
-	}
-	rmdir(f->dir);
+	nrs_fixture_rmtree(f->dir);
 	free(f);
 	return 0;
 }

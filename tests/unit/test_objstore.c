@@ -32,7 +32,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -46,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "obj/objstore.h"
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -140,22 +140,10 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int rm_one(const char *path, const struct stat *sb, int type,
-		  struct FTW *ftw)
-{
-	(void)sb;
-	(void)type;
-	(void)ftw;
-	return remove(path);
-}
-
 static void scratch(struct fx *f)
 {
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(f->root, sizeof(f->root), "%s/nrs-objstore-XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(f->root));
+	assert_int_equal(nrs_fixture_mkdtemp(f->root, sizeof(f->root),
+					     "test_objstore"), 0);
 	snprintf(f->dir, sizeof(f->dir), "%s/objects", f->root);
 }
 
@@ -211,7 +199,7 @@ static int setup_kind(void **state, enum store_kind kind)
 	else if (kind == S3_STORE)
 		rc = open_s3(getenv("NRS_S3_URL"), 10000, NULL, &f->st);
 	if (rc != 0) {
-		nftw(f->root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		nrs_fixture_rmtree(f->root);
 		free(f);
 		return -1;
 	}
@@ -240,7 +228,7 @@ static int teardown(void **state)
 	int rc;
 
 	nrs_obj_close(f->st);
-	rc = nftw(f->root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rc = nrs_fixture_rmtree(f->root);
 	free(f);
 	return rc;
 }

@@ -1,9 +1,9 @@
 #!/bin/sh
 # test_objstore_s3.sh - the S3 half of test_objstore, against real S3
 # servers: s3rver over http, and over https with a self-signed certificate
-# (which the provider must refuse); then moto_server (tests/s3/moto.sh),
+# (which the provider must refuse); then moto_server (tests/fixtures/s3/moto.sh),
 # which checks V4 signatures, in path and virtual-hosted style.  Both are started with
-# tests/s3/s3rver.sh and stopped by the EXIT trap, whatever happens; its
+# tests/fixtures/s3/s3rver.sh and stopped by the EXIT trap, whatever happens; its
 # guard stops them if this script is killed outright.  The test binary runs
 # under a time limit (NRS_TEST_TIMEOUT, default 300 s).
 #
@@ -13,8 +13,8 @@
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 NRS_UNIT=${NRS_UNIT:-$here}
-NRS_S3RVER_SH=${NRS_S3RVER_SH:-$top/tests/s3/s3rver.sh}
-NRS_MOTO_SH=${NRS_MOTO_SH:-$top/tests/s3/moto.sh}
+NRS_S3RVER_SH=${NRS_S3RVER_SH:-$top/tests/fixtures/s3/s3rver.sh}
+NRS_MOTO_SH=${NRS_MOTO_SH:-$top/tests/fixtures/s3/moto.sh}
 limit=${NRS_TEST_TIMEOUT:-300}
 
 s3tmp=$(mktemp -d "${TMPDIR:-/tmp}/nrs-s3.XXXXXX") || exit 99
@@ -61,7 +61,7 @@ export NRS_S3_URL NRS_S3_ACCESS_KEY NRS_S3_SECRET_KEY NRS_S3_TLS_URL NRS_S3_TLS_
 run_unit s3rver "$s3tmp/plain/log"
 
 # The same contract against moto_server, which checks V4 signatures
-# (tests/s3/moto.sh), path style and then virtual-hosted
+# (tests/fixtures/s3/moto.sh), path style and then virtual-hosted
 # (BUCKET.localhost).
 if ! moto=$(sh "$NRS_MOTO_SH" start "$s3tmp/moto"); then
 	echo "ERROR: could not start moto_server (see above)"

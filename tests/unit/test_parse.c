@@ -1,4 +1,4 @@
-/* test_parse.c - the strict decimal parser (parse.h, N1). */
+/* test_parse.c - the strict decimal and hex parsers (parse.h, N1, N2). */
 #include "config.h"
 
 #include <stdarg.h>
@@ -74,12 +74,38 @@ static void test_refuses_overflow(void **state)
 	assert_int_equal(v, 4);
 }
 
+/* N2: lowercase hex digits only, at most 16, *out untouched on error. */
+static void test_hex(void **state)
+{
+	uint64_t v = 7;
+
+	(void)state;
+	assert_int_equal(nrs_parse_x64("0", 1, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(nrs_parse_x64("00000000000000ff", 16, &v), 0);
+	assert_int_equal(v, 255);
+	assert_int_equal(nrs_parse_x64("ffffffffffffffff", 16, &v), 0);
+	assert_int_equal(v, UINT64_MAX);
+	v = 7;
+	assert_int_equal(nrs_parse_x64("", 0, &v), -EINVAL);
+	assert_int_equal(nrs_parse_x64("FF", 2, &v), -EINVAL);
+	assert_int_equal(nrs_parse_x64("0x1", 3, &v), -EINVAL);
+	assert_int_equal(nrs_parse_x64("-1", 2, &v), -EINVAL);
+	assert_int_equal(nrs_parse_x64(" 1", 2, &v), -EINVAL);
+	assert_int_equal(nrs_parse_x64("1g", 2, &v), -EINVAL);
+	assert_int_equal(nrs_parse_x64("1\0", 2, &v), -EINVAL);
+	assert_int_equal(nrs_parse_x64("10000000000000000", 17, &v), -ERANGE);
+	assert_int_equal(nrs_parse_x64("00000000000000001", 17, &v), -ERANGE);
+	assert_int_equal(v, 7);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_accepts_digits),
 		cmocka_unit_test(test_refuses_non_digits),
 		cmocka_unit_test(test_refuses_overflow),
+		cmocka_unit_test(test_hex),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

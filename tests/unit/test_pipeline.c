@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "commit/pipeline.h"
 #include "meta/meta.h"
 #include "stream/stream.h"
@@ -198,8 +199,8 @@ static int setup(void **state)
 	char path[128];
 
 	assert_non_null(f);
-	strcpy(f->dir, "/tmp/nrs-test-pipeline-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(nrs_fixture_mkdtemp(f->dir, sizeof(f->dir),
+					     "test_pipeline"), 0);
 	snprintf(path, sizeof(path), "%s/meta.db", f->dir);
 	assert_int_equal(nrs_meta_open(path, &f->meta), 0);
 	f->wal.base.ops = &mock_ops;
@@ -231,7 +232,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fix *f = *state;
-	char cmd[128];
 
 	nrs_pipeline_stop(f->p);
 	nrs_stream_put(f->st[0]);
@@ -239,8 +239,7 @@ static int teardown(void **state)
 	nrs_meta_close(f->meta);
 	free(f->wal.buf);
 	free(f->wal2.buf);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(nrs_fixture_rmtree(f->dir), 0);
 	free(f);
 	return 0;
 }

@@ -39,6 +39,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "fixture.h"
 #include "core/core.h"
 #include "meta/meta.h"
 #include "obj/objfmt.h"
@@ -56,12 +57,10 @@ struct fix {
 static int fix_setup(void **state)
 {
 	struct fix *f = calloc(1, sizeof(*f));
-	const char *tmp = getenv("TMPDIR");
 
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "%s/test_recovery.XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(nrs_fixture_mkdtemp(f->dir, sizeof(f->dir),
+					     "test_recovery"), 0);
 	*state = f;
 	return 0;
 }
@@ -69,10 +68,8 @@ static int fix_setup(void **state)
 static int fix_teardown(void **state)
 {
 	struct fix *f = *state;
-	char cmd[4200];
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(nrs_fixture_rmtree(f->dir), 0);
 	free(f);
 	return 0;
 }

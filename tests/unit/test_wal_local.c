@@ -15,7 +15,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,6 +25,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "util/failpoint.h"
 #include "wal/wal.h"
 #include "wal_append.h"
@@ -122,8 +122,7 @@ static int setup(void **state)
 
 	if (!f)
 		return -1;
-	strcpy(f->root, "/tmp/nrs-wal-XXXXXX");
-	if (!mkdtemp(f->root)) {
+	if (nrs_fixture_mkdtemp(f->root, sizeof(f->root), "test_wal_local")) {
 		free(f);
 		return -1;
 	}
@@ -133,19 +132,10 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int type,
-		  struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	return remove(path);
-}
-
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	int rc = nftw(f->root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	int rc = nrs_fixture_rmtree(f->root);
 
 	memset(&fault, 0, sizeof(fault));
 	free(f);

@@ -13,7 +13,7 @@
 # before and after a GC delete converges on remount.  The store is checked
 # through obj_file and obj_files, never by asking nereusfs.
 
-. "$(dirname "$0")/objlib.sh"
+. "$nrs_lib/objlib.sh"
 
 # gc_grace_ms=300 on top of FAST (no compaction, objects of 256 KiB).
 OPTS="$FAST,gc_grace_ms=300$OBJ_OPTS"

@@ -1,10 +1,15 @@
 # lib.sh - shared by the numbered integration tests (tests/integ/tNNNN-*.sh).
+# It and the other scripts they source live in tests/lib/: the providers
+# of an object store (dirstore.sh, s3.sh, moto.sh) and their helpers
+# (objlib.sh, smallfs.sh), and the suites every provider runs (objects.sh,
+# lifecycle.sh, compaction.sh), each sourced as "$nrs_lib/NAME.sh".  The
+# S3 servers they start are a fixture, in tests/fixtures/s3/.
 #
 # A test script sets test_description, sources this file, then runs
 # test_expect_success steps and ends with test_done:
 #
 #	test_description='what this script covers'
-#	. "${NRS_TESTLIB:-$(dirname "$0")/lib.sh}"
+#	. "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 #	test_expect_success 'stream appends' '
 #		nrs_mount &&
 #		echo abc >>"$MNT/s" &&
@@ -49,6 +54,9 @@
 
 this_test=$(basename "$0" .sh)
 nrs_top=$(cd "$(dirname "$0")/../.." && pwd)
+# The scripts a test sources after this one (objlib.sh, s3.sh, the
+# suites ...) live beside it, apart from the numbered scripts.
+nrs_lib=$nrs_top/tests/lib
 NEREUSFS=${NEREUSFS:-$nrs_top/nereusfs}
 NRS_HELPERS=${NRS_HELPERS:-$nrs_top/tests/helpers}
 NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT:-10}
@@ -172,7 +180,7 @@ nrs_cleanup () {
 # nrs_at_exit COMMAND: run the shell command line COMMAND (eval'd, so
 # quote what it names) when the script ends, after the daemon is gone and
 # before $TRASH is removed; commands run in the order registered, each
-# once.  For servers and the like a test starts (see tests/integ/s3.sh).
+# once.  For servers and the like a test starts (see tests/lib/s3.sh).
 nrs_at_exit () {
 	printf '%s\n' "$1" >>"$TRASH/at-exit"
 }

@@ -1,4 +1,4 @@
-# s3.sh - a real S3 server (s3rver, tests/s3/s3rver.sh) for the
+# s3.sh - a real S3 server (s3rver, tests/fixtures/s3/s3rver.sh) for the
 # integration tests that mount on S3: sourced after lib.sh by
 # t0510-objects-s3.sh, t0520-s3-outage.sh, t0605-lifecycle-s3.sh and
 # t0615-compaction-s3.sh.  With nrs_s3_start it is the provider of the
@@ -36,7 +36,7 @@
 # Environment: NRS_S3RVER_SH (make check sets it; default: the script in
 # this source tree) and NRS_S3RVER (s3rver.sh says).
 
-NRS_S3RVER_SH=${NRS_S3RVER_SH:-$nrs_top/tests/s3/s3rver.sh}
+NRS_S3RVER_SH=${NRS_S3RVER_SH:-$nrs_top/tests/fixtures/s3/s3rver.sh}
 S3DIR=$TRASH/s3
 NRS_S3_BUCKET=${NRS_S3_BUCKET:-nereus}
 export NRS_S3_BUCKET

@@ -11,7 +11,7 @@
 # materialize / publish / reclaim converges on remount with no orphan left
 # and nothing lost.
 
-. "$(dirname "$0")/objlib.sh"
+. "$nrs_lib/objlib.sh"
 
 S=$MNT/k/s
 acks=$TRASH/acks

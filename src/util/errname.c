@@ -1,5 +1,6 @@
 /*
- * errname.c - errno names for the test helpers (errname.h).
+ * errname.c - the errno name table (errname.h).  Where two names share a
+ * value the first listed is the one nrs_errname gives.
  */
 #include "config.h"
 
@@ -7,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "errname.h"
+#include "util/errname.h"
 
 #define E(x) { #x, x }
 static const struct {
@@ -80,6 +81,14 @@ const char *nrs_errname(int e)
 	for (i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
 		if (errnames[i].value == e)
 			return errnames[i].name;
+#ifdef HAVE_STRERRORNAME_NP
+	{
+		const char *n = strerrorname_np(e);
+
+		if (n)
+			return n;
+	}
+#endif
 	snprintf(other, sizeof(other), "E%d", e);
 	return other;
 }

@@ -1,5 +1,5 @@
 # moto.sh - an S3 server that checks V4 signatures (moto_server,
-# tests/s3/moto.sh) for the integration tests that mount on it: sourced
+# tests/fixtures/s3/moto.sh) for the integration tests that mount on it: sourced
 # after lib.sh by t0530-t0549 and t0607.  With nrs_moto_start it is the
 # provider of the suites every provider runs (objects.sh, lifecycle.sh),
 # as s3.sh is for s3rver.
@@ -14,7 +14,7 @@
 #                   daemon; sets OBJ_OPTS (",s3=$NRS_S3_URL") and OBJ_STORE.
 #                   A server that cannot start is an error (99), never a
 #                   skip.
-#   moto_ls [ARGS]  tests/s3/moto_ls.py: the bucket seen by boto3
+#   moto_ls [ARGS]  tests/fixtures/s3/moto_ls.py: the bucket seen by boto3
 #
 # moto keeps its objects in memory: the test's view of them (objlib.sh's
 # provider hooks) is a copy, VIEW=$TRASH/moto-view, that obj_sync refreshes
@@ -23,7 +23,7 @@
 # VIEW/KEY's bytes under KEY again (with the object's metadata), so the
 # suites can damage an object as on the other stores.
 
-NRS_MOTO_SH=${NRS_MOTO_SH:-$nrs_top/tests/s3/moto.sh}
+NRS_MOTO_SH=${NRS_MOTO_SH:-$nrs_top/tests/fixtures/s3/moto.sh}
 # lifecycle.sh's grace period test: a refresh of VIEW (a Python start and
 # a listing) can take a second or two on a loaded machine
 OBJ_G2_GRACE_MS=8000
@@ -35,7 +35,7 @@ export NRS_S3_BUCKET
 moto_ls () {
 	NRS_S3_URL=$NRS_S3_URL NRS_S3_ACCESS_KEY=$NRS_S3_ACCESS_KEY \
 	NRS_S3_SECRET_KEY=$NRS_S3_SECRET_KEY \
-		python3 "$nrs_top/tests/s3/moto_ls.py" "$@"
+		python3 "$nrs_top/tests/fixtures/s3/moto_ls.py" "$@"
 }
 
 nrs_moto_start () {
