@@ -1,15 +1,32 @@
-/* test_lifecycle.c - the retention cut (lifecycle.c L2): the larger of the
- * size and time cuts, at object boundaries, committed objects only; a
- * retention too long to count in nanoseconds keeps forever (sat.h SAT1). */
+/*
+ * test_lifecycle.c - retention and the object GC (bg/lifecycle.c).
+ *
+ * First the pure retention cut (L2): the larger of the size and time cuts,
+ * at object boundaries, committed objects only; a retention too long to
+ * count in nanoseconds keeps forever (sat.h SAT1).  Then the lifecycle
+ * thread through the services seam (bg/services.h, bgfake.h): a real
+ * SQLite store, the directory object store behind a wrapper that fails on
+ * demand, a stream table of the test's own, upcalls that record what they
+ * are asked.  Each test starts the thread and waits (bg_wait) for what it
+ * expects: L1-L3 (the policy, inherited; the cut rounded to 4096; the trim
+ * upcall called with it), G1 (what is no longer needed goes to draining),
+ * G2 (deleted only after the grace, the readers drained first; a grace
+ * that never ends), G3 (a failed delete is retried, the row retired only
+ * after it).  G5 (retired rows forgotten after an hour, looked at once a
+ * minute) is out of a unit test's reach.
+ */
 #include "config.h"
 
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include "bg/lifecycle.h"
+#include "bgfake.h"
+#include "util/clock.h"
 #include "util/sat.h"
 
 #define MS 1000000LL
@@ -110,12 +127,297 @@ static void test_sat(void **state)
 	assert_false(nrs_elapsed_ms(2 * MS - 1, MS, 1));
 }
 
+/* ---- the lifecycle thread, through the seam --------------------------- */
+
+#define HOUR_NS	(3600LL * 1000 * MS)
+
+static struct nrs_lc *lc_start(struct bgfake *f, uint64_t grace_ms)
+{
+	struct nrs_lc *l = NULL;
+
+	assert_int_equal(nrs_lc_start(&f->svc, grace_ms, &l), 0);
+	return l;
+}
+
+/* The trim upcall pokes the lifecycle, as the core's trim does. */
+static void poke_lc(void *ctx, uint64_t stream_id)
+{
+	nrs_lc_poke(*(struct nrs_lc *_Atomic *)ctx, stream_id);
+}
+
+struct until {
+	struct bgfake *f;
+	uint64_t gen;
+	int state;
+	uint64_t v;
+};
+
+static bool trimmed(void *ctx)
+{
+	struct until *u = ctx;
+
+	return bg_count(&u->f->mu, &u->f->trims) >= 1;
+}
+
+static bool in_state(void *ctx)
+{
+	struct until *u = ctx;
+	struct nrs_obj_row o;
+
+	return bg_row(u->f, u->gen, &o) && o.state == u->state;
+}
+
+/* A pass of G2 has ended with v bytes still draining. */
+static bool draining_bytes(void *ctx)
+{
+	struct until *u = ctx;
+
+	return atomic_load(&u->f->metrics.gc_draining_bytes) == u->v;
+}
+
+static int row_state(struct bgfake *f, uint64_t gen)
+{
+	struct nrs_obj_row o;
+
+	assert_true(bg_row(f, gen, &o));
+	return o.state;
+}
+
+static bool has_object(struct bgfake *f, uint64_t gen)
+{
+	struct nrs_obj_row o;
+	char key[NRS_OBJKEY_MAX];
+
+	assert_true(bg_row(f, gen, &o));
+	bg_key(&o, key);
+	return bg_has(f, key, NULL);
+}
+
+/* L2, L3, then G1: retention.ms cuts at the end of the highest committed
+ * object older than it, rounded down to 4096; the trim upcall is called
+ * with that offset; the object wholly below it goes to draining, the one
+ * the rounding cuts into stays committed. */
+static void test_lc_retention_time(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_lc *_Atomic lc = NULL;
+	uint64_t ino, g1, g2, g3;
+	int64_t now = nrs_now_real_ns();
+	struct until u = { &f, 0, 0, 0 };
+
+	(void)state;
+	bg_open(&f, "test_lifecycle", false);
+	st = bg_stream(&f, "s", &ino);
+	bg_head(&f, st, 20000, 0);
+	g1 = bg_object(&f, st->id, 0, 5000, now - HOUR_NS);
+	g2 = bg_object(&f, st->id, 5000, 9000, now - HOUR_NS);
+	g3 = bg_object(&f, st->id, 9000, 14000, now);
+	assert_int_equal(nrs_meta_set_retention(f.meta, ino, NRS_RET_MS,
+						60 * 1000), 0);
+	f.on_trim = poke_lc;
+	f.on_trim_ctx = &lc;
+	lc = lc_start(&f, 3600 * 1000);
+	assert_true(bg_wait(trimmed, &u));
+	u.gen = g1;
+	u.state = NRS_OBJ_DRAINING;
+	assert_true(bg_wait(in_state, &u));
+	nrs_lc_stop(lc);
+	assert_int_equal(f.trims, 1);
+	assert_int_equal(f.trim_id, st->id);
+	assert_int_equal(f.trim_v, 8192);	/* 9000, page aligned */
+	assert_int_equal(st->start, 8192);
+	assert_int_equal(row_state(&f, g2), NRS_OBJ_COMMITTED);
+	assert_int_equal(row_state(&f, g3), NRS_OBJ_COMMITTED);
+	assert_true(has_object(&f, g1));	/* the grace is an hour */
+	assert_int_equal(atomic_load(&f.metrics.retention_trims), 1);
+	assert_int_equal(atomic_load(&f.metrics.retention_trimmed_bytes),
+			 8192);
+	bg_close(&f);
+}
+
+/* L1, L2: retention.bytes set on the stream's directory applies to it; the
+ * cut leaves at least that many bytes above it. */
+static void test_lc_retention_bytes(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_lc *l;
+	struct nrs_attr d, a;
+	struct nrs_stream_row row;
+	int64_t now = nrs_now_real_ns();
+	struct until u = { &f, 0, 0, 0 };
+
+	(void)state;
+	bg_open(&f, "test_lifecycle", false);
+	assert_int_equal(nrs_meta_mkdir(f.meta, 1, "d", 0755, 0, 0, 1, &d), 0);
+	assert_int_equal(nrs_meta_create(f.meta, d.ino, "s", 0644, 0, 0, 1, &a,
+					 &row), 0);
+	st = nrs_stream_new(&row);
+	assert_non_null(st);
+	assert_int_equal(nrs_streams_insert(&f.t, st), 0);
+	bg_head(&f, st, 10000, 0);
+	bg_object(&f, st->id, 0, 4096, now);
+	bg_object(&f, st->id, 4096, 8192, now);
+	assert_int_equal(nrs_meta_set_retention(f.meta, d.ino, NRS_RET_BYTES,
+						4000), 0);
+	l = lc_start(&f, 0);
+	assert_true(bg_wait(trimmed, &u));
+	nrs_lc_stop(l);
+	assert_int_equal(f.trim_id, st->id);
+	assert_int_equal(f.trim_v, 4096);	/* 5904 bytes stay above */
+	bg_close(&f);
+}
+
+/* A row of stream id for [start, end), committed, then draining since
+ * drained_ns. */
+static uint64_t draining(struct bgfake *f, uint64_t id, uint64_t start,
+			 uint64_t end, int64_t drained_ns)
+{
+	uint64_t gen = bg_object(f, id, start, end, drained_ns);
+
+	assert_int_equal(nrs_meta_obj_set_state(f->meta, gen,
+						NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, drained_ns),
+			 0);
+	return gen;
+}
+
+static uint64_t obj_len(uint64_t start, uint64_t end)
+{
+	return nrs_objfmt_hdr_len(end - start) + (end - start);
+}
+
+/* G2: a draining generation is deleted (and retired) only once its grace
+ * is over, and the readers are drained before the first delete. */
+static void test_lc_grace(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_lc *l;
+	uint64_t young, old;
+	int64_t now = nrs_now_real_ns();
+	struct until u = { &f, 0, 0, obj_len(0, 100) };
+
+	(void)state;
+	bg_open(&f, "test_lifecycle", false);
+	st = bg_stream(&f, "s", NULL);
+	bg_head(&f, st, 300, 0);
+	young = draining(&f, st->id, 0, 100, now);
+	old = draining(&f, st->id, 100, 300, now - HOUR_NS);
+	l = lc_start(&f, 600 * 1000);
+	assert_true(bg_wait(draining_bytes, &u));	/* a pass ended */
+	nrs_lc_stop(l);
+	assert_int_equal(row_state(&f, old), NRS_OBJ_RETIRED);
+	assert_false(has_object(&f, old));
+	assert_int_equal(row_state(&f, young), NRS_OBJ_DRAINING);
+	assert_true(has_object(&f, young));
+	assert_true(f.drains >= 1);
+	assert_int_equal(f.dels_at_first_drain, 0);	/* drained first */
+	assert_int_equal(atomic_load(&f.metrics.gc_deleted), 1);
+	assert_int_equal(atomic_load(&f.metrics.gc_deleted_bytes),
+			 obj_len(100, 300));
+	bg_close(&f);
+}
+
+/* G2, SAT1: a grace too long to count in nanoseconds never ends. */
+static void test_lc_grace_forever(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_lc *l;
+	uint64_t old;
+	struct until u = { &f, 0, 0, obj_len(0, 100) };
+
+	(void)state;
+	bg_open(&f, "test_lifecycle", false);
+	st = bg_stream(&f, "s", NULL);
+	bg_head(&f, st, 100, 0);
+	old = draining(&f, st->id, 0, 100, nrs_now_real_ns() - HOUR_NS);
+	l = lc_start(&f, UINT64_MAX);
+	assert_true(bg_wait(draining_bytes, &u));
+	nrs_lc_stop(l);
+	assert_int_equal(row_state(&f, old), NRS_OBJ_DRAINING);
+	assert_true(has_object(&f, old));
+	assert_int_equal(f.drains, 0);
+	bg_close(&f);
+}
+
+/* G2, G3: a failed delete leaves the row draining, and is tried again at
+ * the next pass; the row is retired only after the delete. */
+static void test_lc_delete_retried(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_lc *l;
+	uint64_t old;
+	struct until u = { &f, 0, NRS_OBJ_RETIRED, 0 };
+
+	(void)state;
+	bg_open(&f, "test_lifecycle", false);
+	st = bg_stream(&f, "s", NULL);
+	bg_head(&f, st, 100, 0);
+	old = draining(&f, st->id, 0, 100, nrs_now_real_ns() - HOUR_NS);
+	f.store.del_fail = 1;
+	l = lc_start(&f, 1000);
+	u.gen = old;
+	assert_true(bg_wait(in_state, &u));
+	nrs_lc_stop(l);
+	assert_int_equal(f.store.del_fails_done, 1);
+	assert_int_equal(f.store.dels, 2);
+	assert_false(has_object(&f, old));
+	assert_true(f.drains >= 2);		/* once per pass */
+	bg_close(&f);
+}
+
+/* G1 at start: committed rows wholly below their stream's start, or of a
+ * stream that is gone, go to draining; the start in memory, when lower
+ * than the stored one (a trim half done), is the one trusted. */
+static void test_lc_unneeded(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st, *half;
+	struct nrs_lc *l;
+	uint64_t below, above, gone, kept;
+	int64_t now = nrs_now_real_ns();
+	struct until u = { &f, 0, NRS_OBJ_DRAINING, 0 };
+
+	(void)state;
+	bg_open(&f, "test_lifecycle", false);
+	st = bg_stream(&f, "s", NULL);
+	bg_head(&f, st, 12288, 0);
+	below = bg_object(&f, st->id, 0, 4096, now);
+	above = bg_object(&f, st->id, 4096, 12288, now);
+	assert_int_equal(nrs_meta_set_start(f.meta, st->id, 8192), 0);
+	st->start = 8192;
+	half = bg_stream(&f, "half", NULL);
+	bg_head(&f, half, 8192, 0);
+	kept = bg_object(&f, half->id, 0, 4096, now);
+	assert_int_equal(nrs_meta_set_start(f.meta, half->id, 8192), 0);
+	gone = bg_object(&f, half->id + 100, 0, 4096, now);
+	l = lc_start(&f, 3600 * 1000);
+	u.gen = gone;
+	assert_true(bg_wait(in_state, &u));
+	u.gen = below;
+	assert_true(bg_wait(in_state, &u));
+	nrs_lc_stop(l);
+	assert_int_equal(row_state(&f, above), NRS_OBJ_COMMITTED);
+	assert_int_equal(row_state(&f, kept), NRS_OBJ_COMMITTED);
+	bg_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cut),
 		cmocka_unit_test(test_cut_forever),
 		cmocka_unit_test(test_sat),
+		cmocka_unit_test(test_lc_retention_time),
+		cmocka_unit_test(test_lc_retention_bytes),
+		cmocka_unit_test(test_lc_grace),
+		cmocka_unit_test(test_lc_grace_forever),
+		cmocka_unit_test(test_lc_delete_retried),
+		cmocka_unit_test(test_lc_unneeded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
