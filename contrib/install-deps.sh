@@ -17,11 +17,12 @@
 #             procps (pgrep/pkill in helpers), util-linux (mountpoint,
 #             findmnt, flock), psmisc (fuser), coreutils' timeout, xz/gzip
 #             for `make distcheck`, openssl (a test certificate)
+#   lint      cppcheck (tests/lint/cppcheck.sh, a test of make check)
 #   s3        nodejs and npm (Debian's, unless a node is already in PATH),
 #             then s3rver, the S3 server the tests run against, at the
-#             version tests/fixtures/s3/package-lock.json pins: `npm ci` in tests/fixtures/s3,
-#             as the user running this script, skipped when that lock file
-#             is what was installed last
+#             version tests/fixtures/s3/package-lock.json pins: `npm ci`
+#             in tests/fixtures/s3, as the user running this script,
+#             skipped when that lock file is what was installed last
 #   moto      moto_server and boto3 (moto 5), the S3 server that checks V4
 #             signatures (tests/fixtures/s3/moto.sh): not Debian packages; they come
 #             with the image's Python (pyenv) and PyPI is not reachable
@@ -37,7 +38,7 @@ PACKAGES="
 	libcurl4-gnutls-dev
 	fuse3 sqlite3
 	attr python3 procps util-linux psmisc coreutils findutils grep sed
-	xz-utils gzip tar openssl
+	xz-utils gzip tar openssl cppcheck
 	openjdk-17-jdk-headless valgrind
 	fio
 	${NRS_DEPS_EXTRA:-}
