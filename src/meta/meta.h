@@ -332,7 +332,7 @@ struct nrs_obj_row {
 
 /* Record an intent (state prepared, durable); sets o->gen. */
 int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o);
-/* M4 of materializer.c: prepared -> committed with the object's SHA-256,
+/* M4 of mat_object.c: prepared -> committed with the object's SHA-256,
  * durable.  -ESTALE if gen is not prepared. */
 int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 			 const unsigned char sha256[32]);

@@ -8,9 +8,10 @@
  *  - the embedded directory store (objstore_dir.c), the default: objects are
  *    files under DATA/objects;
  *  - S3 (objstore_s3.c and the objstore_s3_*.c it names), http or https,
- *    path or virtual-hosted style, signed V4 by libcurl (s3_curl.c, the
- *    only file that includes curl/curl.h) or, for old servers, V2 by
- *    libs3 (objstore_s3_v2.c, the only file that includes libs3.h).
+ *    path or virtual-hosted style, signed V4 by libcurl (s3_curl.c and
+ *    its module, the only code that includes curl/curl.h) or, for old
+ *    servers, V2 by libs3 (objstore_s3_v2.c, the only file that includes
+ *    libs3.h).
  *
  * Rules every provider keeps:
  *  - put() stores all of the bytes or none of them under the key: a reader

@@ -3,7 +3,8 @@
  * nothing outside them may include: the store's structure and the
  * functions one of its files calls in another.  Free of libs3.h and
  * curl/curl.h: objstore_s3_v2.c is the one file that includes libs3.h,
- * s3_curl.c the one that includes curl/curl.h.
+ * the S3 client (s3_curl.c, s3_curl_priv.h) the one module that includes
+ * curl/curl.h.
  *
  *   objstore_s3.c        the provider: V4 or V2, close, counters, shared
  *                        helpers; the rules SE1, SE2, SC1

@@ -1,7 +1,14 @@
 /*
  * s3_curl.c - S3 requests signed with AWS Signature Version 4 by libcurl;
- * the one file that includes curl/curl.h (STYLE.md), used by the S3
- * provider (objstore_s3.c) alone.
+ * with the other files of its module (s3_curl_priv.h), the only code that
+ * includes curl/curl.h (STYLE.md), used by the S3 provider (objstore_s3.c)
+ * alone.
+ *
+ *
+ * The module is cut by concern (s3_curl_priv.h): this file holds the
+ * client, its handle pool, one attempt and the retries (SR1-SR3);
+ * s3_sign.c the headers that go with the signature (SH1, SH2); s3_resp.c
+ * the reading of an answer; s3_class.c the error classes (pure).
  *
  * WHY LIBCURL, AND WHY OUR OWN REQUESTS
  *
@@ -16,21 +23,8 @@
  * libcurl-gnutls: libcurl4-gnutls-dev), so the process has one libcurl and
  * one TLS stack (GnuTLS); a unit test checks the TLS library's name.
  *
- * WHAT CURL 7.88 (DEBIAN 12) DOES AND DOES NOT DO FOR V4
- *
- *  - It hashes only a POSTFIELDS body and adds no x-amz-content-sha256
- *    (curl 8 does): so every request carries that header, set here (SH1):
- *    the object's SHA-256 in hex on PUT (the digest the proof of
- *    DESIGN.md 6 uses, so the service refuses a body damaged on the way;
- *    "UNSIGNED-PAYLOAD" when put() has none), the empty body's digest on
- *    GET, HEAD and DELETE.  curl then signs with that value as the
- *    payload hash, as the service checks it.
- *  - It signs every header we add, including one we add empty to
- *    suppress it: so "Expect:" is never set (the 100-continue curl adds
- *    itself is not signed, and costs one round trip per PUT).
- *  - It does not sort a query string (8.3 does): we send none.
- *  - Content-MD5 is kept on PUT (SH2): servers that ignore the SHA-256
- *    header (moto, s3rver) check it.
+ * (What curl does and does not do for V4, and so the headers we add,
+ * SH1 and SH2, are in s3_sign.c.)
  *
  * REQUESTS: PUT, HEAD, GET with a Range, DELETE of BUCKET/KEY in the path
  * ("http[s]://HOST/BUCKET/KEY") or virtual-hosted ("http[s]://BUCKET.HOST/
@@ -64,258 +58,31 @@
  * sets up a request).
  */
 #include "config.h"
+#include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
 
 #include "obj/objstore.h"
 #include "obj/s3_curl.h"
-
-#define POOL_MAX		16
-#define ERRBODY_MAX		8192	/* bytes of an error body kept */
+#include "obj/s3_curl_priv.h"
 #define BACKOFF_BASE_MS		100
 #define BACKOFF_CAP_MS		2000
 #define IO_BUFFER		(512 << 10)	/* curl's read and upload buffers:
 					 * 16 KiB and 64 KiB by default */
 #define MAX_ATTEMPTS		4	/* SR1: a refused connection fails in ~1 s */
-#define EMPTY_SHA256 \
-	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define URL_MAX			(NRS_OBJKEY_MAX + 512)
 #define TOKEN_MAX		4096	/* a session token's length, at most */
 #define HEADERS_MAX		(TOKEN_MAX + 1024)
 
-/* ---- classes (pure) ----------------------------------------------------- */
-
-static const char *const class_names[NRS_S3C_COUNT] = {
-	[NRS_S3C_OK] = "ok",
-	[NRS_S3C_NOT_FOUND] = "not_found",
-	[NRS_S3C_UNAVAILABLE] = "unavailable",
-	[NRS_S3C_TIMEOUT] = "timeout",
-	[NRS_S3C_THROTTLED] = "throttled",
-	[NRS_S3C_SERVER] = "server",
-	[NRS_S3C_CLOCK] = "clock_skew",
-	[NRS_S3C_REGION] = "region",
-	[NRS_S3C_SIGNATURE] = "signature",
-	[NRS_S3C_KEY] = "access_key",
-	[NRS_S3C_TOKEN] = "token",
-	[NRS_S3C_DENIED] = "access_denied",
-	[NRS_S3C_NO_BUCKET] = "no_bucket",
-	[NRS_S3C_TLS] = "tls",
-	[NRS_S3C_BAD_DIGEST] = "bad_digest",
-	[NRS_S3C_OTHER] = "other",
-};
-
-const char *nrs_s3_class_name(enum nrs_s3_class c)
-{
-	return (unsigned)c < NRS_S3C_COUNT ? class_names[c] : "other";
-}
-
-const char *nrs_s3_class_advice(enum nrs_s3_class c)
-{
-	switch (c) {
-	case NRS_S3C_CLOCK:
-		return "this machine's clock is off by more than 15 minutes: "
-		       "set it right (NTP)";
-	case NRS_S3C_REGION:
-		return "the bucket is in another region: set -o s3_region= "
-		       "to its region";
-	case NRS_S3C_SIGNATURE:
-		return "the secret key is wrong: check AWS_SECRET_ACCESS_KEY "
-		       "(or the s3_credentials file), or try s3_signature=v2 "
-		       "for a server that only takes V2";
-	case NRS_S3C_KEY:
-		return "the access key id is unknown to the store: check "
-		       "AWS_ACCESS_KEY_ID (or the s3_credentials file)";
-	case NRS_S3C_TOKEN:
-		return "the session token is expired or wrong: renew "
-		       "AWS_SESSION_TOKEN (or the s3_credentials file)";
-	case NRS_S3C_DENIED:
-		return "these credentials may not use the bucket: grant "
-		       "s3:GetObject, s3:PutObject, s3:DeleteObject and "
-		       "s3:ListBucket on it";
-	case NRS_S3C_NO_BUCKET:
-		return "there is no such bucket: create it, or fix the URL";
-	case NRS_S3C_TLS:
-		return "the server's certificate does not verify: fix the "
-		       "server, or name its CA with -o s3_ca=FILE";
-	default:
-		return "";
-	}
-}
-
-enum nrs_s3_class nrs_s3_classify(long http, const char *code,
-				  enum nrs_s3_net net, bool is_object)
-{
-	static const struct {
-		const char *code;
-		enum nrs_s3_class cls;
-	} codes[] = {
-		{ "NoSuchKey", NRS_S3C_NOT_FOUND },
-		{ "NoSuchBucket", NRS_S3C_NO_BUCKET },
-		{ "RequestTimeout", NRS_S3C_TIMEOUT },
-		{ "SlowDown", NRS_S3C_THROTTLED },
-		{ "RequestTimeTooSkewed", NRS_S3C_CLOCK },
-		{ "AuthorizationHeaderMalformed", NRS_S3C_REGION },
-		{ "PermanentRedirect", NRS_S3C_REGION },
-		{ "IllegalLocationConstraintException", NRS_S3C_REGION },
-		{ "SignatureDoesNotMatch", NRS_S3C_SIGNATURE },
-		{ "InvalidAccessKeyId", NRS_S3C_KEY },
-		{ "ExpiredToken", NRS_S3C_TOKEN },
-		{ "InvalidToken", NRS_S3C_TOKEN },
-		{ "TokenRefreshRequired", NRS_S3C_TOKEN },
-		{ "AccessDenied", NRS_S3C_DENIED },
-		{ "BadDigest", NRS_S3C_BAD_DIGEST },
-		{ "XAmzContentSHA256Mismatch", NRS_S3C_BAD_DIGEST },
-		{ "InvalidDigest", NRS_S3C_BAD_DIGEST },
-	};
-
-	if (http == 0) {
-		switch (net) {
-		case NRS_S3_NET_TIMEOUT:
-			return NRS_S3C_TIMEOUT;
-		case NRS_S3_NET_TLS:
-			return NRS_S3C_TLS;
-		default:
-			return NRS_S3C_UNAVAILABLE;
-		}
-	}
-	if (http >= 200 && http < 300)
-		return NRS_S3C_OK;
-	if (code && *code)
-		for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
-			if (strcmp(code, codes[i].code) == 0)
-				return codes[i].cls;
-	if (http == 429 || http == 503)
-		return NRS_S3C_THROTTLED;
-	if (http >= 500)
-		return NRS_S3C_SERVER;
-	if (http == 404)
-		return is_object ? NRS_S3C_NOT_FOUND : NRS_S3C_NO_BUCKET;
-	if (http == 403)
-		return NRS_S3C_DENIED;
-	if (http == 301)
-		return NRS_S3C_REGION;	/* a HEAD in the wrong region */
-	return NRS_S3C_OTHER;
-}
-
-bool nrs_s3_class_is_retryable(enum nrs_s3_class cls)
-{
-	switch (cls) {	/* SR1 */
-	case NRS_S3C_UNAVAILABLE:
-	case NRS_S3C_TIMEOUT:
-	case NRS_S3C_THROTTLED:
-	case NRS_S3C_SERVER:
-		return true;
-	default:
-		return false;
-	}
-}
-
-int nrs_s3_class_errno(enum nrs_s3_class c)
-{
-	switch (c) {
-	case NRS_S3C_OK:
-		return 0;
-	case NRS_S3C_NOT_FOUND:
-		return -ENOENT;
-	case NRS_S3C_UNAVAILABLE:
-		return -ECONNREFUSED;
-	case NRS_S3C_TIMEOUT:
-		return -ETIMEDOUT;
-	case NRS_S3C_CLOCK:
-	case NRS_S3C_REGION:
-	case NRS_S3C_SIGNATURE:
-	case NRS_S3C_KEY:
-	case NRS_S3C_TOKEN:
-	case NRS_S3C_DENIED:
-		return -EACCES;
-	default:	/* THROTTLED, SERVER, NO_BUCKET, TLS, BAD_DIGEST, OTHER */
-		return -EIO;
-	}
-}
-
-int nrs_s3_backoff_ms(unsigned int attempt, int base_ms, int cap_ms,
-		      unsigned int *seed)
-{
-	int64_t d = base_ms;
-
-	if (base_ms <= 0 || cap_ms <= 0)
-		return 0;
-	for (unsigned int i = 1; i < attempt && d < cap_ms; i++)
-		d *= 2;	/* SR2: stops doubling at the cap, never wraps */
-	if (d > cap_ms)
-		d = cap_ms;
-	return (int)(d / 2 + rand_r(seed) % (d / 2 + 1));
-}
-
-bool nrs_s3_host_region(const char *host, char *out, size_t n)
-{
-	static const char *const tails[] = {
-		".amazonaws.com", ".amazonaws.com.cn",
-	};
-	const char *colon = strchr(host, ':');
-	size_t hl = colon ? (size_t)(colon - host) : strlen(host);
-	size_t end = 0, start, rl;
-
-	for (size_t i = 0; i < 2 && !end; i++) {
-		size_t tl = strlen(tails[i]);
-
-		if (hl > tl && strncasecmp(host + hl - tl, tails[i], tl) == 0)
-			end = hl - tl;	/* the region label ends here */
-	}
-	if (!end)
-		return false;
-	start = end;
-	while (start > 0 && host[start - 1] != '.')
-		start--;
-	/* s3.REGION, BUCKET.s3.REGION, s3.dualstack.REGION or s3-REGION */
-	if (start >= 3 && strncasecmp(host + start - 3, "s3.", 3) == 0)
-		;
-	else if (start >= 13 &&
-		 strncasecmp(host + start - 13, "s3.dualstack.", 13) == 0)
-		;
-	else if (end - start > 3 && strncasecmp(host + start, "s3-", 3) == 0)
-		start += 3;
-	else
-		return false;
-	rl = end - start;
-	if (rl == 0 || rl >= n)
-		return false;
-	for (size_t i = start; i < end; i++)
-		if (!isalnum((unsigned char)host[i]) && host[i] != '-')
-			return false;
-	memcpy(out, host + start, rl);
-	out[rl] = '\0';
-	return true;
-}
-
 /* ---- the client --------------------------------------------------------- */
-
-struct nrs_s3c {
-	bool https, virtual_style;
-	char *host, *bucket, *region, *ca_file;
-	char *sigv4;		/* "aws:amz:REGION:s3" */
-	pthread_mutex_t cred_lock;
-	char *access, *secret;	/* protected by cred_lock */
-	char *token;		/* NULL: none; protected by cred_lock */
-	char *userpwd;		/* "ACCESS:SECRET", wiped on free; protected
-				 * by cred_lock */
-	int timeout_ms;
-	pthread_mutex_t lock;
-	CURL *pool[POOL_MAX];	/* idle handles; protected by lock */
-	int npool;		/* protected by lock */
-	unsigned int seed;	/* jitter; protected by lock */
-};
 
 #define SWAP_STR(x, y) do { char *t_ = (x); (x) = (y); (y) = t_; } while (0)
 
@@ -473,86 +240,7 @@ const char *nrs_s3c_tls_name(void)
 	return v && v->ssl_version ? v->ssl_version : "";
 }
 
-void nrs_s3_hex(char *out, const unsigned char *in, size_t n)
-{
-	static const char d[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = d[in[i] >> 4];
-		out[2 * i + 1] = d[in[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-void nrs_s3_md5_base64(char out[25], const unsigned char md5[NRS_MD5_LEN])
-{
-	/* 16 bytes: 24 characters ("==" at the end) and a NUL */
-	_Static_assert(4 * ((NRS_MD5_LEN + 2) / 3) + 1 == 25, "out's size");
-	EVP_EncodeBlock((unsigned char *)out, md5, NRS_MD5_LEN);
-}
-
-/* The headers of r, one per line, into buf (SH1, SH2). */
-int nrs_s3c_describe(struct nrs_s3c *c, const struct nrs_s3c_req *r,
-		     char *buf, size_t n)
-{
-	size_t len = 0;
-	int k;
-
-#define ADD(...) do {							\
-		k = snprintf(buf + len, n - len, __VA_ARGS__);		\
-		if (k < 0 || (size_t)k >= n - len)			\
-			return -ENOSPC;					\
-		len += (size_t)k;					\
-	} while (0)
-
-	if (n == 0)
-		return -ENOSPC;
-	buf[0] = '\0';
-	if (r->method == NRS_S3C_PUT) {
-		if (r->sha256) {
-			char sha[2 * NRS_SHA256_LEN + 1];
-
-			nrs_s3_hex(sha, r->sha256, NRS_SHA256_LEN);
-			ADD("x-amz-content-sha256: %s\n", sha);
-			ADD("x-amz-meta-sha256: %s\n", sha);
-		} else {
-			ADD("x-amz-content-sha256: UNSIGNED-PAYLOAD\n");
-		}
-		if (r->md5) {
-			char md5[25];
-
-			nrs_s3_md5_base64(md5, r->md5);
-			ADD("Content-MD5: %s\n", md5);
-		}
-		ADD("Content-Type: application/octet-stream\n");
-	} else {
-		ADD("x-amz-content-sha256: " EMPTY_SHA256 "\n");
-	}
-	if (r->method == NRS_S3C_GET && r->dst_len)
-		ADD("Range: bytes=%" PRIu64 "-%" PRIu64 "\n", r->off,
-		    r->off + (uint64_t)r->dst_len - 1);
-#undef ADD
-	pthread_mutex_lock(&c->cred_lock);
-	k = c->token ? snprintf(buf + len, n - len, "x-amz-security-token: %s\n",
-				c->token) : 0;
-	pthread_mutex_unlock(&c->cred_lock);
-	if (k < 0 || (size_t)k >= n - len)
-		return -ENOSPC;
-	len += (size_t)k;
-	return (int)len;
-}
-
 /* ---- one attempt -------------------------------------------------------- */
-
-struct attempt {
-	const struct nrs_s3c_req *r;
-	struct nrs_s3c_resp *out;
-	CURL *h;
-	size_t sent;		/* PUT: body bytes handed to curl */
-	char errbody[ERRBODY_MAX + 1];
-	size_t errlen;
-	char curl_error[CURL_ERROR_SIZE];
-};
 
 static size_t on_read(char *buf, size_t size, size_t nitems, void *data)
 {
@@ -564,146 +252,6 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *data)
 	memcpy(buf, (const char *)a->r->body + a->sent, n);
 	a->sent += n;
 	return n;
-}
-
-static long status_of(CURL *h)
-{
-	long st = 0;
-
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-	return st;
-}
-
-static size_t on_write(char *buf, size_t size, size_t nmemb, void *data)
-{
-	struct attempt *a = data;
-	struct nrs_s3c_resp *o = a->out;
-	size_t n = size * nmemb;
-	long st = status_of(a->h);
-
-	if (st >= 200 && st < 300) {
-		if (a->r->method != NRS_S3C_GET)
-			return n;	/* a PUT's or DELETE's small answer */
-		if (n > a->r->dst_len - o->got) {
-			o->too_long = true;
-			return 0;	/* aborts the transfer */
-		}
-		memcpy((char *)a->r->dst + o->got, buf, n);
-		o->got += n;
-		return n;
-	}
-	if (n > ERRBODY_MAX - a->errlen)
-		n = ERRBODY_MAX - a->errlen;	/* the rest is dropped */
-	memcpy(a->errbody + a->errlen, buf, n);
-	a->errlen += n;
-	return size * nmemb;
-}
-
-/* Is line (of n bytes) the header name?  Then *val is its value. */
-static bool header_is(const char *line, size_t n, const char *name,
-		      const char **val, size_t *vlen)
-{
-	size_t nl = strlen(name);
-	const char *v, *e = line + n;
-
-	if (n <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
-		return false;
-	v = line + nl + 1;
-	while (v < e && (*v == ' ' || *v == '\t'))
-		v++;
-	while (e > v && isspace((unsigned char)e[-1]))
-		e--;
-	*val = v;
-	*vlen = (size_t)(e - v);
-	return true;
-}
-
-static size_t on_header(char *buf, size_t size, size_t nitems, void *data)
-{
-	struct attempt *a = data;
-	struct nrs_s3c_resp *o = a->out;
-	size_t n = size * nitems, vl;
-	const char *v;
-
-	if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
-		/* a new answer (after a 100 Continue, say): forget the
-		 * headers of the one before */
-		o->have_length = false;
-		o->has_meta_sha256 = false;
-		return n;
-	}
-	if (header_is(buf, n, "content-length", &v, &vl)) {
-		uint64_t len = 0;
-		bool ok = vl > 0 && vl <= 19;
-
-		for (size_t i = 0; ok && i < vl; i++) {
-			if (v[i] < '0' || v[i] > '9')
-				ok = false;
-			else
-				len = len * 10 + (uint64_t)(v[i] - '0');
-		}
-		o->have_length = ok;
-		o->content_length = ok ? len : 0;
-	} else if (header_is(buf, n, "x-amz-meta-sha256", &v, &vl)) {
-		if (vl >= sizeof(o->meta_sha256))
-			vl = sizeof(o->meta_sha256) - 1;
-		memcpy(o->meta_sha256, v, vl);
-		o->meta_sha256[vl] = '\0';
-		o->has_meta_sha256 = true;
-	}
-	return n;
-}
-
-/* The text of <tag>...</tag> in body into out (size n), or "". */
-static void xml_value(const char *body, const char *tag, char *out, size_t n)
-{
-	char open[40], close[40];
-	const char *p, *e;
-	size_t l;
-
-	out[0] = '\0';
-	snprintf(open, sizeof(open), "<%s>", tag);
-	snprintf(close, sizeof(close), "</%s>", tag);
-	p = strstr(body, open);
-	if (!p)
-		return;
-	p += strlen(open);
-	e = strstr(p, close);
-	if (!e)
-		return;
-	l = (size_t)(e - p);
-	if (l >= n)
-		l = n - 1;
-	memcpy(out, p, l);
-	out[l] = '\0';
-	for (size_t i = 0; i < l; i++)	/* for log lines: printable only */
-		if (!isprint((unsigned char)out[i]))
-			out[i] = '?';
-}
-
-static enum nrs_s3_net net_of(CURLcode rc)
-{
-	switch (rc) {
-	case CURLE_OK:
-		return NRS_S3_NET_OK;
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_SEND_ERROR:
-	case CURLE_RECV_ERROR:
-	case CURLE_GOT_NOTHING:
-	case CURLE_PARTIAL_FILE:
-		return NRS_S3_NET_REFUSED;
-	case CURLE_COULDNT_RESOLVE_HOST:
-		return NRS_S3_NET_RESOLVE;
-	case CURLE_OPERATION_TIMEDOUT:
-		return NRS_S3_NET_TIMEOUT;
-	case CURLE_PEER_FAILED_VERIFICATION:
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_CERTPROBLEM:
-		return NRS_S3_NET_TLS;
-	default:
-		return NRS_S3_NET_OTHER;
-	}
 }
 
 static CURL *handle_get(struct nrs_s3c *c)
@@ -786,9 +334,9 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 	SET(CURLOPT_TIMEOUT_MS, timeout_ms);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
 	SET(CURLOPT_ERRORBUFFER, a->curl_error);
-	SET(CURLOPT_WRITEFUNCTION, on_write);
+	SET(CURLOPT_WRITEFUNCTION, nrs_s3c_on_write);
 	SET(CURLOPT_WRITEDATA, a);
-	SET(CURLOPT_HEADERFUNCTION, on_header);
+	SET(CURLOPT_HEADERFUNCTION, nrs_s3c_on_header);
 	SET(CURLOPT_HEADERDATA, a);
 	SET(CURLOPT_USERAGENT, "nereusfs");
 	SET(CURLOPT_BUFFERSIZE, (long)IO_BUFFER);
@@ -812,10 +360,10 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 #undef SET
 	if (rc == CURLE_OK)
 		rc = curl_easy_perform(a->h);
-	o->http = status_of(a->h);
+	o->http = nrs_s3c_status_of(a->h);
 	if (rc == CURLE_WRITE_ERROR && o->too_long)
 		rc = CURLE_OK;	/* our own abort; the caller sees too_long */
-	o->net = net_of(rc);
+	o->net = nrs_s3c_net_of(rc);
 	if (rc != CURLE_OK) {
 		o->http = 0;	/* an answer cut short is no answer */
 		const char *m = a->curl_error[0] ? a->curl_error :
@@ -826,10 +374,12 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 		o->message[ml] = '\0';
 	} else if (o->http >= 300) {
 		a->errbody[a->errlen] = '\0';
-		xml_value(a->errbody, "Code", o->code, sizeof(o->code));
-		xml_value(a->errbody, "Message", o->message,
-			  sizeof(o->message));
-		xml_value(a->errbody, "Region", o->region, sizeof(o->region));
+		nrs_s3c_xml_value(a->errbody, "Code", o->code,
+				  sizeof(o->code));
+		nrs_s3c_xml_value(a->errbody, "Message", o->message,
+				  sizeof(o->message));
+		nrs_s3c_xml_value(a->errbody, "Region", o->region,
+				  sizeof(o->region));
 	} else if (r->method == NRS_S3C_PUT && a->sent != r->body_len) {
 		err = -EIO;	/* not whole: never taken for a success */
 	}
@@ -847,6 +397,33 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int nrs_s3_backoff_ms(unsigned int attempt, int base_ms, int cap_ms,
+		      unsigned int *seed)
+{
+	int64_t d = base_ms;
+
+	if (base_ms <= 0 || cap_ms <= 0)
+		return 0;
+	for (unsigned int i = 1; i < attempt && d < cap_ms; i++)
+		d *= 2;	/* SR2: stops doubling at the cap, never wraps */
+	if (d > cap_ms)
+		d = cap_ms;
+	return (int)(d / 2 + rand_r(seed) % (d / 2 + 1));
+}
+
+bool nrs_s3_class_is_retryable(enum nrs_s3_class cls)
+{
+	switch (cls) {	/* SR1 */
+	case NRS_S3C_UNAVAILABLE:
+	case NRS_S3C_TIMEOUT:
+	case NRS_S3C_THROTTLED:
+	case NRS_S3C_SERVER:
+		return true;
+	default:
+		return false;
+	}
 }
 
 int nrs_s3c_run(struct nrs_s3c *c, const struct nrs_s3c_req *r,

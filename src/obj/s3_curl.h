@@ -1,7 +1,7 @@
 /*
  * s3_curl.h - S3 requests signed with AWS Signature Version 4, made with
- * libcurl (s3_curl.c, the one file that includes curl/curl.h), for the S3
- * provider (objstore_s3.c) only.
+ * libcurl (s3_curl.c and the files of s3_curl_priv.h, the one module that
+ * includes curl/curl.h), for the S3 provider (objstore_s3.c) only.
  *
  * The signature is libcurl's (CURLOPT_AWS_SIGV4), never code of ours; this
  * module builds the request (URL in either style, the headers S3 wants),

@@ -30,7 +30,7 @@
  *     nothing is published and the mount fails.  Then the re-published
  *     heads are written in one synced transaction.
  *  R5 The offset index of each stream is rebuilt: first the committed
- *     object generations (materializer.c M4), whose highest end is the
+ *     object generations (mat_object.c M4), whose highest end is the
  *     stream's `materialized`; then the WAL records above the floor
  *     max(start, materialized) (nrs_recover_chain, shared with fsck):
  *     R5a walks the commit chain back from the head's last LSN: each

@@ -70,7 +70,7 @@
  *   recovery.before_publish recovery.c R4, before the transaction that
  *                           re-publishes heads from the WAL: start-up
  *                           fails.
- *   obj.before_put          materializer.c M3, before an object's PUT:
+ *   obj.before_put          mat_object.c M3, before an object's PUT:
  *                           the PUT failed having sent nothing.
  *   obj.after_put           after the PUT returned: its answer was lost
  *                           (an uncertain PUT, resolved by HEAD proof).

@@ -51,7 +51,7 @@ struct nrs_metrics {
 	atomic_uint_fast64_t read_bytes;
 	atomic_uint_fast64_t read_errors;
 	atomic_uint_fast64_t checksum_errors;
-	/* materializer.c */
+	/* bg/: the materializer, walgc */
 	atomic_uint_fast64_t obj_uploads;	/* objects published */
 	atomic_uint_fast64_t obj_upload_bytes;
 	atomic_uint_fast64_t obj_retries;	/* uploads not proven, retried */

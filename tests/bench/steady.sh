@@ -31,7 +31,7 @@
 # age, the size objects are made at here) and G the largest object
 # retention must keep whole, since it cuts at object ends (rounded down to
 # a page, lifecycle.c L2; the appends here are whole pages): A, or while
-# compaction merges such objects (A below compact_size / 4, materializer.c
+# compaction merges such objects (A below compact_size / 4, compaction.c
 # C1) a merged object of compact_size / 4:
 #   objects: R * (retention + materialize age + grace + 1.5 s of lifecycle
 #            ticks) + STREAMS * G, and while compaction merges, also the

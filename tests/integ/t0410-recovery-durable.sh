@@ -17,7 +17,7 @@ test_description='recovery publishes only durable WAL bytes; a clean unmount lea
 #    directory that nereusfs-fsck finds clean, that mounts with no broken
 #    chain, and in which every acknowledged record (and at most the one
 #    unacknowledged record per writer that recovery re-published) verifies.
-#  - materializer.c M4, M5: a WAL segment is deleted only once the object
+#  - mat_object.c M4, walgc.c M5: a WAL segment is deleted only once the object
 #    and the generation that cover its records are durable, so a power
 #    loss right after the reclaim keeps every acknowledged record.
 #  - core.c U1: after the clean unmount (exit 0) the replayed directory is

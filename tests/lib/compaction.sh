@@ -3,7 +3,7 @@
 # t0615-compaction-s3.sh (S3) after lib.sh and the provider's file, which
 # sets OBJ_OPTS and obj_files (objlib.sh says what each is).
 #
-# What it checks (materializer.c C1-C2, lifecycle.c G1-G2): small objects
+# What it checks (compaction.c C1-C2, lifecycle.c G1-G2): small objects
 # merge into larger ones while appends and whole-stream reads go on, and no
 # byte read ever changes; GC deletes the replaced objects after the grace
 # period, so the store holds as many objects as the index names; large

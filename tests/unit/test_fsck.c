@@ -493,7 +493,7 @@ static const char *at(struct objdir *d, const char *rel)
 }
 
 /* Store an object of stream sid holding [start, end) under a recorded
- * intent (materializer.c M3); its key in key, its SHA-256 in sha; returns
+ * intent (mat_object.c M3); its key in key, its SHA-256 in sha; returns
  * its generation, still prepared. */
 static uint64_t store_object(struct objdir *d, uint64_t start, uint64_t end,
 			     char key[NRS_OBJKEY_MAX],
@@ -868,7 +868,7 @@ static void test_lifecycle_unneeded(void **state)
 	assert_true(d->f.chains_intact);
 }
 
-/* A compaction (materializer.c C2) replaced generations 1 and 2 by 3, at
+/* A compaction (compaction.c C2) replaced generations 1 and 2 by 3, at
  * T0: 1 and 2 are draining.  Their files are those of committed rows. */
 static void compact(struct objdir *d, char k1[NRS_OBJKEY_MAX],
 		    char k2[NRS_OBJKEY_MAX], char k3[NRS_OBJKEY_MAX])

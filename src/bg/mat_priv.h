@@ -1,0 +1,117 @@
+/*
+ * mat_priv.h - what the files of the materializer share, and nothing
+ * outside src/bg/ may include: the materializer, its workers and the jobs
+ * they pass, what a new generation replaces, and the functions one file
+ * calls in another.  The rules are at the top of each file:
+ *
+ *   materializer.c  threads, jobs, the choice of streams (M1, M6, M9,
+ *                   W1-W4), start and stop
+ *   mat_object.c    one object: build, intent, upload, proof, quarantine,
+ *                   publication (M2-M4)
+ *   compaction.c    compaction (C1-C2)
+ */
+#ifndef NRS_MAT_PRIV_H
+#define NRS_MAT_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bg/materializer.h"
+#include "bg/walgc.h"
+#include "meta/meta.h"
+#include "obj/objstore.h"
+
+struct nrs_stream;
+
+#define MAX_COMPACT		64	/* objects merged at most at once */
+
+struct worker;
+
+struct nrs_mat {
+	const struct nrs_services *svc;
+	struct nrs_mat_opts o;
+	struct worker *workers;
+	unsigned int nworkers;		/* started */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;		/* stopping */
+	pthread_cond_t idle;		/* stopping, or a stream released */
+	bool stopping;			/* protected by lock */
+	bool orphans_done;		/* protected by lock */
+	/* M6: the prepared rows found at start; owned by the thread that
+	 * cleans them (orphans_done) */
+	struct nrs_obj_row *orphans;
+	size_t norphans;
+	size_t orphans_next;		/* the first not removed yet */
+	struct nrs_walgc walgc;		/* M5, M7 (walgc.c) */
+};
+
+struct pick {
+	const struct nrs_mat *m;
+	uint64_t now, best_pending;
+	uint64_t best;		/* stream id, 0: none */
+};
+
+/* What a new generation replaces: WAL records (materialize) or whole
+ * smaller objects of the stream (compact). */
+struct olds {
+	uint64_t gen[MAX_COMPACT];
+	size_t n;
+	uint64_t bytes;		/* their object bytes */
+	int64_t ctime_ns;	/* the newest of their intents' times */
+};
+
+/*
+ * An object between M2 and M4: built (read, recorded as an intent, sealed,
+ * digested) by a worker's builder, then uploaded, proven and published by
+ * its uploader (W1-W4 at the top).
+ */
+struct job {
+	struct nrs_stream *st;	/* busy; its reference goes with `last` */
+	struct nrs_obj_row o;	/* prepared: gen, length, sha256 */
+	struct olds olds;	/* what it replaces (compaction) */
+	unsigned char *buf;	/* the object, o.length bytes, owned; NULL:
+				 * no object, only the release (err) */
+	unsigned char md5[NRS_MD5_LEN];
+	bool has_md5;		/* the store wants one (objstore.h) */
+	bool last;		/* the stream is released after it (W3) */
+	int err;		/* buf NULL: why the builder gave up */
+};
+
+/* One materializer thread: a builder and the uploader it hands to. */
+struct worker {
+	struct nrs_mat *m;
+	pthread_t builder, uploader;
+	bool has_uploader;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct job slot;	/* protected by lock, while full */
+	bool full;		/* protected by lock: a job in the uploader's
+				 * hands, until it is done with it (W2) */
+	bool quit;		/* protected by lock: no more jobs (W4) */
+	uint64_t broken;	/* protected by lock: a stream whose chain
+				 * failed (W3), 0: none */
+	int broken_err;		/* protected by lock: why */
+	int last_err;		/* protected by lock: of the last job done */
+};
+
+/* materializer.c */
+bool nrs_mat_stopping(struct nrs_mat *m);
+bool nrs_mat_nap(struct nrs_mat *m, uint64_t ms);
+uint64_t nrs_mat_backoff_ms(const struct nrs_mat *m, unsigned int attempt);
+void nrs_mat_release(struct nrs_mat *m, struct nrs_stream *st, int err);
+void nrs_mat_hand(struct worker *w, const struct job *j);
+int nrs_mat_drain(struct worker *w);
+
+/* mat_object.c */
+int nrs_mat_build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
+		  uint64_t b, const struct olds *olds, struct job *out);
+int nrs_mat_finish(struct nrs_mat *m, struct job *j);
+
+/* compaction.c */
+bool nrs_mat_compact_some(struct worker *w);
+
+#endif
