@@ -9,14 +9,14 @@
  * gc_grace_ms.
  *
  * --repair makes only the repairs that cannot lose an acknowledged byte,
- * the ones the next mount would make anyway (recovery.c R1, R2):
+ * the ones the next mount would make anyway (recovery.c RC1, RC2):
  *   - cut a torn WAL tail, remove a segment torn at creation (F5) -- only
  *     when every committed byte has an intact copy (F9, F10, F20, F21),
  *     since a tail that held a committed record would be damage, not a
  *     crash artefact;
  *   - forget inodes with nlink 0 (F19).
  * Nothing of the object side: no object and no row is ever deleted or
- * written (the daemon settles prepared intents itself, materializer.c M6,
+ * written (the daemon settles prepared intents itself, materializer.c MZ6,
  * and GC drains what no state needs, lifecycle.c G1-G3); not even a
  * retired or unreferenced object (F25, F26), which an operator should
  * look at before deleting it by hand.
@@ -244,8 +244,8 @@ static int ignore_rec(void *ctx, const struct nrs_wal_rec_info *ri)
 	return 0;
 }
 
-/* The scan recovery makes: it cuts what F5 found (wal_local_scan.c R1,
- * R5). */
+/* The scan recovery makes: it cuts what F5 found (wal_local_scan.c WS1,
+ * WS5). */
 static int cut_torn(const char *dir)
 {
 	struct nrs_wal_local_opts o = { .damage = say_repair };
@@ -261,7 +261,7 @@ static int cut_torn(const char *dir)
 	return err ? fail("cannot cut the torn tail in", path, err) : 0;
 }
 
-/* recovery.c R1: forget every stream inode with nlink 0. */
+/* recovery.c RC1: forget every stream inode with nlink 0. */
 static int forget_unlinked(const char *dir, const struct nrs_fsck *f)
 {
 	struct nrs_meta *m = NULL;

@@ -1,14 +1,14 @@
 /*
  * compaction.c - small adjacent objects of a stream merged into one new
- * generation, by the materializer's workers (materializer.c W4), along
- * the path of any object (mat_object.c M2-M4).
+ * generation, by the materializer's workers (materializer.c MW4), along
+ * the path of any object (mat_object.c MZ2-MZ4).
  *
- *  C1-C2 Compaction (issue 5), when nothing waits to be materialized:
+ *  CP1-CP2 Compaction (issue 5), when nothing waits to be materialized:
  *     runs of small adjacent objects of a stream are read back (verified)
  *     and stored as one new generation, published with the replaced ones
  *     moving to draining in the same transaction (meta.h); reads that hold
  *     the old ones finish on them, and GC deletes them after its grace
- *     period (lifecycle.c G2).  Same M2-M4 path, same proof.
+ *     period (lifecycle.c G2).  Same MZ2-MZ4 path, same proof.
  */
 #include "config.h"
 
@@ -22,7 +22,7 @@
 #include "util/sat.h"
 
 /*
- * C1 Compaction plan, under st->lock: the first run of at least two
+ * CP1 Compaction plan, under st->lock: the first run of at least two
  *    adjacent objects, each whole (not cut by a trim) and smaller than a
  *    quarter of compact_size, merged while the sum stays within
  *    compact_size -- once the run adds up to a quarter of compact_size, so
@@ -86,7 +86,7 @@ static int newest_ctime(void *ctx, const struct nrs_obj_row *o)
 	return 0;
 }
 
-/* C2: compact one run of one stream, if any, through the worker's
+/* CP2: compact one run of one stream, if any, through the worker's
  * uploader, and wait for it; true if it did. */
 bool nrs_mat_compact_some(struct worker *w)
 {

@@ -48,7 +48,7 @@
  *  G5 A retired row is kept for an hour (what fsck can check: its object
  *     is gone), then forgotten, so the table does not grow with history.
  *  G4 Orphans -- objects uploaded and never published -- are the prepared
- *     rows found at start (materializer.c M6): found from the recorded
+ *     rows found at start (materializer.c MZ6): found from the recorded
  *     intents, never from a listing.
  */
 #include "config.h"

@@ -3,14 +3,14 @@
  * generation (DESIGN.md section 6, I2, I5, I6), for the materializer
  * (materializer.c) and compaction (compaction.c): build, intent, upload,
  * proof, quarantine, publication.  Which threads run these steps, and in
- * what order (W1-W4), is materializer.c's.
+ * what order (MW1-MW4), is materializer.c's.
  *
- *  M2 Build.  The payload is read through the reader (every WAL chunk
+ *  MZ2 Build.  The payload is read through the reader (every WAL chunk
  *     CRC-verified, I6), sealed (objfmt.c: header and block CRCs) and
  *     digested (SHA-256; MD5 only for a store that sends it, objstore.h).
  *     If the range was trimmed meanwhile the stream is simply looked at
  *     again.
- *  M3 Intent, upload, proof.  A prepared row is recorded durably first
+ *  MZ3 Intent, upload, proof.  A prepared row is recorded durably first
  *     (it names the key: an upload a crash interrupts is an orphan found
  *     from this row, never from a listing).  The PUT carries Content-MD5
  *     and the SHA-256 as metadata.  Whatever the PUT answered, a HEAD must
@@ -19,7 +19,7 @@
  *     quarantined and the key never written again (the next try is a new
  *     generation, hence a new key); no answer -> retry with backoff
  *     (logged, counted), for as long as it takes.
- *  M4 Publish.  One durable transaction moves the row prepared ->
+ *  MZ4 Publish.  One durable transaction moves the row prepared ->
  *     committed.  Only then does the index serve the range from the object
  *     (under the stream lock), and `materialized` move.
  */
@@ -55,7 +55,7 @@ enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got
 	return NRS_PUT_QUARANTINE;
 }
 
-/* M3: PUT until HEAD proves the object.  0, -EBADMSG (quarantine), or
+/* MZ3: PUT until HEAD proves the object.  0, -EBADMSG (quarantine), or
  * -ECANCELED (stopping). */
 static int upload(struct nrs_mat *m, const char *key, const void *buf,
 		  size_t len, const unsigned char md5[NRS_MD5_LEN],
@@ -103,7 +103,7 @@ static int upload(struct nrs_mat *m, const char *key, const void *buf,
 	}
 }
 
-/* M4, the in-memory half: serve [o->start, o->end) from generation
+/* MZ4, the in-memory half: serve [o->start, o->end) from generation
  * o->gen instead of what the index named there. */
 static void apply(const struct nrs_services *svc, struct nrs_stream *st,
 		  const struct nrs_obj_row *o, const struct olds *olds)
@@ -164,7 +164,7 @@ static void job_key(char key[NRS_OBJKEY_MAX], const struct job *j)
 }
 
 /*
- * M2 for [a, b) of st (busy): read it through the reader (every byte
+ * MZ2 for [a, b) of st (busy): read it through the reader (every byte
  * verified, from the WAL or from the objects olds names), record the
  * intent, seal and digest it into *j (written only on success; the
  * caller then owns j->buf).  0, or -errno (-ENODATA: trimmed meanwhile).
@@ -217,7 +217,7 @@ out_free:
 }
 
 /*
- * M3-M4 for the job j built: upload until proven (a quarantined key gives
+ * MZ3-MZ4 for the job j built: upload until proven (a quarantined key gives
  * way to a new generation, sealed and digested again), publish (replacing
  * j->olds, if any, in the same transaction), serve.  0, or -errno.
  */
@@ -243,7 +243,7 @@ int nrs_mat_finish(struct nrs_mat *m, struct job *j)
 			return err;
 	}
 	if (err)
-		return err;	/* stopping: the intent is an orphan (M6) */
+		return err;	/* stopping: the intent is an orphan (MZ6) */
 	err = nrs_failpoint(NRS_FP_OBJ_BEFORE_PUBLISH);
 	if (!err)
 		err = j->olds.n ? nrs_meta_obj_replace(svc->meta, j->o.gen,

@@ -4,11 +4,11 @@
  * they pass, what a new generation replaces, and the functions one file
  * calls in another.  The rules are at the top of each file:
  *
- *   materializer.c  threads, jobs, the choice of streams (M1, M6, M9,
- *                   W1-W4), start and stop
+ *   materializer.c  threads, jobs, the choice of streams (MZ1, MZ6, MZ9,
+ *                   MW1-MW4), start and stop
  *   mat_object.c    one object: build, intent, upload, proof, quarantine,
- *                   publication (M2-M4)
- *   compaction.c    compaction (C1-C2)
+ *                   publication (MZ2-MZ4)
+ *   compaction.c    compaction (CP1-CP2)
  */
 #ifndef NRS_MAT_PRIV_H
 #define NRS_MAT_PRIV_H
@@ -40,12 +40,12 @@ struct nrs_mat {
 	pthread_cond_t idle;		/* stopping, or a stream released */
 	bool stopping;			/* protected by lock */
 	bool orphans_done;		/* protected by lock */
-	/* M6: the prepared rows found at start; owned by the thread that
+	/* MZ6: the prepared rows found at start; owned by the thread that
 	 * cleans them (orphans_done) */
 	struct nrs_obj_row *orphans;
 	size_t norphans;
 	size_t orphans_next;		/* the first not removed yet */
-	struct nrs_walgc walgc;		/* M5, M7 (walgc.c) */
+	struct nrs_walgc walgc;		/* MZ5, MZ7 (walgc.c) */
 };
 
 struct pick {
@@ -64,9 +64,9 @@ struct olds {
 };
 
 /*
- * An object between M2 and M4: built (read, recorded as an intent, sealed,
+ * An object between MZ2 and MZ4: built (read, recorded as an intent, sealed,
  * digested) by a worker's builder, then uploaded, proven and published by
- * its uploader (W1-W4 at the top).
+ * its uploader (MW1-MW4 at the top).
  */
 struct job {
 	struct nrs_stream *st;	/* busy; its reference goes with `last` */
@@ -76,7 +76,7 @@ struct job {
 				 * no object, only the release (err) */
 	unsigned char md5[NRS_MD5_LEN];
 	bool has_md5;		/* the store wants one (objstore.h) */
-	bool last;		/* the stream is released after it (W3) */
+	bool last;		/* the stream is released after it (MW3) */
 	int err;		/* buf NULL: why the builder gave up */
 };
 
@@ -90,10 +90,10 @@ struct worker {
 	pthread_cond_t cond;
 	struct job slot;	/* protected by lock, while full */
 	bool full;		/* protected by lock: a job in the uploader's
-				 * hands, until it is done with it (W2) */
-	bool quit;		/* protected by lock: no more jobs (W4) */
+				 * hands, until it is done with it (MW2) */
+	bool quit;		/* protected by lock: no more jobs (MW4) */
 	uint64_t broken;	/* protected by lock: a stream whose chain
-				 * failed (W3), 0: none */
+				 * failed (MW3), 0: none */
 	int broken_err;		/* protected by lock: why */
 	int last_err;		/* protected by lock: of the last job done */
 };

@@ -5,57 +5,57 @@
  * deletes the WAL segments no range needs any more (event 5).
  *
  * The code is cut by concern (mat_priv.h): this file holds the threads,
- * the jobs they pass and the choice of streams (M1, M6, M9, W1-W4);
+ * the jobs they pass and the choice of streams (MZ1, MZ6, MZ9, MW1-MW4);
  * mat_object.c one object's way from the WAL to a published generation
- * (M2-M4: build, intent, upload, proof, quarantine, publication);
- * compaction.c compaction (C1-C2).
+ * (MZ2-MZ4: build, intent, upload, proof, quarantine, publication);
+ * compaction.c compaction (CP1-CP2).
  *
  * Appends never wait for any of this.  Workers take streams one at a time
  * (st->mat_busy), so a stream's objects are built in offset order.
  *
- *  M1 Choose.  A stream is due when the committed bytes above
+ *  MZ1 Choose.  A stream is due when the committed bytes above
  *     max(materialized, start) reach min_bytes, or the oldest of them has
  *     waited max_age_ms.  The range is a run of whole WAL records from
  *     that point, at most object_size bytes (at least one record).
  *  (Building an object, recording its intent, uploading, proving and
- *  publishing it, M2-M4, have their rules in mat_object.c.)
+ *  publishing it, MZ2-MZ4, have their rules in mat_object.c.)
  *  (The WAL reclaim and the seal of an idle dead segment, GC work the
- *  builders run, have their rules, M5 and M7, in walgc.c.)
- *  M9 A stream that is due but whose next byte no WAL record holds (a
- *     range recovery found with no copy, recovery.c R5b) is logged and
+ *  builders run, have their rules, MZ5 and MZ7, in walgc.c.)
+ *  MZ9 A stream that is due but whose next byte no WAL record holds (a
+ *     range recovery found with no copy, recovery.c RC5b) is logged and
  *     retried after a pause, like a failed build: materializing it stops
  *     there, since `materialized` never moves past bytes no object holds
- *     (W3), until a trim (user.nereus.trim, retention) raises its start
+ *     (MW3), until a trim (user.nereus.trim, retention) raises its start
  *     past them.  Other streams go on.
- *  M6 Start-up.  Prepared rows left by a crash are orphans: their objects
+ *  MZ6 Start-up.  Prepared rows left by a crash are orphans: their objects
  *     are deleted (a missing one is fine) and then the rows.  Committed
  *     rows were restored into the indexes by recovery.  The orphans are
  *     the prepared rows found before any thread starts (nrs_mat_start),
  *     never rows read later: the other threads prepare uploads of their
  *     own meanwhile, and the deletions may take as long as the store is
  *     away, so a later read would take a live upload for an orphan and
- *     delete its row and object, even after M4 published it.
+ *     delete its row and object, even after MZ4 published it.
  *
- *  (Compaction, C1-C2, when nothing waits to be materialized, has its
+ *  (Compaction, CP1-CP2, when nothing waits to be materialized, has its
  *  rules in compaction.c; it goes through the same workers.)
  *
- *  W1-W4 Workers.  Each materializer thread (-o materializers) is a worker
- *     of two threads, so that building one object (M2: reading, CRCs,
- *     SHA-256, MD5 -- CPU) overlaps uploading the one before (M3-M4:
+ *  MW1-MW4 Workers.  Each materializer thread (-o materializers) is a worker
+ *     of two threads, so that building one object (MZ2: reading, CRCs,
+ *     SHA-256, MD5 -- CPU) overlaps uploading the one before (MZ3-MZ4:
  *     network, the server, a synced publication):
- *  W1 The builder picks a stream (M1), marks it busy, and builds its
+ *  MW1 The builder picks a stream (MZ1), marks it busy, and builds its
  *     objects one after another from max(materialized, start): the next
  *     one starts where the last one built ends, not at `materialized`,
- *     which moves only at M4.  It keeps the stream while it is due and has
+ *     which moves only at MZ4.  It keeps the stream while it is due and has
  *     objects to make -- up to RUN_MAX in a row when another stream is due
  *     too, so that one busy stream does not starve the others.
- *  W2 Each object built goes to the worker's uploader through a slot of
+ *  MW2 Each object built goes to the worker's uploader through a slot of
  *     one: the builder waits until the uploader is done with the object
- *     before (M3, M4, served), so a worker holds at most two objects, one
+ *     before (MZ3, MZ4, served), so a worker holds at most two objects, one
  *     uploading and one built.  The uploader does a worker's objects in the
  *     order handed, hence a stream's in offset order, and the intent of
- *     each (M3) was recorded before it was handed, so before its PUT.
- *  W3 If an object of a stream is not published (store away at stop,
+ *     each (MZ3) was recorded before it was handed, so before its PUT.
+ *  MW3 If an object of a stream is not published (store away at stop,
  *     quarantine cut short, publication failed), the objects of the
  *     stream built after it are not published either -- that would move
  *     `materialized` past a range no object holds, which the next mount
@@ -65,17 +65,17 @@
  *     `last` (or an object-less job, when a build fails after one was
  *     handed) releases the stream, after everything handed before it, so
  *     no other worker takes it up while an object of it is on its way.
- *  W4 At the stop the builder hands nothing more; the uploader finishes
+ *  MW4 At the stop the builder hands nothing more; the uploader finishes
  *     the object it has (an upload is not cut short, only its retries), and
  *     drops a built one whose PUT has not started (its intent deleted).
- *     Compaction (C2) goes through the same two threads, one object at a
+ *     Compaction (CP2) goes through the same two threads, one object at a
  *     time: the builder waits for it.
  *
- * A crash anywhere converges: before M4 the range is still served from the
- * WAL and the intent is cleaned up (M6); after M4 recovery serves it from
+ * A crash anywhere converges: before MZ4 the range is still served from the
+ * WAL and the intent is cleaned up (MZ6); after MZ4 recovery serves it from
  * the object and stops the commit chain walk at `materialized`; a segment
- * deleted by M5 (walgc.c) held nothing a published head needs.  A crash
- * with two objects of a stream on their way (W2) leaves two intents, both
+ * deleted by MZ5 (walgc.c) held nothing a published head needs.  A crash
+ * with two objects of a stream on their way (MW2) leaves two intents, both
  * orphans.
  */
 #include "config.h"
@@ -107,7 +107,7 @@
 #define DEFAULT_RETRY_MAX_MS	10000
 #define DEFAULT_COMPACT_SIZE	(64ull << 20)
 #define RUN_MAX			4	/* objects of one stream in a row while
-					 * another stream is due (W1) */
+					 * another stream is due (MW1) */
 
 bool nrs_mat_stopping(struct nrs_mat *m)
 {
@@ -157,7 +157,7 @@ static uint64_t next_from(const struct nrs_stream *st, uint64_t from)
 	return from > a ? from : a;
 }
 
-/* M1: the range to materialize, starting at next_from(st, from), or
+/* MZ1: the range to materialize, starting at next_from(st, from), or
  * false.  Called under st->lock. */
 static bool plan(const struct nrs_mat *m, const struct nrs_stream *st,
 		 uint64_t from, uint64_t *a_out, uint64_t *b_out)
@@ -185,7 +185,7 @@ static bool plan(const struct nrs_mat *m, const struct nrs_stream *st,
 	return true;
 }
 
-/* M1's rule for the bytes above next_from(st, from): enough of them, or
+/* MZ1's rule for the bytes above next_from(st, from): enough of them, or
  * the oldest waited long enough.  Called under st->lock. */
 static bool worth(const struct nrs_mat *m, const struct nrs_stream *st,
 		  uint64_t from, uint64_t now)
@@ -262,7 +262,7 @@ void nrs_mat_release(struct nrs_mat *m, struct nrs_stream *st, int err)
 	pthread_mutex_unlock(&m->lock);
 }
 
-/* W2: the uploader does one job; the slot stays full until it is done. */
+/* MW2: the uploader does one job; the slot stays full until it is done. */
 static void run_job(struct worker *w, struct job *j)
 {
 	struct nrs_mat *m = w->m;
@@ -274,7 +274,7 @@ static void run_job(struct worker *w, struct job *j)
 	broken = w->broken == id;
 	pthread_mutex_unlock(&w->lock);
 	if (j->buf && (broken || nrs_mat_stopping(m))) {
-		/* W3: an object before it in the stream is not published,
+		/* MW3: an object before it in the stream is not published,
 		 * so neither is this one (or the stop came first); its PUT
 		 * never started */
 		nrs_meta_obj_delete(m->svc->meta, j->o.gen);
@@ -323,7 +323,7 @@ static void *uploader_main(void *arg)
 	}
 }
 
-/* W2: give j to the uploader once it is done with the one before. */
+/* MW2: give j to the uploader once it is done with the one before. */
 void nrs_mat_hand(struct worker *w, const struct job *j)
 {
 	pthread_mutex_lock(&w->lock);
@@ -373,7 +373,7 @@ static void consider_other(void *ctx, struct nrs_stream *st)
 		o->due = true;
 }
 
-/* Is a stream other than id due (M1)?  Not under any stream's lock. */
+/* Is a stream other than id due (MZ1)?  Not under any stream's lock. */
 static bool other_due(struct nrs_mat *m, uint64_t id)
 {
 	struct other o = { .m = m, .id = id, .now = nrs_now_mono_ns() };
@@ -383,7 +383,7 @@ static bool other_due(struct nrs_mat *m, uint64_t id)
 }
 
 /*
- * W1: the objects of st (busy, with a reference that this gives up) from
+ * MW1: the objects of st (busy, with a reference that this gives up) from
  * max(materialized, start), in offset order, each handed to the uploader
  * as soon as it is built, while the next one is built.  The stream stays
  * with the worker while it is due and has whole objects to make, or up to
@@ -402,8 +402,8 @@ static void materialize(struct worker *w, struct nrs_stream *st)
 	a = next_from(st, 0);
 	pthread_mutex_unlock(&st->lock);
 	if (!ok) {
-		/* M9: due, yet no WAL record starts where it must (a range
-		 * recovery found with no copy, R5b): retried after a pause,
+		/* MZ9: due, yet no WAL record starts where it must (a range
+		 * recovery found with no copy, RC5b): retried after a pause,
 		 * never at once, or this thread would spin on it for good */
 		nrs_err("stream %" PRIu64 ": committed bytes from %" PRIu64
 			" have no copy (nereusfs-fsck names the range): its"
@@ -435,13 +435,13 @@ static void materialize(struct worker *w, struct nrs_stream *st)
 		j.last = !ok || nrs_mat_stopping(m) || is_broken(w, st->id) ||
 			 (run >= RUN_MAX && other_due(m, st->id));
 		nrs_mat_hand(w, &j);
-		nrs_walgc_reclaim(&m->walgc);	/* the builder has the time: W2 */
+		nrs_walgc_reclaim(&m->walgc);	/* the builder has the time: MW2 */
 		if (j.last)
 			return;
 	}
 }
 
-/* M6: delete the objects of the orphans found at start, then their rows;
+/* MZ6: delete the objects of the orphans found at start, then their rows;
  * the ones removed are not tried again.  0 when all are gone. */
 static int clean_orphans(struct nrs_mat *m)
 {
@@ -473,7 +473,7 @@ static int clean_orphans(struct nrs_mat *m)
 	return 0;
 }
 
-/* W4: the builder's end: its uploader finishes what it has, then ends. */
+/* MW4: the builder's end: its uploader finishes what it has, then ends. */
 static void worker_quit(struct worker *w)
 {
 	pthread_mutex_lock(&w->lock);
@@ -570,7 +570,7 @@ int nrs_mat_start(const struct nrs_services *svc,
 	pthread_cond_init(&m->cond, NULL);
 	pthread_cond_init(&m->idle, NULL);
 	nrs_walgc_init(&m->walgc, svc);
-	/* M6: the orphans are the intents there are before any thread runs */
+	/* MZ6: the orphans are the intents there are before any thread runs */
 	err = nrs_meta_obj_rows(svc->meta, 0, NRS_OBJ_PREPARED, &m->orphans,
 				&m->norphans);
 	if (err) {

@@ -30,10 +30,10 @@
  *   drain     return once every read that began before the call has
  *             finished (the read gate taken exclusively and let go,
  *             reader.h): after changing an index, before deleting the
- *             copies it no longer names (walgc.c M5, lifecycle.c G2).
+ *             copies it no longer names (walgc.c MZ5, lifecycle.c G2).
  *   wal_floor WAL segments numbered below it hold no record the commit
  *             pipeline wrote and has not yet indexed; read it before the
- *             indexes (commit/pipeline.h nrs_pipeline_wal_floor, P4).
+ *             indexes (commit/pipeline.h nrs_pipeline_wal_floor, PL4).
  *   wal_seal  seal WAL segment seg if the pipeline has been idle for
  *             idle_ns (nrs_pipeline_wal_seal): 1 sealed, 0 not, -errno.
  */

@@ -2,12 +2,12 @@
  * walgc.c - the WAL's garbage collection: delete the WAL segments no
  * committed range needs any more, and seal an idle current segment whose
  * records are all dead so that it can go too (DESIGN.md section 1 event
- * 5).  The materializer's builder threads run it (materializer.c W1: after
- * each object handed, and when idle), since what it frees is what M4
+ * 5).  The materializer's builder threads run it (materializer.c MW1: after
+ * each object handed, and when idle), since what it frees is what MZ4
  * moved into objects; everything it touches comes through the services
  * seam (services.h).  Object GC is the lifecycle's (lifecycle.c G1-G5).
  *
- *  M5 Reclaim.  A WAL segment may go when no stream's index names it (a
+ *  MZ5 Reclaim.  A WAL segment may go when no stream's index names it (a
  *     stream's WAL entries are a suffix of its index, in segment order, so
  *     its first one is its oldest), the pipeline holds no written but
  *     unindexed record in it (nrs_pipeline_wal_floor, read first), and
@@ -15,16 +15,16 @@
  *     read gate exclusively once: every read that started with an older
  *     index snapshot has finished by then (reader.h).  Trimmed and unlinked
  *     ranges drop out of the indexes the same way, so their segments go too.
- *  M7 Seal (issue 12).  M5 never deletes the segment appends go to, so on
+ *  MZ7 Seal (issue 12).  MZ5 never deletes the segment appends go to, so on
  *     an idle mount the space of its dead records would stay taken for
  *     good.  When the current segment holds a record, the pipeline holds
  *     none in it unindexed (the floor, read first) and no stream's index
  *     names it, the idle builder has it sealed (nrs_pipeline_wal_seal:
  *     only while no append is in flight and none came for SEAL_IDLE_MS,
- *     pipeline.c P6; wal_local.c D2),
- *     and the reclaim that follows deletes it by M5's rules -- which look
+ *     pipeline.c PL6; wal_local.c WD2),
+ *     and the reclaim that follows deletes it by MZ5's rules -- which look
  *     again, so a record indexed in between keeps it.  A segment that
- *     still holds live bytes not yet materialized is not sealed: M1 makes
+ *     still holds live bytes not yet materialized is not sealed: MZ1 makes
  *     them due after materialize_age_ms at most, and then it is.  A failed
  *     seal (a full disk) is tried again after SEAL_RETRY_MS.
  */
@@ -43,8 +43,8 @@
 #include "util/metrics.h"
 #include "wal/wal.h"
 
-#define SEAL_RETRY_MS		10000	/* M7 */
-#define SEAL_IDLE_MS		1000	/* M7: no append for this long */
+#define SEAL_RETRY_MS		10000	/* MZ7 */
+#define SEAL_IDLE_MS		1000	/* MZ7: no append for this long */
 
 void nrs_walgc_init(struct nrs_walgc *g, const struct nrs_services *svc)
 {
@@ -68,7 +68,7 @@ static void oldest_seg(void *ctx, struct nrs_stream *st)
 }
 
 /*
- * M5: the first segment a reclaim that read ws may not touch.  With a
+ * MZ5: the first segment a reclaim that read ws may not touch.  With a
  * current segment, that one; with none (after start-up, before the first
  * append), the first number a new segment could take: every segment
  * made after ws was read holds records the index walk that follows may
@@ -82,7 +82,7 @@ uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws)
 	return ws->last_seg < UINT64_MAX ? ws->last_seg + 1 : UINT64_MAX;
 }
 
-/* M5 */
+/* MZ5 */
 void nrs_walgc_reclaim(struct nrs_walgc *g)
 {
 	const struct nrs_services *svc = g->svc;
@@ -122,7 +122,7 @@ void nrs_walgc_reclaim(struct nrs_walgc *g)
 	pthread_mutex_unlock(&g->lock);
 }
 
-/* M7: seal the current segment if it holds records and none is live. */
+/* MZ7: seal the current segment if it holds records and none is live. */
 void nrs_walgc_seal_dead(struct nrs_walgc *g)
 {
 	const struct nrs_services *svc = g->svc;
@@ -136,7 +136,7 @@ void nrs_walgc_seal_dead(struct nrs_walgc *g)
 	floor = svc->wal_floor(svc->ctx);
 	nrs_streams_each(svc->streams, oldest_seg, &named);
 	if (floor <= ws.cur_seg || named <= ws.cur_seg)
-		return;		/* a live record in it: M7 */
+		return;		/* a live record in it: MZ7 */
 	pthread_mutex_lock(&g->lock);
 	if (now < g->seal_after_ns) {
 		pthread_mutex_unlock(&g->lock);

@@ -1,5 +1,5 @@
 /*
- * walgc.h - the WAL's garbage collection (rules M5 and M7 at the top of
+ * walgc.h - the WAL's garbage collection (rules MZ5 and MZ7 at the top of
  * walgc.c), run by the materializer's builder threads.
  *
  * Locking: called with no lock held.  g->lock lets one reclaim or seal
@@ -20,18 +20,18 @@ struct nrs_walgc {
 	const struct nrs_services *svc;
 	pthread_mutex_t lock;		/* one reclaimer at a time */
 	uint64_t reclaimed_below;	/* protected by lock */
-	uint64_t seal_after_ns;		/* protected by lock: M7 */
+	uint64_t seal_after_ns;		/* protected by lock: MZ7 */
 };
 
 /* svc (services.h) stays alive and unchanged until nrs_walgc_destroy. */
 void nrs_walgc_init(struct nrs_walgc *g, const struct nrs_services *svc);
 void nrs_walgc_destroy(struct nrs_walgc *g);
-/* M5: delete the WAL segments nothing needs any more. */
+/* MZ5: delete the WAL segments nothing needs any more. */
 void nrs_walgc_reclaim(struct nrs_walgc *g);
-/* M7: seal the current segment if it holds records and none is live. */
+/* MZ7: seal the current segment if it holds records and none is live. */
 void nrs_walgc_seal_dead(struct nrs_walgc *g);
 
-/* M5: every segment a reclaim after stats ws may delete is numbered
+/* MZ5: every segment a reclaim after stats ws may delete is numbered
  * below this (walgc.c). */
 uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws);
 

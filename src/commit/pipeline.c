@@ -4,10 +4,10 @@
  *
  * Batches pass through a ring of NBUF batch buffers, in batch order.  The
  * commit role takes everything queued (up to max_batch_bytes) as a batch,
- * runs P1 and P2 (write, then sync: see P2 for who syncs); the publisher
- * thread runs P3 to P5, overlapping the next batch's sync.  (Where there
+ * runs PL1 and PL2 (write, then sync: see PL2 for who syncs); the publisher
+ * thread runs PL3 to PL5, overlapping the next batch's sync.  (Where there
  * is nothing to overlap -- the publisher idle, no request queued -- the
- * commit role runs P3 to P5 itself: a lone writer's append then goes
+ * commit role runs PL3 to PL5 itself: a lone writer's append then goes
  * through one thread.)
  *
  * One thread at a time holds the commit role (busy), so batches are taken
@@ -21,13 +21,13 @@
  * finds the role taken is queued and completed asynchronously.
  *
  * The code is cut by concern (pipeline_priv.h): this file holds the queue,
- * the commit role and the threads' start and stop; pipeline_batch.c P1 and
- * P2's write; pipeline_sync.c P2's sync and its failure rule;
- * pipeline_publish.c P3 to P5.
+ * the commit role and the threads' start and stop; pipeline_batch.c PL1 and
+ * PL2's write; pipeline_sync.c PL2's sync and its failure rule;
+ * pipeline_publish.c PL3 to PL5.
  *
  * Each step's failure rule is given beside it.
  *
- *  P1 Order (commit role).  Requests are taken in submission order.  A fence
+ *  PL1 Order (commit role).  Requests are taken in submission order.  A fence
  *     raises the stream's ordering epoch (a value below it is -EINVAL, or
  *     -ESTALE for a bind, NRS_IOC_BIND; equal is a no-op).  An append whose handle epoch is below the
  *     stream's ordering epoch fails -ESTALE; a conditional append whose
@@ -43,7 +43,7 @@
  *     logged once.  Each stream touched
  *     gets one head update, whose CAS goes from the ordering view before the
  *     batch (which batch k-1 will have published by the time batch k is).
- *  P2 Write (commit role), then sync, one of two ways.  Every record of
+ *  PL2 Write (commit role), then sync, one of two ways.  Every record of
  *     the batch goes to the WAL provider as one write.
  *     - Small batches (the running average of batch bytes, weight 1/8, at
  *       most group_sync_min, 256 KiB): the commit role syncs the batch
@@ -65,7 +65,7 @@
  *     waits for it) cuts the WAL back to the start of the first of them
  *     (wal.h: the bytes of the others go with it), undoes their ordering,
  *     the latest first, and fails them with the sync's error.
- *  P3 Publish (publisher).  One metadata transaction moves every head of
+ *  PL3 Publish (publisher).  One metadata transaction moves every head of
  *     the batch by compare-and-set.  It syncs only when the batch holds a
  *     fence (epochs must survive power loss; heads are re-published from the
  *     WAL by recovery).  Transient errors are retried for a while.  A lost
@@ -77,19 +77,19 @@
  *     the second (losing acknowledged bytes, I1).  So the pipeline then
  *     fails this and every later batch with -EIO and refuses new appends
  *     ("failed"); a remount recovers (DESIGN.md section 6, I3).
- *  P4 Apply (publisher).  The published view of each stream (head,
+ *  PL4 Apply (publisher).  The published view of each stream (head,
  *     version, epoch, index entries) is updated under the stream lock:
  *     readers see the new bytes only now, and only bytes the metadata store
  *     has published (I4).
- *  P5 Reply (publisher).  Each request's callback runs; then the commit
+ *  PL5 Reply (publisher).  Each request's callback runs; then the commit
  *     hook (page cache invalidation in the FUSE layer).
  *
- *  P6 Seal (nrs_pipeline_wal_seal, for the reclaimer: wal_local_seg.c D2).
+ *  PL6 Seal (nrs_pipeline_wal_seal, for the reclaimer: wal_local_seg.c WD2).
  *     The WAL's current segment is sealed only by the holder of the commit
  *     role, taken the way a submitter takes it (so no write or cut runs
  *     beside it), and only while the pipeline is idle: no request queued,
  *     every batch's floor at UINT64_MAX -- a batch holds it down from its
- *     write until P4 indexed it, so none is at the syncer (nothing written
+ *     write until PL4 indexed it, so none is at the syncer (nothing written
  *     is unsynced, no failed sync to settle, no cut to come) or waits for
  *     the publisher -- and no batch taken for the
  *     caller's idle time (so that a light load is not cut into a segment
@@ -103,12 +103,12 @@
  *     requests up to the first one for another WAL, and puts the rest
  *     back at the queue's head, in order, for the next batch.  So nothing
  *     is reordered (a stream's profile changes only while it is empty,
- *     core_xattr.c), P2 writes and syncs each batch in its own WAL, and a
+ *     core_xattr.c), PL2 writes and syncs each batch in its own WAL, and a
  *     request is acknowledged only once its own WAL made it durable.  The
  *     syncer syncs each WAL its queued batches went to (one sync per
  *     segment of each); a failed sync fails every batch written and not
- *     yet synced, as P2 says, and cuts each WAL back to its first of them.
- *     Positions, floors (nrs_pipeline_wal_floor_of) and seals (P6) are
+ *     yet synced, as PL2 says, and cuts each WAL back to its first of them.
+ *     Positions, floors (nrs_pipeline_wal_floor_of) and seals (PL6) are
  *     per WAL.  With one WAL behind every profile there is nothing to
  *     split and no stream lock to take: behaviour is as with a single WAL.
  *     Traffic that alternates between two WALs makes small batches; a
@@ -133,7 +133,7 @@
 #include "wal/wal.h"
 
 #define DEFAULT_MAX_BATCH	(16u << 20)
-#define GROUP_SYNC_MIN	(256u << 10)	/* see P2 */
+#define GROUP_SYNC_MIN	(256u << 10)	/* see PL2 */
 
 _Static_assert(NRS_PROFILE_OBJECT_WAL < NRS_PIPELINE_PROFILES,
 	       "cfg.profile_wal has an entry for every profile");
@@ -326,7 +326,7 @@ bool pl_queue_empty(struct nrs_pipeline *p)
 	return empty;
 }
 
-/* P6 */
+/* PL6 */
 int nrs_pipeline_wal_seal_of(struct nrs_pipeline *p, struct nrs_wal *w,
 			     uint64_t seg, uint64_t idle_ns)
 {
@@ -339,12 +339,12 @@ int nrs_pipeline_wal_seal_of(struct nrs_pipeline *p, struct nrs_wal *w,
 	pthread_mutex_lock(&p->qlock);
 	idle = !p->busy && !p->stopping && !p->qhead;
 	if (idle)
-		p->busy = true;		/* the commit role: P6 */
+		p->busy = true;		/* the commit role: PL6 */
 	pthread_mutex_unlock(&p->qlock);
 	if (!idle)
 		return 0;
 	/* a batch written and not yet published (at the syncer, failed
-	 * there, or at the publisher), to any WAL, holds the floor down: P6 */
+	 * there, or at the publisher), to any WAL, holds the floor down: PL6 */
 	if (floor_of(p, NULL) == UINT64_MAX)
 		rc = nrs_wal_seal(w, seg);
 	release_role(p);

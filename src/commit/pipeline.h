@@ -118,7 +118,7 @@ bool nrs_pipeline_failed(struct nrs_pipeline *p);
 
 /*
  * Segments of WAL w numbered below the result hold no record that the
- * pipeline wrote and has not yet indexed (P4): with the streams' indexes,
+ * pipeline wrote and has not yet indexed (PL4): with the streams' indexes,
  * this says which segments a reclaimer may delete.  Read it before the
  * indexes.  nrs_pipeline_wal_floor: of the default WAL (cfg.wal).
  */
@@ -126,7 +126,7 @@ uint64_t nrs_pipeline_wal_floor_of(struct nrs_pipeline *p, struct nrs_wal *w);
 uint64_t nrs_pipeline_wal_floor(struct nrs_pipeline *p);
 
 /*
- * P6: seal the current segment seg of WAL w (wal.h, seal) if the pipeline
+ * PL6: seal the current segment seg of WAL w (wal.h, seal) if the pipeline
  * is idle -- the commit role free, no request queued, no batch in flight
  * to any WAL, and no batch taken in the last idle_ns nanoseconds -- taking
  * the commit role for it, so it never runs beside an append.  Returns 1 if

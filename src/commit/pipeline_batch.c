@@ -1,8 +1,8 @@
 /*
- * pipeline_batch.c - a batch built and written (pipeline.c P1 and P2's
+ * pipeline_batch.c - a batch built and written (pipeline.c PL1 and PL2's
  * write): requests ordered against each stream's ordering view, appends of
  * one stream packed into one WAL record (walrec.h) with the next LSN, the
- * head updates P3 will publish, and the records formatted into iovecs and
+ * head updates PL3 will publish, and the records formatted into iovecs and
  * written to the batch's WAL in one write.  Runs in the holder of the
  * commit role only.
  */
@@ -51,7 +51,7 @@ static int upd_slot(struct batch *b, struct nrs_stream *st)
 	return st->batch_upd;
 }
 
-/* P1: no LSN is left to issue (logged once); the append fails. */
+/* PL1: no LSN is left to issue (logged once); the append fails. */
 static int lsn_exhausted(struct nrs_pipeline *p)
 {
 	if (!p->lsn_warned) {
@@ -64,7 +64,7 @@ static int lsn_exhausted(struct nrs_pipeline *p)
 	return -EOVERFLOW;
 }
 
-/* P1 for one append; returns 0 or the error to complete it with. */
+/* PL1 for one append; returns 0 or the error to complete it with. */
 static int order_append(struct nrs_pipeline *p, struct batch *b,
 			struct nrs_req *r, size_t ri)
 {
@@ -72,15 +72,15 @@ static int order_append(struct nrs_pipeline *p, struct batch *b,
 	struct batch_rec *br;
 	int err;
 
-	if (r->epoch < st->ord_epoch) /* P1: a fenced handle */
+	if (r->epoch < st->ord_epoch) /* PL1: a fenced handle */
 		return -ESTALE;
 	if (r->expect != NRS_EXPECT_ANY && r->expect != st->ord_head)
 		return -ESPIPE;
 	if (r->len > NRS_WALREC_MAX_LEN || r->len > NRS_HEAD_MAX - st->ord_head)
-		return -EFBIG;					/* P1 */
+		return -EFBIG;					/* PL1 */
 	if ((st->batch_slot < 0 ||
 	     b->recs[st->batch_slot].rec.len + r->len > NRS_WALREC_MAX_LEN) &&
-	    p->next_lsn > NRS_WALREC_LSN_MAX)			/* P1 */
+	    p->next_lsn > NRS_WALREC_LSN_MAX)			/* PL1 */
 		return lsn_exhausted(p);
 	err = upd_slot(b, st);
 	if (err < 0)
@@ -118,7 +118,7 @@ static int order_append(struct nrs_pipeline *p, struct batch *b,
 	return 0;
 }
 
-/* P1 for one fence. */
+/* PL1 for one fence. */
 static int order_fence(struct batch *b, struct nrs_req *r)
 {
 	struct nrs_stream *st = r->st;
@@ -137,7 +137,7 @@ static int order_fence(struct batch *b, struct nrs_req *r)
 	return 0;
 }
 
-/* P2: format the records into iovecs and write them to w. */
+/* PL2: format the records into iovecs and write them to w. */
 static int write_batch(struct batch *b, struct nrs_wal *w)
 {
 	size_t hdr_bytes = 0, niov = 0, k = 0, h = 0;
@@ -199,7 +199,7 @@ static int write_batch(struct batch *b, struct nrs_wal *w)
 	return 0;
 }
 
-/* Put every stream's ordering view back to what it was before b's P1. */
+/* Put every stream's ordering view back to what it was before b's PL1. */
 void pl_undo_order(struct batch *b)
 {
 	for (size_t i = 0; i < b->nupds; i++) {
@@ -213,7 +213,7 @@ void pl_undo_order(struct batch *b)
 	}
 }
 
-/* Stage 1: P1 and P2's write, by the commit role. */
+/* Stage 1: PL1 and PL2's write, by the commit role. */
 void pl_stage_write(struct nrs_pipeline *p, struct batch *b,
 			struct nrs_req *list, struct nrs_wal *w)
 {
@@ -234,11 +234,11 @@ void pl_stage_write(struct nrs_pipeline *p, struct batch *b,
 			     sizeof(struct nrs_req *)) ||
 		    nrs_grow((void **)&b->rnext, &b->cap_rnext, b->nreqs + 1,
 			     sizeof(*b->rnext)))
-			r->err = -ENOMEM;	/* completed with it in P5 */
+			r->err = -ENOMEM;	/* completed with it in PL5 */
 		else
 			b->reqs[b->nreqs++] = r;
 	}
-	/* P1 */
+	/* PL1 */
 	for (size_t i = 0; i < b->nreqs; i++) {
 		struct nrs_req *r = b->reqs[i];
 
@@ -252,7 +252,7 @@ void pl_stage_write(struct nrs_pipeline *p, struct batch *b,
 			}
 		}
 	}
-	/* P2 */
+	/* PL2 */
 	b->err = write_batch(b, w);
 	if (b->err)
 		pl_undo_order(b);
@@ -260,7 +260,7 @@ void pl_stage_write(struct nrs_pipeline *p, struct batch *b,
 		struct nrs_stream *st = b->bu[i].st;
 		struct nrs_head_update *u = &b->upds[i];
 
-		if (!b->err) {	/* what P3 publishes */
+		if (!b->err) {	/* what PL3 publishes */
 			u->head = st->ord_head;
 			u->version = st->ord_version;
 			u->epoch = st->ord_epoch;

@@ -1,14 +1,14 @@
 /*
  * pipeline_priv.h - private to src/commit/: the commit pipeline's state
- * and the functions its files share.  The rules (P1-P6, PW1) are in
+ * and the functions its files share.  The rules (PL1-PL6, PW1) are in
  * pipeline.c's top comment; each file implements some of them:
  *
  *   pipeline.c          the queue, the commit role, leading, the committer
- *                       thread, WAL floors and P6's seal, start and stop
- *   pipeline_batch.c    P1 (order) and P2's write: a batch built and written
- *   pipeline_sync.c     P2's sync, by the commit role or the syncer thread,
+ *                       thread, WAL floors and PL6's seal, start and stop
+ *   pipeline_batch.c    PL1 (order) and PL2's write: a batch built and written
+ *   pipeline_sync.c     PL2's sync, by the commit role or the syncer thread,
  *                       its failure rule, and the hand-off to the publisher
- *   pipeline_publish.c  P3 to P5 (publish, apply, reply), the publisher
+ *   pipeline_publish.c  PL3 to PL5 (publish, apply, reply), the publisher
  */
 #ifndef NRS_PIPELINE_PRIV_H
 #define NRS_PIPELINE_PRIV_H
@@ -39,7 +39,7 @@ struct batch_rec {
 /* One stream's part of a batch, beside its head update. */
 struct batch_upd {
 	struct nrs_stream *st;
-	/* the ordering view before the batch: to undo P1, and the old head */
+	/* the ordering view before the batch: to undo PL1, and the old head */
 	uint64_t head, version, epoch, lsn;
 	bool inval;			/* the commit hook is owed a call */
 };
@@ -59,14 +59,14 @@ struct batch {
 	unsigned char *hdrs;
 	size_t cap_hdrs;
 	bool durable;			/* publish with a sync (a fence) */
-	bool written;			/* P2 wrote records at wpos, wlen */
+	bool written;			/* PL2 wrote records at wpos, wlen */
 	struct nrs_wal_pos wpos;
 	uint64_t wlen;
-	int err;			/* the outcome of P2 (then P3) */
+	int err;			/* the outcome of PL2 (then PL3) */
 	uint64_t payload, appends;
 	/* the WAL it goes to (PW1); set before floor leaves UINT64_MAX */
 	_Atomic(struct nrs_wal *) wal;
-	/* segments of wal below this hold no record of the batch that P4
+	/* segments of wal below this hold no record of the batch that PL4
 	 * has not indexed yet (nrs_pipeline_wal_floor); UINT64_MAX when idle */
 	_Atomic uint64_t floor;
 };
@@ -84,7 +84,7 @@ struct nrs_pipeline {
 	bool busy;			/* a thread holds the commit role */
 
 	atomic_bool failed;
-	_Atomic uint64_t last_batch_ns;	/* when a batch was last taken: P6 */
+	_Atomic uint64_t last_batch_ns;	/* when a batch was last taken: PL6 */
 	/* owned by the commit role */
 	uint64_t next_lsn;
 	bool lsn_warned;		/* lsn_exhausted() said it */
@@ -120,10 +120,10 @@ struct nrs_pipeline {
 bool pl_queue_empty(struct nrs_pipeline *p);
 
 /* pipeline_batch.c */
-/* Stage 1: P1 and P2's write of list into b, to WAL w (the commit role). */
+/* Stage 1: PL1 and PL2's write of list into b, to WAL w (the commit role). */
 void pl_stage_write(struct nrs_pipeline *p, struct batch *b,
 		    struct nrs_req *list, struct nrs_wal *w);
-/* Put every stream's ordering view back to what it was before b's P1. */
+/* Put every stream's ordering view back to what it was before b's PL1. */
 void pl_undo_order(struct batch *b);
 
 /* pipeline_sync.c */
@@ -135,9 +135,9 @@ bool pl_drain(struct nrs_pipeline *p, struct batch *then);
 void *pl_syncer(void *arg);
 
 /* pipeline_publish.c */
-/* Complete r with err (P5): its callback, then its stream reference. */
+/* Complete r with err (PL5): its callback, then its stream reference. */
 void pl_complete(struct nrs_pipeline *p, struct nrs_req *r, int err);
-/* Stage 2: P3, P4 and P5 of b. */
+/* Stage 2: PL3, PL4 and PL5 of b. */
 void pl_stage_publish(struct nrs_pipeline *p, struct batch *b);
 void *pl_publisher(void *arg);
 

@@ -1,5 +1,5 @@
 /*
- * pipeline_publish.c - P3 to P5 (pipeline.c): a batch's heads published
+ * pipeline_publish.c - PL3 to PL5 (pipeline.c): a batch's heads published
  * with one metadata transaction (retried while the error is transient; a
  * lost CAS fails the pipeline), the published view applied around the
  * commit hook, and every request completed; the publisher thread that does
@@ -50,7 +50,7 @@ void pl_complete(struct nrs_pipeline *p, struct nrs_req *r, int err)
 	p->cfg.put(st);
 }
 
-/* P3 */
+/* PL3 */
 static int publish(struct nrs_pipeline *p, struct batch *b)
 {
 	int64_t now = nrs_now_real_ns();
@@ -81,7 +81,7 @@ static int publish(struct nrs_pipeline *p, struct batch *b)
 }
 
 /*
- * P4, in two halves around the commit hook.  The kernel learns a new size
+ * PL4, in two halves around the commit hook.  The kernel learns a new size
  * only from getattr, i.e. from st->head; a reader that saw the old head
  * may have left the page holding it in the page cache, zero-filled past
  * it.  So: first let reads reach the new head (read_limit) and take the
@@ -112,7 +112,7 @@ static void apply_reads(struct batch *b)
 		pthread_mutex_lock(&st->lock);
 		err = nrs_index_append(&st->index, &e);
 		st->wal_bytes += br->total;
-		if (st->unmat_since_ns == 0)	/* materializer.c M1 */
+		if (st->unmat_since_ns == 0)	/* materializer.c MZ1 */
 			st->unmat_since_ns = (int64_t)now;
 		pthread_mutex_unlock(&st->lock);
 		if (err)
@@ -160,7 +160,7 @@ static void fail_pipeline(struct nrs_pipeline *p, int err)
 			err == -ESTALE ? "lost head CAS" : strerror(-err));
 }
 
-/* Stage 2: P3, P4 and P5, in the publisher thread. */
+/* Stage 2: PL3, PL4 and PL5, in the publisher thread. */
 void pl_stage_publish(struct nrs_pipeline *p, struct batch *b)
 {
 	struct nrs_metrics *m = p->cfg.metrics;

@@ -1,5 +1,5 @@
 /*
- * pipeline_sync.c - P2's sync (pipeline.c): a batch synced by the commit
+ * pipeline_sync.c - PL2's sync (pipeline.c): a batch synced by the commit
  * role itself, or queued for the syncer thread, which syncs every queued
  * batch with one sync per segment of each WAL (PW1); a failed sync settled
  * by the commit role (cut, undo, fail); batches handed on to the publisher
@@ -69,11 +69,11 @@ static bool wrote_to(const struct batch *b, const struct nrs_wal *w)
 }
 
 /*
- * P2's failure rule for a sync (the commit role): the batches bs[0..n),
+ * PL2's failure rule for a sync (the commit role): the batches bs[0..n),
  * in batch order, were written and not made durable -- the sync failed
  * with err -- and `then` (if not NULL) was ordered after them.  Cut each
  * WAL they went to back to the start of the first of them in it (the
- * bytes of the rest go with it; PW1), undo P1 of each, the latest first,
+ * bytes of the rest go with it; PW1), undo PL1 of each, the latest first,
  * and fail them with err.
  */
 static void fail_written(struct nrs_pipeline *p, struct batch **bs, int n,
@@ -207,8 +207,8 @@ static bool overlaps(struct nrs_pipeline *p)
 }
 
 /*
- * One batch, by the holder of the commit role: P1 and P2's write into the
- * next free buffer; then P2's sync, one of two ways (see the top).
+ * One batch, by the holder of the commit role: PL1 and PL2's write into the
+ * next free buffer; then PL2's sync, one of two ways (see the top).
  */
 void pl_run_batch(struct nrs_pipeline *p, struct nrs_req *list,
 		      struct nrs_wal *w)
@@ -217,8 +217,8 @@ void pl_run_batch(struct nrs_pipeline *p, struct nrs_req *list,
 	struct batch *b = &p->b[i];
 	int err;
 
-	atomic_store(&p->last_batch_ns, nrs_now_mono_ns());	/* P6 */
-	pl_settle_failure(p, NULL);	/* before P1 orders on top of them */
+	atomic_store(&p->last_batch_ns, nrs_now_mono_ns());	/* PL6 */
+	pl_settle_failure(p, NULL);	/* before PL1 orders on top of them */
 	pthread_mutex_lock(&p->slock);
 	while (p->busy_buf[i])
 		pthread_cond_wait(&p->scond, &p->slock);
@@ -293,7 +293,7 @@ static int sync_group(struct nrs_pipeline *p, const int *idx, int n)
 }
 
 /*
- * The syncer: P2's sync of every batch queued, with one sync of the WAL
+ * The syncer: PL2's sync of every batch queued, with one sync of the WAL
  * (one per segment) up to the end of the last one written, then hands
  * them on in order.  After a failed sync it leaves them queued, with the
  * error in sfail, for the commit role to settle, and waits until it has.

@@ -36,7 +36,7 @@
  * zero-filled past it.  A read that reaches the head marks the stream
  * (reader.c), and the commit that moves the head invalidates from that
  * page on (the pipeline's commit hook, below) -- before stat shows the new
- * head, so that the kernel never reads the zeros as data (pipeline.c P4).  The start offset is the
+ * head, so that the kernel never reads the zeros as data (pipeline.c PL4).  The start offset is the
  * other edge: the cache reads whole pages, which would turn ENODATA below
  * an unaligned start into data, so a stream whose start is not a multiple
  * of 4096 is opened with direct I/O, and a trim drops the cached pages of
@@ -44,7 +44,7 @@
  * page: never trimmed bytes).
  *
  * Damaged metadata (issue 3: "undamaged streams keep working").  A stream
- * whose row fails its checksum when recovery loads it (meta_sqlite.c C3),
+ * whose row fails its checksum when recovery loads it (meta_sqlite.c CK3),
  * or holds values no daemon writes (recovery.c RD1: an id, head or last LSN
  * out of range, start above head), is kept in the table marked corrupt,
  * with nothing known but its id: its head cannot be told, so no byte of
@@ -610,7 +610,7 @@ static int lock_data_dir(const char *dir, int *fd_out)
 }
 
 /*
- * A5 at mount: the reserve of the WAL, scaled down to the file system of
+ * WA5 at mount: the reserve of the WAL, scaled down to the file system of
  * the data directory unless the admin gave one, and a warning (log and
  * /.nereus/status) when it leaves no room for appends: a file system no
  * larger than the reserve (every append fails ENOSPC), or one with less
@@ -708,7 +708,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 				      : strerror(-err));
 		goto out_free;
 	}
-	choose_reserve(c, o);		/* A5 */
+	choose_reserve(c, o);		/* WA5 */
 	wo.reserve = c->wal_reserve;
 	snprintf(path, sizeof(path), "%s/meta.db", o->data_dir);
 	err = nrs_meta_open(path, &c->meta);

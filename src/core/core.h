@@ -54,7 +54,7 @@ struct nrs_core_opts {
 	uint64_t mat_min_bytes, mat_max_age_ms, object_size;
 	unsigned int mat_threads;
 	uint64_t gc_grace_ms;		/* lifecycle.c G2; 0: default */
-	uint64_t compact_size;		/* compaction.c C1; 0: default,
+	uint64_t compact_size;		/* compaction.c CP1; 0: default,
 					 * UINT64_MAX: off */
 };
 

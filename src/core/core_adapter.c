@@ -5,7 +5,7 @@
  * a stream's published state in one step.
  *
  * Where each guarantee comes from:
- *  - bind goes through nrs_core_fence, the pipeline's ordered fence (P1 in
+ *  - bind goes through nrs_core_fence, the pipeline's ordered fence (PL1 in
  *    pipeline.c): the "is the stream's epoch higher?" check and the raise
  *    happen in the committer thread, in the same ordered step as every
  *    append's epoch check and head CAS.  So no append of a fenced handle

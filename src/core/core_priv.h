@@ -48,7 +48,7 @@ struct nrs_core {
 	struct nrs_reader reader;
 	struct nrs_metrics metrics;
 	int64_t started_ns;
-	/* A5 at mount (core.c choose_reserve): the reserve in force,
+	/* WA5 at mount (core.c choose_reserve): the reserve in force,
 	 * whether it was scaled down, and what the mount warned about (a
 	 * word for /.nereus/status, or NULL) */
 	uint64_t wal_reserve;

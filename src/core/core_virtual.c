@@ -89,7 +89,7 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 	}
 }
 
-/* A5: the data directory's space against the WAL's reserve, now, and
+/* WA5: the data directory's space against the WAL's reserve, now, and
  * what the mount warned about (core.c choose_reserve). */
 static void space_status(struct nrs_core *c, FILE *f)
 {

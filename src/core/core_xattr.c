@@ -183,7 +183,7 @@ static int nereus_exists(struct nrs_core *c, const struct nrs_attr *a, int id,
 	switch (id) {
 	case NRS_XA_PROFILE:
 		if (!S_ISDIR(a->mode)) {
-			*exists = true;		/* fixed at creation (M5) */
+			*exists = true;		/* fixed at creation (MT5) */
 			return 0;
 		}
 		err = nrs_meta_get_profile(c->meta, a->ino, &p);

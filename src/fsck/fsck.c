@@ -5,7 +5,7 @@
  * check is unit-tested on hand-made rows or a data directory built with the
  * real modules (tests/unit/test_fsck.c).
  *
- * The truth is the one recovery uses (recovery.c R1-R6, DESIGN.md 1 and 6):
+ * The truth is the one recovery uses (recovery.c RC1-RC6, DESIGN.md 1 and 6):
  * published heads, the committed object generations, and the commit chain
  * that leads back from each head through the WAL down to where the objects
  * end (recovery.h: the same rules, shared).  Every finding is one line
@@ -30,9 +30,9 @@
  *   F3  Every WAL segment header verifies: a bad one hides a whole segment.
  *   F4  Every WAL record header and payload chunk verifies its CRC32C:
  *       bytes where no header verifies are corrupt, a record whose chunk
- *       fails is damaged (wal_local_scan.c R2-R4).
+ *       fails is damaged (wal_local_scan.c WS2-WS4).
  *   F5  The last segment has no torn tail and is not torn at creation: a
- *       crash artefact that the next mount (or --repair) cuts (R1, R5).
+ *       crash artefact that the next mount (or --repair) cuts (WS1, WS5).
  *   F6  An LSN names one commit intent: copies of a record agree.
  *   F7  A stream's start <= head.
  *   F8  head > 0 requires last_lsn > 0 and 1 <= version <= head (versions
@@ -41,34 +41,34 @@
  *       record is in the WAL, belongs to the stream and ends where the
  *       next one begins (the newest at the head), until it reaches the
  *       floor max(start, materialized) -- below it the objects hold the
- *       bytes and the WAL segments may be gone (recovery R5, F20); a chain
+ *       bytes and the WAL segments may be gone (recovery RC5, F20); a chain
  *       that ends (prev_lsn 0) ends at offset 0.  Else a committed range
  *       has no copy: reads of it fail, and the finding names exactly the
- *       range recovery R5b cannot rebuild from the floor upwards (or
+ *       range recovery RC5b cannot rebuild from the floor upwards (or
  *       cannot tell, when two records continue the chain at one base).
  *   F10 Every record of the chain passes its payload CRCs (DESIGN.md I6).
  *   F11 Epochs along the chain never decrease and never exceed the
  *       stream's epoch (a fenced writer cannot publish).
  *   F12 version == the appends of the chain when it reaches offset 0, and
  *       >= them when earlier records were trimmed away.
- *   F13 Records past a head that continue it exactly (recovery R3) are
+ *   F13 Records past a head that continue it exactly (recovery RC3) are
  *       "pending": the next mount publishes them.  Not an error.
  *   F14 The root (inode 1) exists, is a directory, is its own parent and
  *       has no name.
- *   F15 Every dirent has a valid name (sqlite_ns.c M6), its parent is an
+ *   F15 Every dirent has a valid name (sqlite_ns.c MT6), its parent is an
  *       existing directory, its inode exists, is linked and records that
- *       parent; an inode has one name (M1: no hard links).
+ *       parent; an inode has one name (MT1: no hard links).
  *   F16 Every linked inode but the root has a name, and its parent chain
- *       reaches the root (M4).
+ *       reaches the root (MT4).
  *   F17 A directory's nlink is 2 + its subdirectories; a named stream's 1.
  *   F18 Inodes and streams agree: mode is a directory or a regular file;
  *       a directory has no stream; a stream inode's stream row exists,
  *       names it back and is marked unlinked exactly when nlink is 0; every
  *       stream row belongs to such an inode.
- *   F19 No inode has nlink 0: one left by a crash (M2) is forgotten by the
+ *   F19 No inode has nlink 0: one left by a crash (MT2) is forgotten by the
  *       next mount (or --repair); a directory never has nlink 0.
  *   F20 Committed object generations (meta.h), taken per stream as
- *       recovery R5 takes them (recovery.h): each row is possible (a
+ *       recovery RC5 takes them (recovery.h): each row is possible (a
  *       non-empty range shorter than 2^32, gen >= 1, a length of exactly
  *       header + payload); none reaches past its stream's head; none
  *       overlaps another; and with the commit chain above them they cover
@@ -82,7 +82,7 @@
  *       store's proof (the SHA-256 head() returns) agrees.  Only when the
  *       caller lends a store (not --no-objects).
  *   F22 Prepared rows are pending upload intents whose objects (if stored)
- *       and rows the next mount deletes (materializer.c M6), not an error;
+ *       and rows the next mount deletes (materializer.c MZ6), not an error;
  *       quarantined ones are said with -v.
  *
  *   The lifecycle (lifecycle.c G1-G4).  F23-F25 look each object up in
@@ -113,7 +113,7 @@
  *       no row names is an "unreferenced object" if it was written longer
  *       than the grace period ago, else pending.  A bucket is not listed:
  *       unreferenced objects in S3 are found only through their rows.
- *   F27 Every stream row passes its checksum (sqlite_crc.c C3).  A row
+ *   F27 Every stream row passes its checksum (sqlite_crc.c CK3).  A row
  *       that fails is reported with the path of the inode that names the
  *       stream, and nothing else of it is checked: its head, version,
  *       start, epoch, inode and unlinked flag are unknown (the daemon
@@ -123,7 +123,7 @@
  *       RD1: an id in [1, 2^63), a head and a last LSN below 2^63).  A row
  *       out of range is damage the daemon keeps offline, as it does a row
  *       that fails F7 or F8; nothing else of it is checked.
- *   F30 The AUTOINCREMENT sequences (sqlite_schema.c M3): sqlite_sequence
+ *   F30 The AUTOINCREMENT sequences (sqlite_schema.c MT3): sqlite_sequence
  *       holds an integer for inodes and streams, below INT64_MAX (there
  *       SQLite refuses every new row: no inode or stream can be created),
  *       and at least every id its table holds, and the streams one every

@@ -38,7 +38,7 @@ static void check_seq(struct nrs_fsck *f, const char *table,
 	if (v < 0 || (uint64_t)v < max_id)
 		ERR(f, "F30 sqlite_sequence %s: at %" PRId64 ", below id %"
 		    PRIu64 " that %s holds: a new one may get an id already "
-		    "used (sqlite_schema.c M3)", table, v, max_id, holder);
+		    "used (sqlite_schema.c MT3)", table, v, max_id, holder);
 }
 
 void nrs_fsck_check_sequences(struct nrs_fsck *f)
@@ -69,7 +69,7 @@ void nrs_fsck_check_sequences(struct nrs_fsck *f)
 
 /* ---- F14-F19: the namespace --------------------------------------------- */
 
-/* M6, on the name as stored. */
+/* MT6, on the name as stored. */
 static bool name_is_valid(const struct nrs_fsck_dirent *d)
 {
 	return d->len >= 1 && d->len <= NRS_NAME_MAX &&

@@ -105,7 +105,7 @@ void nrs_fsck_check_wal(struct nrs_fsck *f)
 
 /* ---- F7-F12: heads and commit chains ------------------------------------ */
 
-/* F9 for a chain recovery R5 could not follow whole: exactly the range
+/* F9 for a chain recovery RC5 could not follow whole: exactly the range
  * that reads EIO, and why. */
 static void report_broken(struct nrs_fsck *f, const struct nrs_stream_row *st,
 			  const char *who, uint64_t floor,
@@ -149,7 +149,7 @@ static void report_broken(struct nrs_fsck *f, const struct nrs_stream_row *st,
 	f->chains_intact = false;
 }
 
-/* F9-F12 for one linked stream, down to floor (recovery.h R5); who is
+/* F9-F12 for one linked stream, down to floor (recovery.h RC5); who is
  * "stream N (/path)".  Returns 0 or -ENOMEM. */
 static int check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
 		       const char *who, uint64_t floor)
@@ -197,7 +197,7 @@ static int check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
 	return 0;
 }
 
-/* F13: recovery R3 over the records in LSN order. */
+/* F13: recovery RC3 over the records in LSN order. */
 int nrs_fsck_check_pending(struct nrs_fsck *f, const struct ns *ns)
 {
 	struct nrs_stream_row *cur = calloc(f->nstreams + 1, sizeof(*cur));
@@ -248,7 +248,7 @@ int nrs_fsck_check_pending(struct nrs_fsck *f, const struct ns *ns)
 	return 0;
 }
 
-/* ---- F20: object generations, as recovery R5 takes them ----------------- */
+/* ---- F20: object generations, as recovery RC5 takes them ----------------- */
 
 static bool obj_is_checked(const struct nrs_obj_row *o)
 {

@@ -360,7 +360,7 @@ int main(int argc, char *argv[])
 		o.data = abs;
 	}
 	co.data_dir = o.data;
-	co.wal_reserve = DEFAULT_WAL_RESERVE;	/* at most: A5 scales it */
+	co.wal_reserve = DEFAULT_WAL_RESERVE;	/* at most: WA5 scales it */
 	co.wal_reserve_auto = !o.num[NO_RESERVE];
 	co.wal_budget = DEFAULT_WAL_BUDGET;
 	co.s3_url = o.s3;

@@ -66,7 +66,7 @@
  *       negative one is its result.
  *   MC9 Damage is reported, never repaired silently: a record that fails
  *       its check is -EUCLEAN (logged with what names it), the others keep
- *       working (a stream row, sqlite_crc.c C1-C4); a store whose
+ *       working (a stream row, sqlite_crc.c CK1-CK4); a store whose
  *       structure is damaged is not opened (-EUCLEAN).
  *
  * ERRNOS every store uses with the same meaning: -ENOENT (no such inode,
@@ -130,7 +130,7 @@ struct nrs_attr {
 
 /* Stream ids are SQLite rowids (1 and up, never above INT64_MAX); a head
  * is a file size (an off_t).  A row beyond them is damage (recovery.h RD1);
- * no append takes a head past NRS_HEAD_MAX (pipeline.c P1). */
+ * no append takes a head past NRS_HEAD_MAX (pipeline.c PL1). */
 #define NRS_STREAM_ID_MAX	((uint64_t)INT64_MAX)
 #define NRS_HEAD_MAX		((uint64_t)INT64_MAX)
 
@@ -259,7 +259,7 @@ int nrs_meta_get_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t *value);
 int nrs_meta_set_retention(struct nrs_meta *m, uint64_t ino, int which,
 			   uint64_t value);
-/* Inodes read so far to resolve inherited retention (sqlite_settings.c M8):
+/* Inodes read so far to resolve inherited retention (sqlite_settings.c MT8):
  * flat while nothing changes, however deep the streams are. */
 uint64_t nrs_meta_chain_steps(struct nrs_meta *m);
 /* Whether inode ino has its own retention value which (not inherited). */
@@ -332,7 +332,7 @@ struct nrs_obj_row {
 
 /* Record an intent (state prepared, durable); sets o->gen. */
 int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o);
-/* M4 of mat_object.c: prepared -> committed with the object's SHA-256,
+/* MZ4 of mat_object.c: prepared -> committed with the object's SHA-256,
  * durable.  -ESTALE if gen is not prepared. */
 int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 			 const unsigned char sha256[32]);
@@ -392,14 +392,14 @@ int nrs_meta_open_readonly(const char *path, struct nrs_meta **out);
 int nrs_meta_integrity_check(struct nrs_meta *m,
 			     int (*cb)(void *ctx, const char *problem),
 			     void *ctx);
-/* An AUTOINCREMENT sequence (sqlite_schema.c M3) as stored in
+/* An AUTOINCREMENT sequence (sqlite_schema.c MT3) as stored in
  * sqlite_sequence: a missing row reads as 0, as SQLite takes it. */
 struct nrs_meta_seq {
 	int64_t v;
 	bool integer;		/* false: not an integer (SQLite reads 0) */
 };
 /*
- * M3, kept against a damaged sqlite_sequence: no stream created from now
+ * MT3, kept against a damaged sqlite_sequence: no stream created from now
  * on gets an id at or below id, nor one an objects row names (durable).
  * A sequence that is not an integer is left as fsck (F30) reports it.
  * 0 or -errno; -EINVAL if id is above NRS_STREAM_ID_MAX.
@@ -413,7 +413,7 @@ int nrs_meta_inode_foreach(struct nrs_meta *m,
 			   int (*cb)(void *ctx, const struct nrs_attr *a),
 			   void *ctx);
 /* Every dirents row as stored: the name is len bytes (not checked against
- * sqlite_ns.c M6, not NUL-terminated), valid during the call. */
+ * sqlite_ns.c MT6, not NUL-terminated), valid during the call. */
 typedef int (*nrs_meta_rawdirent_cb)(void *ctx, uint64_t parent,
 				     const void *name, size_t len,
 				     uint64_t ino);

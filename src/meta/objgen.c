@@ -7,7 +7,7 @@
  *   state        event                              next         function
  *   -----------  ---------------------------------  -----------  ---------------------
  *   (none)       intent recorded before the upload  prepared     nrs_meta_obj_prepare
- *   prepared     upload proven (materializer M4)    committed    nrs_meta_obj_publish
+ *   prepared     upload proven (materializer MZ4)    committed    nrs_meta_obj_publish
  *   prepared     a compaction's upload proven       committed    nrs_meta_obj_replace
  *   committed    replaced by that compaction        draining     nrs_meta_obj_replace
  *   committed    no longer needed (lifecycle G1)    draining     nrs_meta_obj_set_state

@@ -6,12 +6,12 @@
  *
  * The store is cut by concern, every file with the rules it keeps:
  *   sqlite_priv.h     the handle, the statement ids, helpers shared
- *   sqlite_open.c     open and close, the cached statements, C4, DM1
- *   sqlite_schema.c   the SCHEMA and its upgrades, M3
- *   sqlite_crc.c      the ROW CHECKSUM of streams rows, C1-C3
- *   sqlite_ns.c       the namespace: inodes and dirents, M1 M2 M4 M6 M7
+ *   sqlite_open.c     open and close, the cached statements, CK4, DM1
+ *   sqlite_schema.c   the SCHEMA and its upgrades, MT3
+ *   sqlite_crc.c      the ROW CHECKSUM of streams rows, CK1-CK3
+ *   sqlite_ns.c       the namespace: inodes and dirents, MT1 MT2 MT4 MT6 MT7
  *   sqlite_xattr.c    user xattrs, MS2
- *   sqlite_settings.c profile and retention, M5 M8
+ *   sqlite_settings.c profile and retention, MT5 MT8
  *   sqlite_stream.c   stream rows: start, epoch, the head CAS (publish)
  *   sqlite_obj.c      object generations (their states: ../objgen.c)
  *   sqlite_tools.c    what nereusfs-fsck reads and repairs
@@ -60,7 +60,7 @@
  *   MS1 A call that grows the store -- a new inode and name (mkdir,
  *      create) or a user.* xattr set that adds bytes to its inode -- first
  *      checks that the file system keeps m->reserve bytes free after it
- *      (nrs_fs_room, the one check the local WAL's A5 uses too; the core
+ *      (nrs_fs_room, the one check the local WAL's WA5 uses too; the core
  *      sets twice wal_reserve, so a user filling the disk through
  *      metadata stops while appends can still use wal_reserve's worth);
  *      else -ENOSPC before anything is written.  Removals and in-place

@@ -16,25 +16,25 @@
  * wrong timestamp misleads no reader, and a row that fails its checksum
  * takes its whole stream offline.
  *
- *   C1 Every statement that changes a covered column sets crc in the same
+ *   CK1 Every statement that changes a covered column sets crc in the same
  *      statement, from the new values, through the SQL function
  *      nrs_stream_crc() that each connection registers (stream_crc()).
  *      No trigger, view or default uses it, so the sqlite3 shell can still
  *      read and write the file.
- *   C2 Such a statement changes a row only if its stored crc matches the
+ *   CK2 Such a statement changes a row only if its stored crc matches the
  *      row as it is (WHERE ... AND crc = nrs_stream_crc(...)): a damaged
  *      row is never sealed with a checksum over its damage, the change
  *      fails -EUCLEAN.  The exception is unlink, which must succeed so the
  *      name can go: it marks the row unlinked and leaves a bad crc bad, so
  *      the row reads as damaged until nrs_meta_forget_inode deletes it.
- *   C3 Every read of a row recomputes the checksum; a mismatch, or a
+ *   CK3 Every read of a row recomputes the checksum; a mismatch, or a
  *      covered column or crc that is not an integer, is logged as an error
  *      naming the stream and this database file.  nrs_meta_stream_get
  *      then fails -EUCLEAN; nrs_meta_stream_foreach passes the row on
  *      marked corrupt (only its id is known), so that the caller can keep
  *      the other streams (core.c takes such a stream offline).
  *
- *   (C4, structural damage, is checked at open: sqlite_open.c.)
+ *   (CK4, structural damage, is checked at open: sqlite_open.c.)
  */
 #include "config.h"
 
@@ -59,7 +59,7 @@ static uint32_t stream_crc(const int64_t v[CRC_FIELDS])
 	return nrs_crc32c(0, buf, sizeof(buf));
 }
 
-/* C1: nrs_stream_crc(id, ino, head, version, start, epoch, last_lsn,
+/* CK1: nrs_stream_crc(id, ino, head, version, start, epoch, last_lsn,
  * profile, unlinked); NULL (which no stored crc equals) if an argument is
  * not an integer. */
 void nrs_sq_sql_stream_crc(sqlite3_context *ctx, int argc,
@@ -79,7 +79,7 @@ void nrs_sq_sql_stream_crc(sqlite3_context *ctx, int argc,
 }
 
 /*
- * C3: the row s is on (STREAM_COLS) into *r, verified: 0, or -EUCLEAN
+ * CK3: the row s is on (STREAM_COLS) into *r, verified: 0, or -EUCLEAN
  * (logged) with *r filled as stored and r->corrupt set.
  */
 int nrs_sq_col_stream(struct sqlite_meta *m, sqlite3_stmt *s,
@@ -121,7 +121,7 @@ int nrs_sq_col_stream(struct sqlite_meta *m, sqlite3_stmt *s,
 	return -EUCLEAN;
 }
 
-/* -ENOENT, or -EUCLEAN (C3: logged, *r as stored) */
+/* -ENOENT, or -EUCLEAN (CK3: logged, *r as stored) */
 int nrs_sq_stream_row_get(struct sqlite_meta *m, uint64_t id, struct nrs_stream_row *r)
 {
 	sqlite3_stmt *s = BIND(m, ST_STREAM_GET, id);
@@ -135,7 +135,7 @@ int nrs_sq_stream_row_get(struct sqlite_meta *m, uint64_t id, struct nrs_stream_
 }
 
 /*
- * After an UPDATE of stream id's covered columns (C2): 0 if it changed
+ * After an UPDATE of stream id's covered columns (CK2): 0 if it changed
  * the row, else why not: -ENOENT, -EUCLEAN (the row fails its checksum),
  * or -ESTALE (the row is intact: a condition of the caller's failed).
  */

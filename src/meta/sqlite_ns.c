@@ -3,24 +3,24 @@
  * (getattr, lookup, mkdir, create, unlink, rmdir, rename, setattr,
  * readdir), the afterlife of unlinked streams and the inode counts.
  *
- * INVARIANTS (M3 is in sqlite_schema.c, M5 and M8 in sqlite_settings.c)
+ * INVARIANTS (MT3 is in sqlite_schema.c, MT5 and MT8 in sqlite_settings.c)
  *
- *   M1 Every name is one dirents row.  A directory's nlink is 2 + its
+ *   MT1 Every name is one dirents row.  A directory's nlink is 2 + its
  *      subdirectories; a named stream's nlink is 1.
- *   M2 An inode with nlink 0 is a stream without a name: parent 0, its
+ *   MT2 An inode with nlink 0 is a stream without a name: parent 0, its
  *      streams row unlinked = 1.  It stays until nrs_meta_forget_inode (open
  *      handles, or a crash while they were open).  Directories have no such
  *      afterlife: rmdir deletes the row at once.
  *
- *   M4 Every linked inode's parent chain ends at the root: rename refuses to
+ *   MT4 Every linked inode's parent chain ends at the root: rename refuses to
  *      move a directory into its own subtree.  Walks stop after MAX_DEPTH
  *      steps and report -EUCLEAN (only corruption makes a cycle).
  *
- *   M6 A name is 1..NRS_NAME_MAX bytes, no '/' or NUL, not "." or "..";
+ *   MT6 A name is 1..NRS_NAME_MAX bytes, no '/' or NUL, not "." or "..";
  *      any other byte (newline, invalid UTF-8) is allowed.  Names are BLOBs
  *      compared bytewise.
  *
- *   M7 A cookie belongs to its dirents row: rename moves the row and keeps
+ *   MT7 A cookie belongs to its dirents row: rename moves the row and keeps
  *      it, so a listing resumed from any cookie stays correct.  (A listing
  *      of the new directory already past that cookie misses the entry;
  *      POSIX leaves renames during a readdir unspecified.)
@@ -54,7 +54,7 @@ void nrs_sq_col_attr(sqlite3_stmt *s, struct nrs_attr *a)
 	a->stream_id = col_u64(s, 9);
 }
 
-/* M6: 0, -EINVAL (a name no entry may have) or -ENAMETOOLONG. */
+/* MT6: 0, -EINVAL (a name no entry may have) or -ENAMETOOLONG. */
 static int name_check(const char *name, size_t *len)
 {
 	size_t n = strnlen(name, NRS_NAME_MAX + 1);
@@ -122,13 +122,13 @@ static int touch(struct sqlite_meta *m, uint64_t ino, int64_t now_ns)
 	return run(m, BIND(m, ST_INODE_TOUCH, ino, now_ns));
 }
 
-/* M2: the name (dirent cookie) of stream a goes; the inode stays. */
+/* MT2: the name (dirent cookie) of stream a goes; the inode stays. */
 static int unlink_stream(struct sqlite_meta *m, const struct nrs_attr *a,
 			 uint64_t cookie, int64_t now_ns)
 {
 	int ret = run(m, BIND(m, ST_DIRENT_DELETE, cookie));
 
-	memo_drop(m, a->ino);		/* M8: its parent is 0 from now on */
+	memo_drop(m, a->ino);		/* MT8: its parent is 0 from now on */
 	if (!ret)
 		ret = run(m, BIND(m, ST_INODE_UNLINK, a->ino, now_ns));
 	if (!ret)
@@ -203,7 +203,7 @@ static int do_make(struct sqlite_meta *m, uint64_t parent, const char *name,
 	ret = dirent_find(m, parent, name, len, NULL, NULL);
 	if (ret != -ENOENT)
 		return ret ? ret : -EEXIST;
-	if (!dir) {				/* M5 */
+	if (!dir) {				/* MT5 */
 		ret = walk_up(m, parent, WALK_PROFILE, 0, &st);
 		if (ret < 0)
 			return ret;
@@ -219,7 +219,7 @@ static int do_make(struct sqlite_meta *m, uint64_t parent, const char *name,
 	s = BIND(m, ST_INODE_INSERT, parent, dir ? KIND_DIR : KIND_STREAM,
 		 a->mode, uid, gid, a->nlink, now_ns, profile);
 	if (dir)
-		sqlite3_bind_null(s, 8);	/* M5: no own profile */
+		sqlite3_bind_null(s, 8);	/* MT5: no own profile */
 	ret = run(m, s);
 	if (ret)
 		return ret;
@@ -229,7 +229,7 @@ static int do_make(struct sqlite_meta *m, uint64_t parent, const char *name,
 		if (ret)
 			return ret;
 		a->stream_id = (uint64_t)sqlite3_last_insert_rowid(m->db);
-		ret = run(m, BIND(m, ST_STREAM_SEAL, a->stream_id)) ?:	/* C1 */
+		ret = run(m, BIND(m, ST_STREAM_SEAL, a->stream_id)) ?:	/* CK1 */
 			run(m, BIND(m, ST_INODE_SET_STREAM, a->ino,
 				    a->stream_id));
 		memset(sr, 0, sizeof(*sr));
@@ -242,7 +242,7 @@ static int do_make(struct sqlite_meta *m, uint64_t parent, const char *name,
 	bind_bytes(s, 2, name, len);
 	if (!ret)
 		ret = run(m, s);
-	if (!ret && dir)			/* M1 */
+	if (!ret && dir)			/* MT1 */
 		ret = run(m, BIND(m, ST_INODE_NLINK, parent, 1));
 	return ret ?: touch(m, parent, now_ns);
 }
@@ -333,7 +333,7 @@ int nrs_sq_rmdir(struct nrs_meta *base, uint64_t parent, const char *name,
 		ret = -ENOTDIR;
 	else if (!ret && a.ino == NRS_ROOT_INO)	/* only if corrupt */
 		ret = -EBUSY;
-	if (!ret)				/* M1 */
+	if (!ret)				/* MT1 */
 		ret = drop_dir(m, &a, cookie) ?:
 			run(m, BIND(m, ST_INODE_NLINK, parent, -1)) ?:
 			touch(m, parent, now_ns);
@@ -341,7 +341,7 @@ int nrs_sq_rmdir(struct nrs_meta *base, uint64_t parent, const char *name,
 }
 
 /* Checks in the order Linux makes them; the entry being replaced goes
- * first, then the name moves (M7) and the link counts follow (M1). */
+ * first, then the name moves (MT7) and the link counts follow (MT1). */
 static int do_rename(struct sqlite_meta *m, uint64_t parent, const char *name,
 		     uint64_t newparent, const char *newname,
 		     unsigned int flags, int64_t now_ns, uint64_t *replaced)
@@ -372,7 +372,7 @@ static int do_rename(struct sqlite_meta *m, uint64_t parent, const char *name,
 	src_dir = S_ISDIR(src.mode);
 	if (!ret && src_dir != S_ISDIR(dst.mode))
 		return src_dir ? -ENOTDIR : -EISDIR;
-	if (src_dir) {			/* M4 */
+	if (src_dir) {			/* MT4 */
 		int below = walk_up(m, newparent, WALK_INODE, src.ino, &st);
 
 		if (below)
@@ -389,7 +389,7 @@ static int do_rename(struct sqlite_meta *m, uint64_t parent, const char *name,
 	}
 	if (ret)
 		return ret;
-	/* M8: a subtree moves, or one stream */
+	/* MT8: a subtree moves, or one stream */
 	src_dir ? memo_drop_all(m) : memo_drop(m, src.ino);
 	s = BIND(m, ST_DIRENT_MOVE, cookie, newparent);
 	bind_bytes(s, 3, newname, newlen);
@@ -515,7 +515,7 @@ int nrs_sq_forget_inode(struct nrs_meta *base, uint64_t ino)
 		ret = run(m, BIND(m, ST_STREAM_DELETE, a.stream_id));
 	if (!ret)
 		ret = run(m, BIND(m, ST_INODE_DELETE, ino));
-	memo_drop(m, ino);		/* M8 */
+	memo_drop(m, ino);		/* MT8 */
 	return tx_end(m, ret);
 }
 

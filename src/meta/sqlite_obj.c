@@ -79,7 +79,7 @@ int nrs_sq_obj_publish(struct nrs_meta *base, uint64_t gen,
 {
 	struct sqlite_meta *m = sqm(base);
 
-	/* durable: the WAL copy of the range may go next (materializer M5) */
+	/* durable: the WAL copy of the range may go next (materializer MZ5) */
 	int ret = tx_begin(m, TX_DURABLE); /* I7 */
 
 	if (ret)

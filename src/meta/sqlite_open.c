@@ -1,12 +1,12 @@
 /*
  * sqlite_open.c - opening and closing the SQLite store: the connection
  * settings, the read-only open of the offline tools, the structural check
- * (C4), the private mode of the database files (DM1 of fileio.h), and the
+ * (CK4), the private mode of the database files (DM1 of fileio.h), and the
  * cached statements, all prepared once at open (their SQL is here).
  *
- * C4 belongs to the ROW CHECKSUM of sqlite_crc.c:
+ * This rule belongs with the ROW CHECKSUM rules of sqlite_crc.c (CK1-CK3):
  *
- *   C4 Inode, dirent and xattr rows have no checksum: a flipped byte there
+ *   CK4 Inode, dirent and xattr rows have no checksum: a flipped byte there
  *      may change a mode, owner, time or name unseen.  Structural damage
  *      (pages, b-trees, record headers) is caught by PRAGMA quick_check at
  *      every read-write open, which refuses the open with -EUCLEAN
@@ -224,7 +224,7 @@ static int configure_readonly(struct sqlite_meta *m)
 }
 
 /*
- * C4: PRAGMA quick_check, at a read-write open: structural damage
+ * CK4: PRAGMA quick_check, at a read-write open: structural damage
  * refuses the open (-EUCLEAN), each problem logged.  It reads the whole
  * file, once per mount.
  */
@@ -315,7 +315,7 @@ static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 	pthread_mutexattr_destroy(&ma);
 	if (ret)
 		goto out_free;
-	m->ret_gen = 1;			/* M8: memo entries of gen 0 are dropped */
+	m->ret_gen = 1;			/* MT8: memo entries of gen 0 are dropped */
 	m->path = strdup(path);
 	if (!m->path) {
 		ret = -ENOMEM;
@@ -344,7 +344,7 @@ static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 					(int)CRC_FIELDS,
 					SQLITE_UTF8 | SQLITE_DETERMINISTIC |
 					SQLITE_DIRECTONLY, NULL, nrs_sq_sql_stream_crc,
-					NULL, NULL, NULL);	/* C1 */
+					NULL, NULL, NULL);	/* CK1 */
 	if (rc != SQLITE_OK)
 		ret = sql_fail(m, rc, "nrs_stream_crc");
 	else

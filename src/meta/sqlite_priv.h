@@ -25,9 +25,9 @@
 #define SCHEMA_VERSION	3
 #define KIND_DIR	1
 #define KIND_STREAM	2
-#define MAX_DEPTH	65536	/* M4 */
-#define WALK_CHUNK	1024	/* M8: inodes read per hold of the lock */
-#define MEMO_MAX	(1u << 21)	/* M8: most slots of the memo */
+#define MAX_DEPTH	65536	/* MT4 */
+#define WALK_CHUNK	1024	/* MT8: inodes read per hold of the lock */
+#define MEMO_MAX	(1u << 21)	/* MT8: most slots of the memo */
 #define BUSY_TIMEOUT_MS	5000
 
 enum stmt_id {
@@ -65,17 +65,17 @@ enum stmt_id {
 static const int crc_cols[] = { 0, 1, 2, 3, 4, 5, 6, 8, 9 };
 #define CRC_FIELDS	(sizeof(crc_cols) / sizeof(crc_cols[0]))
 
-/* C1: the checksum of a row whose covered columns become the arguments
+/* CK1: the checksum of a row whose covered columns become the arguments
  * (column names for the values kept, parameters for the new ones). */
 #define ROW_CRC(head, version, start, epoch, lsn, profile, unlinked) \
 	"nrs_stream_crc(id, ino, " head ", " version ", " start ", " epoch \
 	", " lsn ", " profile ", " unlinked ")"
 #define ROW_CRC_NOW ROW_CRC("head", "version", "start", "epoch", \
 	"last_lsn", "profile", "unlinked")
-/* C2: the row is as its checksum says. */
+/* CK2: the row is as its checksum says. */
 #define ROW_INTACT " AND crc = " ROW_CRC_NOW
 
-/* M8: one inode's effective retention, valid while gen == ret_gen. */
+/* MT8: one inode's effective retention, valid while gen == ret_gen. */
 struct ret_ent {
 	uint64_t ino;			/* 0: a free slot */
 	uint64_t gen;			/* 0: dropped */
@@ -90,11 +90,11 @@ struct sqlite_meta {
 	sqlite3_stmt *st[ST_NR];	/* protected by lock */
 	int tx;				/* protected by lock: enum tx_kind */
 	bool synced;			/* protected by lock: FULL is on */
-	uint64_t ret_gen;		/* protected by lock: M8, from 1 */
-	uint64_t ret_epoch;		/* protected by lock: M8, any drop */
+	uint64_t ret_gen;		/* protected by lock: MT8, from 1 */
+	uint64_t ret_epoch;		/* protected by lock: MT8, any drop */
 	struct ret_ent *memo;		/* protected by lock: open addressing */
 	size_t memo_cap, memo_n;	/* protected by lock; cap a power of 2 */
-	atomic_uint_fast64_t chain_steps;	/* inodes read by M8 walks */
+	atomic_uint_fast64_t chain_steps;	/* inodes read by MT8 walks */
 	int space_fd;			/* the database file, for MS1; -1 */
 	uint64_t reserve;		/* MS1: free bytes growth leaves */
 };

@@ -39,7 +39,7 @@
  *   2 -> 3  CREATE TABLE objects and its indexes.
  *
  *
- *   M3 ino, cookie and stream id come from AUTOINCREMENT sequences and are
+ *   MT3 ino, cookie and stream id come from AUTOINCREMENT sequences and are
  *      never reused, even after their row is deleted.  sqlite_sequence is
  *      seeded at creation so the first stored inode is 16 (NRS_FIRST_INO)
  *      and the first cookie 3 ("." and ".." are 1 and 2); streams start at 1.
@@ -111,7 +111,7 @@ static int schema_create(struct sqlite_meta *m)
 	snprintf(sql, sizeof(sql), "INSERT INTO inodes(ino, parent, kind, mode,"
 		 " uid, gid, nlink, atime_ns, mtime_ns, ctime_ns)"
 		 " VALUES(%d, %d, %d, %d, %u, %u, 2, %lld, %lld, %lld);"
-		 /* M3 */
+		 /* MT3 */
 		 "UPDATE sqlite_sequence SET seq = %d WHERE name = 'inodes';"
 		 "INSERT INTO sqlite_sequence(name, seq) VALUES('dirents', 2);"
 		 "PRAGMA user_version = %d;", NRS_ROOT_INO, NRS_ROOT_INO,

@@ -1,16 +1,16 @@
 /*
  * sqlite_settings.c - per-inode settings of the SQLite store: the profile
- * (fixed per stream at creation, M5) and retention (inherited through the
- * ancestors and memoised, M8), and the ancestor walk both use.
+ * (fixed per stream at creation, MT5) and retention (inherited through the
+ * ancestors and memoised, MT8), and the ancestor walk both use.
  *
- *   M5 A stream inode's profile is never NULL and equals streams.profile:
+ *   MT5 A stream inode's profile is never NULL and equals streams.profile:
  *      the placement is fixed at creation from the nearest ancestor that has
  *      one.  Retention instead stays NULL and is looked up through the
- *      ancestors (M8), so a directory's policy reaches streams that
+ *      ancestors (MT8), so a directory's policy reaches streams that
  *      already exist.
  *
- *   M8 The effective retention of an inode (its own value, else its
- *      nearest ancestor's, M5) is memoised per inode in memory, each entry
+ *   MT8 The effective retention of an inode (its own value, else its
+ *      nearest ancestor's, MT5) is memoised per inode in memory, each entry
  *      tagged with ret_gen.  ret_gen moves at every change that can change
  *      the value of a whole subtree: a retention set on a directory, a
  *      directory renamed.  A change that concerns one stream only (a
@@ -59,7 +59,7 @@ static int settings_get(struct sqlite_meta *m, uint64_t ino, struct settings *o)
 /*
  * Walk from ino up to the root, ino itself first, to the first inode that
  * has an own profile or is inode arg: 1 when found
- * (*st is its settings), 0 when not, -EUCLEAN on a loop (M4), or -errno.
+ * (*st is its settings), 0 when not, -EUCLEAN on a loop (MT4), or -errno.
  */
 int nrs_sq_walk_up(struct sqlite_meta *m, uint64_t ino, enum walk_stop what,
 		   uint64_t arg, struct settings *st)
@@ -169,7 +169,7 @@ static void memo_put(struct sqlite_meta *m, uint64_t ino, const uint64_t v[2])
 	e->v[1] = v[1];
 }
 
-/* M8: a change that concerns ino alone (a stream). */
+/* MT8: a change that concerns ino alone (a stream). */
 void nrs_sq_memo_drop(struct sqlite_meta *m, uint64_t ino)
 {
 	struct ret_ent *e = memo_at(m, ino);
@@ -179,14 +179,14 @@ void nrs_sq_memo_drop(struct sqlite_meta *m, uint64_t ino)
 	m->ret_epoch++;
 }
 
-/* M8: a change that may concern every inode below one directory. */
+/* MT8: a change that may concern every inode below one directory. */
 void nrs_sq_memo_drop_all(struct sqlite_meta *m)
 {
 	m->ret_gen++;
 	m->ret_epoch++;
 }
 
-/* One inode of an M8 walk, as read. */
+/* One inode of an MT8 walk, as read. */
 struct chain_link {
 	uint64_t ino;
 	bool has[2];
@@ -194,8 +194,8 @@ struct chain_link {
 };
 
 /*
- * M8: the effective retention of ino into v.  Takes m->lock itself, for
- * WALK_CHUNK inodes at a time.  0, -ENOENT, -EUCLEAN (a loop, M4),
+ * MT8: the effective retention of ino into v.  Takes m->lock itself, for
+ * WALK_CHUNK inodes at a time.  0, -ENOENT, -EUCLEAN (a loop, MT4),
  * -EAGAIN (changes went on all through a walk that long), or -errno.
  */
 static int effective_retention(struct sqlite_meta *m, uint64_t ino, uint64_t v[2])
@@ -290,7 +290,7 @@ int nrs_sq_set_profile(struct nrs_meta *base, uint64_t ino, int profile)
 		return ret;
 	ret = settings_get(m, ino, &st) ?:
 		run(m, BIND(m, ST_SET_PROFILE, ino, profile));
-	if (!ret && st.kind == KIND_STREAM)	/* M5 */
+	if (!ret && st.kind == KIND_STREAM)	/* MT5 */
 		ret = run(m, BIND(m, ST_STREAM_SET_PROFILE, st.stream_id,
 				  profile)) ?:
 			stream_updated(m, st.stream_id, &cur);
@@ -306,7 +306,7 @@ int nrs_sq_get_retention(struct nrs_meta *base, uint64_t ino, int which,
 
 	if (which != NRS_RET_BYTES && which != NRS_RET_MS)
 		return -EINVAL;
-	ret = effective_retention(m, ino, v);	/* M8 */
+	ret = effective_retention(m, ino, v);	/* MT8 */
 	if (!ret)
 		*value = v[which];
 	return ret;
@@ -326,7 +326,7 @@ int nrs_sq_set_retention(struct nrs_meta *base, uint64_t ino, int which,
 		return ret;
 	ret = settings_get(m, ino, &st) ?: run(m, BIND(m, which == NRS_RET_BYTES ?
 			ST_SET_RET_BYTES : ST_SET_RET_MS, ino, value));
-	if (!ret)	/* M8: a stream's own value, or a directory's subtree */
+	if (!ret)	/* MT8: a stream's own value, or a directory's subtree */
 		st.kind == KIND_STREAM ? memo_drop(m, ino) : memo_drop_all(m);
 	return tx_end(m, ret);
 }

@@ -3,7 +3,7 @@
  * raising start and epoch, and publishing heads, the compare-and-set of
  * meta.h MC4 (UPDATE ... WHERE version = old_version) in batches of one
  * transaction (MC5).  Every change keeps the row checksum (sqlite_crc.c
- * C1, C2).
+ * CK1, CK2).
  */
 #include "config.h"
 
@@ -59,7 +59,7 @@ static int stream_row(struct sqlite_meta *m, sqlite3_stmt *s, void *p)
 	const struct stream_list_ctx *l = p;
 	struct nrs_stream_row r = { 0 };
 
-	col_stream(m, s, &r);		/* C3: passed on, marked */
+	col_stream(m, s, &r);		/* CK3: passed on, marked */
 	return l->cb(l->ctx, &r);
 }
 
@@ -91,7 +91,7 @@ static int do_publish(struct sqlite_meta *m, const struct nrs_head_update *u,
 			return ret;
 		ret = stream_updated(m, u[i].id, &cur);
 		if (ret && ret != -ESTALE && ret != -ENOENT)
-			return ret;		/* -EUCLEAN: C2 */
+			return ret;		/* -EUCLEAN: CK2 */
 		if (ret) {
 			if (ret == -ENOENT)
 				cur.version = UINT64_MAX;

@@ -1,7 +1,7 @@
 /*
  * sqlite_tools.c - what the offline tools (nereusfs-fsck) read and repair
  * in the SQLite store: SQLite's integrity_check, the AUTOINCREMENT
- * sequences (M3 of sqlite_schema.c), every inode and dirent row as
+ * sequences (MT3 of sqlite_schema.c), every inode and dirent row as
  * stored.
  */
 #include "config.h"

@@ -63,9 +63,9 @@
  *       the tier to what readers read.  A read of the block clears the
  *       mark; entries abandoned with it are evicted like any other once
  *       readers need the room.
- *   W1  jobs (queued or running) <= nworkers: a planned prefetch starts at
+ *   BW1 jobs (queued or running) <= nworkers: a planned prefetch starts at
  *       once, so a reader waiting for its flight waits for one GET only.
- *   W2  nrs_bcache_close() stops the workers and joins them: a running
+ *   BW2 nrs_bcache_close() stops the workers and joins them: a running
  *       job finishes its GET, a queued one ends without one; every job
  *       gives back its reservation, flight and header reference.
  *
@@ -180,7 +180,7 @@ void nrs_bcache_close(struct nrs_bcache *c)
 	pthread_cond_broadcast(&c->work);
 	pthread_mutex_unlock(&c->lock);
 	for (unsigned i = 0; i < c->nworkers; i++)
-		pthread_join(c->workers[i], NULL);	/* W2 */
+		pthread_join(c->workers[i], NULL);	/* BW2 */
 	assert(c->jobs == 0 && c->mem.reserved == 0);
 	while (c->mem.lru) {
 		struct ent *e = c->mem.lru;

@@ -36,7 +36,7 @@
  *   - past the object's end it goes on into the object the reader named as
  *     the next one (nrs_bcache_follow, from the stream's index), whose
  *     header the worker fetches first if need be;
- *   - it stops when every worker has a job (W1), no flight slot is free,
+ *   - it stops when every worker has a job (BW1), no flight slot is free,
  *     or the bytes read ahead (B7) or the memory tier would go over.
  * A worker verifies each block as a reader's GET does and caches it marked
  * `ahead` (prefetched, not yet read), writing it to the disk tier too.  A
@@ -249,7 +249,7 @@ static void job_end(struct nrs_bcache *c, struct job *j)
 }
 
 /* A prefetch thread: runs jobs until the cache closes; jobs still queued
- * then are ended without a GET (W2). */
+ * then are ended without a GET (BW2). */
 void *nrs_bc_worker_main(void *arg)
 {
 	struct nrs_bcache *c = arg;

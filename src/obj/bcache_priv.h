@@ -3,7 +3,7 @@
  * outside src/obj/ may include: its limits, the structures of entries,
  * tiers, flights, streams' reads and prefetch jobs, and the functions one
  * file of the cache calls in another.  The design, the invariants
- * (B1..B7, W1, W2) and what c->lock protects are at the top of bcache.c;
+ * (B1..B7, BW1, BW2) and what c->lock protects are at the top of bcache.c;
  * each function's comment, at its definition, says which lock it needs.
  *
  *   bcache.c           the API: open, close, read, forget, audit, stats

@@ -34,19 +34,19 @@
  * PUT PROTOCOL (crash consistent; the same key may be put again, objstore.h
  * promises the same bytes)
  *
- *   P1  Write header + bytes to a new file in DIR/.tmp (O_EXCL), fsync it.
- *   P2  Make the key's subdirectories that are missing.
- *   P3  rename() the file into place over any old one, then fsync the
+ *   OD1 Write header + bytes to a new file in DIR/.tmp (O_EXCL), fsync it.
+ *   OD2 Make the key's subdirectories that are missing.
+ *   OD3 rename() the file into place over any old one, then fsync the
  *       object's directory and every directory above it up to DIR, so the
  *       whole path survives a crash (a directory another put made a moment
  *       ago is not durable before its maker's fsync, which may still be to
  *       come; a clean directory's fsync costs little).  Only then does
  *       put() return 0.
- *   A crash before P3 leaves at most a file in .tmp (removed by the next
+ *   A crash before OD3 leaves at most a file in .tmp (removed by the next
  *   open) and empty subdirectories; the key is absent or holds the old
- *   object.  After P3's rename the object is whole.  P2 and P3 race with
+ *   object.  After OD3's rename the object is whole.  OD2 and OD3 race with
  *   del() removing an emptied subdirectory: a step that fails with ENOENT
- *   for that reason is redone from P2 (a bounded number of times).
+ *   for that reason is redone from OD2 (a bounded number of times).
  *
  * head() checks the header: a file whose header is bad (magic, version,
  * CRC) or whose length disagrees with the file's size is reported with its
@@ -97,7 +97,7 @@
 #define OBJ_HAS_SHA256	1u
 #define TMP_DIR		".tmp"
 #define TMP_NAME_MAX	48
-#define PUT_TRIES	100	/* P2/P3 redone at most this often (races) */
+#define PUT_TRIES	100	/* OD2/OD3 redone at most this often (races) */
 #define WRITE_WINDOW	(1u << 20)	/* see pwritev_full */
 
 static const unsigned char obj_magic[8] = "NRSDOBJ1";	/* no NUL */
@@ -248,7 +248,7 @@ static int mkdirs_at(int base, const char *path)
 	return rc;
 }
 
-/* P1: a new file in .tmp holding header + bytes, fsynced; its name in
+/* OD1: a new file in .tmp holding header + bytes, fsynced; its name in
  * name.  0 or a negative errno (and then no file is left). */
 static int write_tmp(struct dir_store *d, const void *buf, size_t len,
 		     const unsigned char *sha256, char name[TMP_NAME_MAX])
@@ -281,7 +281,7 @@ static int write_tmp(struct dir_store *d, const void *buf, size_t len,
 }
 
 /*
- * P2 + P3 once: move .tmp/name to key and fsync the directories on its
+ * OD2 + OD3 once: move .tmp/name to key and fsync the directories on its
  * path.  -ENOENT when a directory on the way was removed under us (retry).
  */
 static int place(struct dir_store *d, const char *name, const char *key)

@@ -196,7 +196,7 @@ static ssize_t read_locked(const struct nrs_reader *r, struct nrs_stream *st,
 	int err = 0;
 
 	pthread_mutex_lock(&st->lock);
-	head = st->read_limit;	/* >= st->head: see pipeline.c, P4 */
+	head = st->read_limit;	/* >= st->head: see pipeline.c, PL4 */
 	start = st->start;
 	/* The kernel may cache the page holding the head, zero-filled past
 	 * it; the next commit must invalidate it (see core.c).  Set under

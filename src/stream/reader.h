@@ -22,7 +22,7 @@ struct nrs_wal;
  * What a read needs.  gate: held shared for the whole of every read, so a
  * reader never loses a physical copy its snapshot of the index names; a
  * reclaimer takes it exclusively (and lets go) after changing the index and
- * before deleting the copies it replaced (walgc.c M5).
+ * before deleting the copies it replaced (walgc.c MZ5).
  */
 struct nrs_reader {
 	struct nrs_wal *wal;

@@ -10,11 +10,11 @@
  * record says exactly which head it continues (base offset, the LSN of the
  * stream's previous commit, epoch).  So recovery re-publishes:
  *
- *  R1 The store's heads are the truth to start from.  Unlinked inodes left
+ *  RC1 The store's heads are the truth to start from.  Unlinked inodes left
  *     by a crash (nlink 0, no handle can survive a restart) are forgotten.
- *  R2 The WAL is scanned in log order; the provider cuts a torn or corrupt
+ *  RC2 The WAL is scanned in log order; the provider cuts a torn or corrupt
  *     tail (wal_local.c).
- *  R3 In LSN order, a record whose stream exists and which continues that
+ *  RC3 In LSN order, a record whose stream exists and which continues that
  *     stream's head exactly -- base == head, prev_lsn == the head's last
  *     LSN, epoch >= the stream's epoch, every payload chunk verified -- is
  *     re-published: head += len, version += n_appends, last LSN = its LSN.
@@ -22,22 +22,22 @@
  *     one whose stream is gone) and stays invisible forever (I3).  An
  *     orphan cannot later be mistaken for a continuation: every new record
  *     gets a larger LSN and names the published last LSN, never an orphan's.
- *  R4 Before anything is published, every segment the scan read is made
- *     durable (wal.h sync_all, wal_local.c A8): a process crash between a
+ *  RC4 Before anything is published, every segment the scan read is made
+ *     durable (wal.h sync_all, wal_local.c WA8): a process crash between a
  *     batch's write and its fdatasync leaves it only in the page cache,
  *     where the scan finds it, and a head published on it would name
  *     bytes a power loss then takes (DESIGN.md I7).  If that sync fails,
  *     nothing is published and the mount fails.  Then the re-published
  *     heads are written in one synced transaction.
- *  R5 The offset index of each stream is rebuilt: first the committed
- *     object generations (mat_object.c M4), whose highest end is the
+ *  RC5 The offset index of each stream is rebuilt: first the committed
+ *     object generations (mat_object.c MZ4), whose highest end is the
  *     stream's `materialized`; then the WAL records above the floor
  *     max(start, materialized) (nrs_recover_chain, shared with fsck):
- *     R5a walks the commit chain back from the head's last LSN: each
+ *     RC5a walks the commit chain back from the head's last LSN: each
  *     record must end where the next one (in logical order) begins.  The
  *     walk stops at the floor because the WAL segments below may have
- *     been reclaimed (walgc.c M5).
- *     R5b If it stops above the floor (a record the chain needs is lost:
+ *     been reclaimed (walgc.c MZ5).
+ *     RC5b If it stops above the floor (a record the chain needs is lost:
  *     a torn tail that hit the newest acknowledged record, corruption),
  *     the records below are rebuilt upwards from the floor along
  *     prev_lsn (each record names its stream, base and predecessor),
@@ -53,38 +53,38 @@
  *     nereusfs-fsck's F9 names the same range -- the committed range is
  *     never shortened.  (An orphan whose committed twin is lost whole
  *     and that the walk back does not reach cannot be told from it.)
- *  R6 The next LSN is larger than every LSN in the WAL and the store.
- *  R7 A stream whose metadata row fails its checksum (meta_sqlite.c C3)
- *     has no head to start from: it takes no part in R3-R6 (nothing is
+ *  RC6 The next LSN is larger than every LSN in the WAL and the store.
+ *  RC7 A stream whose metadata row fails its checksum (meta_sqlite.c CK3)
+ *     has no head to start from: it takes no part in RC3-RC6 (nothing is
  *     re-published onto it, no index is built), is logged, and stays
  *     offline (core.c); the other streams recover as usual.  Its records
  *     stay in the WAL, so nothing of it is lost that a repair of its row
  *     could bring back.
  *
- * Values from the disk are checked before they enter R3-R6 (recovery.h has
+ * Values from the disk are checked before they enter RC3-RC6 (recovery.h has
  * the bounds, shared with fsck.c, which reports each case):
  *  RD1 A stream row whose checksum holds but whose values no daemon writes
  *     (id 0 or above NRS_STREAM_ID_MAX, head above NRS_HEAD_MAX, last LSN
  *     above NRS_WALREC_LSN_MAX, start above head, a version or last LSN
  *     impossible at its head) is damage: logged, and the stream offline as
- *     in R7 (nothing of the row is trusted).  fsck: F7, F8, F28.
+ *     in RC7 (nothing of the row is trusted).  fsck: F7, F8, F28.
  *  RD2 A WAL record with an LSN above NRS_WALREC_LSN_MAX, or ending past
  *     NRS_HEAD_MAX, is damage: logged and an orphan, which takes no part
- *     in R3, R5 or R6; so R6's "largest LSN + 1" never wraps, nor does a
- *     head R3 moves.  When that next LSN is above the bound, the pipeline
- *     refuses appends (pipeline.c P1).  fsck: F29.
+ *     in RC3, RC5 or RC6; so RC6's "largest LSN + 1" never wraps, nor does a
+ *     head RC3 moves.  When that next LSN is above the bound, the pipeline
+ *     refuses appends (pipeline.c PL1).  fsck: F29.
  *  RD3 A committed object row a materializer could not have written (an
  *     empty or inverted range, a length that is not header + payload) is
  *     logged and not indexed: the range it claims reads EIO.  fsck: F20.
- *  RD4 A stream id is never issued twice (meta_sqlite.c M3), even when
+ *  RD4 A stream id is never issued twice (meta_sqlite.c MT3), even when
  *     sqlite_sequence was damaged to a lower value: a new stream with an
- *     old id would be handed, by R3 at the next start, the old stream's
+ *     old id would be handed, by RC3 at the next start, the old stream's
  *     records still in the WAL (base 0, no predecessor: they continue an
- *     empty stream exactly).  So before R3 the streams sequence is raised
+ *     empty stream exactly).  So before RC3 the streams sequence is raised
  *     above every stream id a WAL record or an objects row names (a
  *     sequence that is not an integer is left alone; fsck reports it, F30).
  *
- * Steps R3-R6 are pure functions of the store and the WAL, so a crash
+ * Steps RC3-RC6 are pure functions of the store and the WAL, so a crash
  * during recovery just makes the next start do them again.
  *
  * Evidence for the SQLite settings (synchronous=NORMAL for heads, FULL for
@@ -92,7 +92,7 @@
  * random points as a power loss would leave them (tests/helpers/
  * nrs-powerreplay.c states the model) and finds every acknowledged record
  * after recovery; recovery re-publishes up to hundreds of records per cut,
- * so lost head publications do happen and R3 repairs them.  With the
+ * so lost head publications do happen and RC3 repairs them.  With the
  * WAL's syncs ignored (the negative control) acknowledged records vanish.
  */
 #include "config.h"
@@ -176,7 +176,7 @@ static int load_stream(void *ctx, const struct nrs_stream_row *row)
 		return 0;
 	if (!row->corrupt)
 		damage = nrs_recover_row_damage(row);			/* RD1 */
-	if (row->corrupt || damage)	/* R7; unlinked or not is unknown */
+	if (row->corrupt || damage)	/* RC7; unlinked or not is unknown */
 		nrs_err("recovery: stream %" PRIu64 " is offline: its metadata "
 			"row in %s/meta.db %s%s%s; reads and appends of it fail "
 			"EIO, other streams are not affected", row->id,
@@ -208,7 +208,7 @@ static int collect_ino(void *ctx, uint64_t ino)
 	return err;
 }
 
-/* R1 */
+/* RC1 */
 static int forget_unlinked(const struct nrs_recover_env *e)
 {
 	struct ino_list l = { 0 };
@@ -224,7 +224,7 @@ static int forget_unlinked(const struct nrs_recover_env *e)
 }
 
 /*
- * R4: what the scan returned may be only in the page cache (a process
+ * RC4: what the scan returned may be only in the page cache (a process
  * crash between a batch's write and its sync); every byte of it is made
  * durable before anything is published on it (I7).
  */
@@ -238,7 +238,7 @@ static int sync_scanned(const struct nrs_recover_env *e)
 	return err;
 }
 
-/* R3, R4 */
+/* RC3, RC4 */
 static int republish(const struct nrs_recover_env *e, const struct scan *s)
 {
 	struct nrs_head_update *u = NULL;
@@ -250,7 +250,7 @@ static int republish(const struct nrs_recover_env *e, const struct scan *s)
 		struct nrs_stream *st = nrs_streams_peek(e->streams,
 							 r->stream_id);
 
-		if (!st || st->corrupt || r->len == 0 ||	/* R7 */
+		if (!st || st->corrupt || r->len == 0 ||	/* RC7 */
 		    r->lsn <= st->last_lsn)
 			continue;
 		if (r->base != st->head || r->prev_lsn != st->last_lsn ||
@@ -337,7 +337,7 @@ bool nrs_recover_obj_is_possible(const struct nrs_obj_row *o)
 			    (o->end - o->start);
 }
 
-/* R5, objects: the entries of one stream's committed generations. */
+/* RC5, objects: the entries of one stream's committed generations. */
 static int index_objects(struct nrs_stream *st, const struct objs *l,
 			 size_t *i)
 {
@@ -379,7 +379,7 @@ static int index_objects(struct nrs_stream *st, const struct objs *l,
 	return 0;
 }
 
-/* ---- R5: the commit chain ---------------------------------------------- */
+/* ---- RC5: the commit chain ---------------------------------------------- */
 
 struct chain_build {
 	size_t *v;
@@ -395,7 +395,7 @@ static int chain_push(struct chain_build *b, size_t i)
 	return err;
 }
 
-/* Candidates of R5b (indexes into ctx, the records) by base, then LSN. */
+/* Candidates of RC5b (indexes into ctx, the records) by base, then LSN. */
 static int cmp_base(const void *a, const void *b, void *ctx)
 {
 	const struct nrs_wal_rec_info *recs = ctx;
@@ -408,7 +408,7 @@ static int cmp_base(const void *a, const void *b, void *ctx)
 }
 
 /*
- * R5b: from floor upwards along prev_lsn, through the records (cand,
+ * RC5b: from floor upwards along prev_lsn, through the records (cand,
  * sorted by base) that lie in [.., low).  Stops where no record continues
  * the last one taken, or where two do (*twin).  Returns 0 or -ENOMEM;
  * *pos is where it stopped.
@@ -463,7 +463,7 @@ int nrs_recover_chain(const struct nrs_wal_rec_info *recs, size_t n,
 	size_t *cand = NULL, nc = 0;
 	int err = 0;
 
-	/* R5a: back from the head, by LSN. */
+	/* RC5a: back from the head, by LSN. */
 	while (want > floor && lsn != 0) {
 		const struct nrs_wal_rec_info *ri = find_lsn(recs, n, lsn);
 		const struct nrs_walrec *r = ri ? &ri->rec : NULL;
@@ -479,7 +479,7 @@ int nrs_recover_chain(const struct nrs_wal_rec_info *recs, size_t n,
 	}
 	memset(out, 0, sizeof(*out));
 	if (want > floor) {
-		/* R5b: the newest links are lost; from floor upwards, through
+		/* RC5b: the newest links are lost; from floor upwards, through
 		 * records older than the one the walk missed, that end at or
 		 * below where it stopped. */
 		uint64_t below = lsn ? lsn : last_lsn + 1;
@@ -538,7 +538,7 @@ void nrs_chain_free(struct nrs_chain *ch)
 	ch->n = 0;
 }
 
-/* R5, WAL: one stream's records above max(start, materialized) */
+/* RC5, WAL: one stream's records above max(start, materialized) */
 static int rebuild_index(struct nrs_stream *st, const struct scan *s)
 {
 	uint64_t floor = nrs_recover_chain_floor(st->start, st->materialized);
@@ -644,7 +644,7 @@ int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn)
 	for (size_t i = 0; i < nids; i++) {
 		struct nrs_stream *st = nrs_streams_peek(e->streams, ids[i]);
 
-		if (!st || st->corrupt)		/* R7 */
+		if (!st || st->corrupt)		/* RC7 */
 			continue;
 		while (oi < ol.n && ol.v[oi].stream_id < st->id)
 			oi++;
@@ -665,7 +665,7 @@ int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn)
 	}
 	if (s.n && s.v[s.n - 1].rec.lsn > max_lsn)
 		max_lsn = s.v[s.n - 1].rec.lsn;
-	*next_lsn = max_lsn + 1;	/* R6; no wrap: RD1, RD2 */
+	*next_lsn = max_lsn + 1;	/* RC6; no wrap: RD1, RD2 */
 out:
 	if (err)
 		nrs_err("recovery failed: %s", strerror(-err));

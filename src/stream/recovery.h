@@ -1,16 +1,16 @@
 /*
- * recovery.h - start-up recovery (nrs_recover, recovery.c R1-R7), and the
- * rules of it (R5, RD1-RD3) that the offline checker (fsck.c) applies too,
+ * recovery.h - start-up recovery (nrs_recover, recovery.c RC1-RC7), and the
+ * rules of it (RC5, RD1-RD3) that the offline checker (fsck.c) applies too,
  * so that nereusfs-fsck judges a data directory exactly as the next mount
  * will read it: those are pure functions, no I/O, no locks.
  *
- * R5 in short: a stream's committed object generations, taken in the order
+ * RC5 in short: a stream's committed object generations, taken in the order
  * of nrs_recover_obj_cmp, are indexed first; the end of the last one taken
  * is the stream's `materialized`; then the commit chain is walked back from
  * the head only down to nrs_recover_chain_floor(start, materialized),
- * because the WAL segments below may have been reclaimed (walgc.c M5).
+ * because the WAL segments below may have been reclaimed (walgc.c MZ5).
  * Where that walk breaks, the chain is rebuilt upwards from the
- * floor (R5b), so that only the range no record can be trusted for is a
+ * floor (RC5b), so that only the range no record can be trusted for is a
  * gap (nrs_recover_chain).
  */
 #ifndef NRS_RECOVERY_H
@@ -41,8 +41,8 @@ struct nrs_recover_env {
 	const char *data_dir;
 };
 
-/* R1-R7: load the streams into e->streams, re-publish the heads the WAL
- * continues, rebuild every index; sets *next_lsn (R6).  0 or -errno. */
+/* RC1-RC7: load the streams into e->streams, re-publish the heads the WAL
+ * continues, rebuild every index; sets *next_lsn (RC6).  0 or -errno. */
 int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn);
 
 /*
@@ -85,9 +85,9 @@ static inline const char *nrs_recover_row_damage(const struct nrs_stream_row *r)
 }
 
 /*
- * RD2: NULL if WAL record r (its CRCs verified, walrec.c V3 passed) could
+ * RD2: NULL if WAL record r (its CRCs verified, walrec.c WV3 passed) could
  * have been written: its LSN at most NRS_WALREC_LSN_MAX, its end at most
- * NRS_HEAD_MAX (pipeline.c P1); else what is impossible (a static string).
+ * NRS_HEAD_MAX (pipeline.c PL1); else what is impossible (a static string).
  */
 static inline const char *nrs_recover_rec_damage(const struct nrs_walrec *r)
 {
@@ -101,7 +101,7 @@ static inline const char *nrs_recover_rec_damage(const struct nrs_walrec *r)
 /* RD3: could a materializer have written object row o (objfmt.h)? */
 bool nrs_recover_obj_is_possible(const struct nrs_obj_row *o);
 
-/* What R5 does with one committed generation of a stream. */
+/* What RC5 does with one committed generation of a stream. */
 enum nrs_obj_use {
 	NRS_OBJ_USE_SERVES = 1,	/* indexed: serves [start, end) */
 	NRS_OBJ_USE_TRIMMED,	/* holds only bytes below the stream's start */
@@ -109,12 +109,12 @@ enum nrs_obj_use {
 	NRS_OBJ_USE_OVERLAPS,	/* overlaps a generation already indexed */
 };
 
-/* The order R5 takes committed generations in: stream id, start, gen
+/* The order RC5 takes committed generations in: stream id, start, gen
  * (a qsort comparator over struct nrs_obj_row). */
 int nrs_recover_obj_cmp(const void *a, const void *b);
 
 /*
- * R5: the use of committed generation o of a stream whose start and head
+ * RC5: the use of committed generation o of a stream whose start and head
  * are given, when the generations taken before it (in the order above) end
  * at last_end (0 when none was taken).  Every generation that serves
  * becomes the new last_end, and the last one's end is `materialized`.
@@ -123,7 +123,7 @@ enum nrs_obj_use nrs_recover_obj_use(const struct nrs_obj_row *o,
 				     uint64_t start, uint64_t head,
 				     uint64_t last_end);
 
-/* R5: where the commit chain walk stops: max(start, materialized). */
+/* RC5: where the commit chain walk stops: max(start, materialized). */
 static inline uint64_t nrs_recover_chain_floor(uint64_t start,
 					       uint64_t materialized)
 {
@@ -131,7 +131,7 @@ static inline uint64_t nrs_recover_chain_floor(uint64_t start,
 }
 
 /*
- * R5: one stream's commit chain above floor, as recovery indexes it and
+ * RC5: one stream's commit chain above floor, as recovery indexes it and
  * fsck judges it.  recs holds n records sorted by LSN (any kind; only
  * data records of stream id count), head and last_lsn are the stream's
  * published ones.
@@ -145,7 +145,7 @@ struct nrs_chain {
 	/* Where the walk back from the head stopped (miss_end): the LSN it
 	 * could not follow, 0 when the chain ended (prev_lsn 0) there. */
 	uint64_t broken_lsn;
-	/* Two records that claim miss_start (R5b), else both 0. */
+	/* Two records that claim miss_start (RC5b), else both 0. */
 	uint64_t twin[2];
 };
 

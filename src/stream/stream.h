@@ -24,7 +24,7 @@ struct nrs_stream {
 	uint64_t ino;
 	atomic_int refs;	/* the stream table, handles, requests */
 	/* Set at load, never changed: the stream's metadata row fails its
-	 * checksum (meta_sqlite.c C3), so its head, version, start and epoch
+	 * checksum (meta_sqlite.c CK3), so its head, version, start and epoch
 	 * are unknown (0 here) and it is offline (core.c). */
 	bool corrupt;
 	/* K1 (core.c): the inode's mode may hold bits that a write or
@@ -33,7 +33,7 @@ struct nrs_stream {
 	 * the clearing; read without a lock on the write path. */
 	atomic_bool privs;
 	const char *damage;	/* if corrupt: NULL if the row fails its
-				 * checksum (R7), else what is impossible
+				 * checksum (RC7), else what is impossible
 				 * in it (recovery.c RD1), a static string */
 
 	pthread_mutex_t lock;
@@ -41,7 +41,7 @@ struct nrs_stream {
 	uint64_t head, version, start, epoch, last_lsn;
 	uint64_t read_limit;	/* reads may reach this far: the published
 				 * head, which stat shows only once the
-				 * commit hook ran (pipeline.c, P4) */
+				 * commit hook ran (pipeline.c, PL4) */
 	int64_t mtime_ns;
 	int profile;
 	uint64_t wal_bytes;	/* on-disk WAL record bytes of live ranges */

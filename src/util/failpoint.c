@@ -45,45 +45,45 @@
  *
  * POINTS (where, and what error: stands for)
  *
- *   wal.before_write        wal_local.c A2, before the batch's pwritev:
+ *   wal.before_write        wal_local.c WA2, before the batch's pwritev:
  *                           the write failed having written nothing.
- *   wal.write               A2, the batch's pwritev itself (a write
+ *   wal.write               WA2, the batch's pwritev itself (a write
  *                           point): crash and error: act before any byte
  *                           is written, as at wal.before_write; short
- *                           writes the prefix first, and A3 undoes it.
- *   wal.after_write         A2, after the pwritev, before the fdatasync:
+ *                           writes the prefix first, and WA3 undoes it.
+ *   wal.after_write         WA2, after the pwritev, before the fdatasync:
  *                           the write failed after (part of) the batch
- *                           reached the file; A3 undoes it.
- *   wal.before_sync         same place: the fdatasync failed (A3 and A4).
+ *                           reached the file; WA3 undoes it.
+ *   wal.before_sync         same place: the fdatasync failed (WA3 and WA4).
  *   wal.after_sync          after the fdatasync returned: it failed after
- *                           all (A3 and A4; the batch is undone).
+ *                           all (WA3 and WA4; the batch is undone).
  *   meta.before_commit      meta_sqlite.c nrs_meta_publish, after the head
  *                           CAS statements, before COMMIT: the commit
  *                           failed and was rolled back.
  *   meta.after_commit       after COMMIT succeeded: the caller is told it
  *                           failed (a lost answer; a retry finds the CAS
  *                           already done, -ESTALE).
- *   pipeline.before_reply   pipeline.c P5, after P4, before the batch's
+ *   pipeline.before_reply   pipeline.c PL5, after PL4, before the batch's
  *                           replies: every request of the batch completes
  *                           with the error though its bytes are published
  *                           (DESIGN.md I3 allows it).
- *   recovery.before_publish recovery.c R4, before the transaction that
+ *   recovery.before_publish recovery.c RC4, before the transaction that
  *                           re-publishes heads from the WAL: start-up
  *                           fails.
- *   obj.before_put          mat_object.c M3, before an object's PUT:
+ *   obj.before_put          mat_object.c MZ3, before an object's PUT:
  *                           the PUT failed having sent nothing.
  *   obj.after_put           after the PUT returned: its answer was lost
  *                           (an uncertain PUT, resolved by HEAD proof).
- *   obj.before_publish      M4, before the transaction that publishes the
+ *   obj.before_publish      MZ4, before the transaction that publishes the
  *                           object's generation: it failed.
  *   obj.after_publish       after it: published, the caller told it failed
  *                           (crash here: the index is rebuilt at mount).
- *   wal.before_reclaim      M5, before WAL segments are deleted.
+ *   wal.before_reclaim      MZ5, before WAL segments are deleted.
  *   gc.before_delete        lifecycle.c G2, before a draining object is
  *                           deleted from the store.
  *   gc.after_delete         after the delete, before the row is retired.
  *
- * nrs_meta_publish serves both the pipeline (P3) and recovery (R4), so the
+ * nrs_meta_publish serves both the pipeline (PL3) and recovery (RC4), so the
  * meta.* points are hit by both.
  */
 #include "config.h"

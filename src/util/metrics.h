@@ -43,7 +43,7 @@ struct nrs_metrics {
 	atomic_uint_fast64_t espipe;		/* conditional appends refused */
 	atomic_uint_fast64_t estale;		/* fenced appends refused */
 	atomic_uint_fast64_t batches;
-	atomic_uint_fast64_t group_syncs;	/* pipeline.c P2 */
+	atomic_uint_fast64_t group_syncs;	/* pipeline.c PL2 */
 	atomic_uint_fast64_t wal_errors;	/* failed WAL writes or syncs */
 	atomic_uint_fast64_t publish_errors;	/* failed head publications */
 	atomic_uint_fast64_t fences;
@@ -59,7 +59,7 @@ struct nrs_metrics {
 	atomic_uint_fast64_t obj_orphans_removed;
 	atomic_uint_fast64_t wal_reclaimed_segments;
 	atomic_uint_fast64_t wal_reclaimed_bytes;
-	atomic_uint_fast64_t wal_sealed_segments;	/* idle seals, M7 */
+	atomic_uint_fast64_t wal_sealed_segments;	/* idle seals, MZ7 */
 	atomic_uint_fast64_t compactions;	/* compacted objects published */
 	atomic_uint_fast64_t compacted_objects;	/* objects they replaced */
 	/* lifecycle.c */
@@ -89,7 +89,7 @@ struct nrs_metrics_gauges {
 	uint64_t cache_hits, cache_misses, cache_disk_hits;
 	uint64_t cache_mem_bytes, cache_disk_bytes;
 	uint64_t store_get_requests, store_get_bytes;
-	uint64_t chain_steps;		/* meta_sqlite.c M8 */
+	uint64_t chain_steps;		/* meta_sqlite.c MT8 */
 	struct nrs_objstore_errors store_errors;	/* S3 only */
 	int wal_broken;
 	int pipeline_failed;

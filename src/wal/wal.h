@@ -24,7 +24,7 @@
  *               so a PUT the store acknowledged but lost is not durable;
  *               cut() drops staged bytes (nothing was PUT) or, after a PUT
  *               whose proof failed, deletes the key, else refuses later
- *               writes as local-wal does (A3); read() is a ranged GET (or
+ *               writes as local-wal does (WA3); read() is a ranged GET (or
  *               the staged copy); scan() LISTs the keys in order; seal()
  *               ends the object being built; reclaim() deletes keys.
  *
@@ -32,7 +32,7 @@
  * this host and any crash of the daemon, and that a later scan() returns
  * them:
  *   local-wal   an fdatasync of the segment returned 0 (and the segment's
- *               creation was made durable with its directory, A1);
+ *               creation was made durable with its directory, WA1);
  *   object-wal  the PUT returned success and the HEAD that follows proves
  *               the object holds exactly those bytes (length and CRC32C).
  *
@@ -42,11 +42,11 @@
  * and xattr changes (create, rename, unlink, setxattr of a shared
  * directory), which on local-wal go straight to the metadata store.  Such a
  * record fits walrec's format as a new kind, say NRS_WALREC_META = 2: the
- * same 64-byte header and chunk CRCs (V1, V2 unchanged), stream_id naming
+ * same 64-byte header and chunk CRCs (WV1, WV2 unchanged), stream_id naming
  * the inode it changes (the parent directory for a name), base 0, epoch
  * and prev_lsn the inode's own chain, n_appends 1 and the payload an
  * encoded operation (op code, then its names and values as length-prefixed
- * fields).  V3 would accept kind 2 with its own field rules, and a reader
+ * fields).  WV3 would accept kind 2 with its own field rules, and a reader
  * of version 1 that meets an unknown kind rejects it (-EUCLEAN) rather than
  * take it for appended bytes.  Providers need no change: they store and
  * return opaque records.
@@ -160,7 +160,7 @@ struct nrs_wal_ops {
 	 * segments and its directory (DESIGN.md I7).  A scan() may return
 	 * records a crash left only in the page cache (written, never
 	 * synced): recovery calls this after scan() and before it publishes
-	 * any of them (recovery.c R4); a clean close calls it after the last
+	 * any of them (recovery.c RC4); a clean close calls it after the last
 	 * write.  Never concurrently with write(), sync() or cut().  Returns
 	 * 0 or -errno; after an error nothing the scan returned may be taken
 	 * as durable.
@@ -246,14 +246,14 @@ static inline void nrs_wal_close(struct nrs_wal *w)
 		w->ops->close(w);
 }
 
-/* A damaged range scan() found in a local WAL (wal_local_scan.c R1-R6). */
+/* A damaged range scan() found in a local WAL (wal_local_scan.c WS1-WS6). */
 enum nrs_wal_damage_kind {
-	NRS_WAL_TORN_TAIL,	/* [start, end) of the last segment: cut (R5),
+	NRS_WAL_TORN_TAIL,	/* [start, end) of the last segment: cut (WS5),
 				 * or left in place when read_only */
-	NRS_WAL_TORN_SEGMENT,	/* a last segment torn at creation (R1): the
+	NRS_WAL_TORN_SEGMENT,	/* a last segment torn at creation (WS1): the
 				 * file is removed, or left when read_only */
-	NRS_WAL_BAD_SEGMENT,	/* a segment header fails (R2): skipped whole */
-	NRS_WAL_CORRUPT,	/* [start, end) skipped: no header verifies (R4) */
+	NRS_WAL_BAD_SEGMENT,	/* a segment header fails (WS2): skipped whole */
+	NRS_WAL_CORRUPT,	/* [start, end) skipped: no header verifies (WS4) */
 	NRS_WAL_BAD_CHUNK,	/* record lsn at start: payload chunk fails */
 };
 
@@ -302,11 +302,11 @@ struct nrs_wal_local_opts {
 int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 		       struct nrs_wal **out);
 
-/* The least default reserve (A5): what SQLite's own WAL grows by between
+/* The least default reserve (WA5): what SQLite's own WAL grows by between
  * checkpoints (1000 pages of 4 KiB). */
 #define NRS_WAL_RESERVE_FLOOR	(4ull << 20)
 /*
- * A5, the default reserve on a file system of fs_bytes: 5% of it, at
+ * WA5, the default reserve on a file system of fs_bytes: 5% of it, at
  * least NRS_WAL_RESERVE_FLOOR, at most max (the configured default), so
  * that a small file system is not all reserve.  A reserve given by the
  * admin is used as given.

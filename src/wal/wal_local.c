@@ -11,30 +11,30 @@
  * start-up hand every intact record to the caller in log order and cut the
  * torn tail a crash left.
  *
- * The directory, the segment format and reclamation (D1, D2): see
- * wal_local_seg.c; recovery (R1-R9): wal_local_scan.c.
+ * The directory, the segment format and reclamation (WD1, WD2): see
+ * wal_local_seg.c; the start-up scan (WS1-WS9): wal_local_scan.c.
  *
  * APPEND PROTOCOL (one writing thread, one syncing thread)
  *
- *   A0  write() is refused (-EINVAL) before a successful scan(), and for
+ *   WA0 write() is refused (-EINVAL) before a successful scan(), and for
  *       an empty batch or one that is not a multiple of 8 bytes (records
- *       are padded to 8 so that R4 can search at 8-byte steps).
- *   A1  A batch goes whole into one segment, the current one.  There is
- *       no current segment after scan(), after a failed fdatasync (A4), or
+ *       are padded to 8 so that WS4 can search at 8-byte steps).
+ *   WA1 A batch goes whole into one segment, the current one.  There is
+ *       no current segment after scan(), after a failed fdatasync (WA4), or
  *       when current size + batch > segment_size and the segment already
  *       holds a record: then rotate first, to segment max + 1: create it
  *       O_CREAT|O_EXCL, write its header, fdatasync it, fsync DIR.  A
  *       segment that existed before this open is never appended to.  A
  *       batch larger than segment_size fills a segment alone.  seal()
- *       rotates the same way, with no batch (D2).
- *   A2  write(): the batch is written at the tracked end with pwritev (in
+ *       rotates the same way, with no batch (WD2).
+ *   WA2 write(): the batch is written at the tracked end with pwritev (in
  *       windows of about 1 MiB, whose writeback a batch larger than that
  *       starts at once with sync_file_range, so the disk works while the
  *       rest is copied; repeated for short writes), and its position
  *       returned.  sync(end): one fdatasync of end's segment; only then is
  *       the batch durable.  The writing thread may write the next batch
  *       while another thread syncs this one.
- *   A3  On a failed write, and on cut() after a failed sync: ftruncate
+ *   WA3 On a failed write, and on cut() after a failed sync: ftruncate
  *       the segment back to the batch's start (and every later segment,
  *       which then holds only batches written after it, back to its
  *       header), then fdatasync.  If that worked, the batches have left no
@@ -42,13 +42,13 @@
  *       later write fails -EIO (a later scan may then return records of
  *       the failed batches, which DESIGN.md I3 allows: the commit pipeline
  *       decides whether their intents continue a head).
- *   A4  After a failed fdatasync the kernel may have dropped dirty pages
+ *   WA4 After a failed fdatasync the kernel may have dropped dirty pages
  *       and will not report it again, so the segment is never written
  *       again (the next write rotates), and every later sync of it fails
  *       too.  One fdatasync of the appended segments runs at a time
  *       (sync_lock): a failure reported to one call is never hidden from
  *       another that started while it ran.
- *   A5  An append that would leave less than the configured reserve of
+ *   WA5 An append that would leave less than the configured reserve of
  *       free space on the file system fails -ENOSPC before writing: that
  *       space is the metadata store's, which must still publish the heads
  *       of records the WAL holds.  The default reserve scales with the
@@ -57,11 +57,11 @@
  *       at mount when the reserve leaves no room (core.c).
  *       The check is nrs_fs_room (fileio.h), the one the metadata
  *       store's growth check uses too (meta_sqlite.c MS1).
- *   A6  An append that would bring the bytes held in segments past the
+ *   WA6 An append that would bring the bytes held in segments past the
  *       configured budget fails -ENOSPC before writing (backpressure while
  *       the object store cannot take the committed bytes, wal.h).
  *
- *   A7  Zero ahead.  Appending past the end of a file makes every fdatasync
+ *   WA7 Zero ahead.  Appending past the end of a file makes every fdatasync
  *       commit the file's new size too (a journal commit on ext4 and xfs),
  *       which costs a lone small append about as much again as its data.
  *       So while batches are small -- this one, and the running average of
@@ -75,22 +75,22 @@
  *       they go, and zeros ahead of them would double their writes (the
  *       average keeps the small tail of a large write() that the kernel
  *       split in two from writing them).  A failed zero write is ignored:
- *       it leaves zeros or nothing past the batch.  Undo (A3) and rotation
- *       (A1) cut the file back to the end of its last batch; close does
+ *       it leaves zeros or nothing past the batch.  Undo (WA3) and rotation
+ *       (WA1) cut the file back to the end of its last batch; close does
  *       too, and syncs it.
  *
  * DURABILITY OF WHAT IS THERE
  *
- *   A8  sync_all() fdatasyncs every segment in the table (the current one
- *       cut back to its last batch first, A7) and then fsyncs DIR.  A scan
+ *   WA8 sync_all() fdatasyncs every segment in the table (the current one
+ *       cut back to its last batch first, WA7) and then fsyncs DIR.  A scan
  *       reads what the page cache holds, which after a process crash
- *       includes batches written but never synced (a kill between A2's
+ *       includes batches written but never synced (a kill between WA2's
  *       write and its sync): recovery calls sync_all() before it publishes
- *       any of them (recovery.c R4, DESIGN.md I7), and a clean close calls
+ *       any of them (recovery.c RC4, DESIGN.md I7), and a clean close calls
  *       it so that nothing of the log is left unsynced.  A segment whose
- *       fdatasync failed (A4) is not synced again: whatever it holds below
+ *       fdatasync failed (WA4) is not synced again: whatever it holds below
  *       the failed batches an earlier sync made durable, and those batches
- *       were cut by a synced truncate (A3) -- if that failed, the WAL is
+ *       were cut by a synced truncate (WA3) -- if that failed, the WAL is
  *       broken and sync_all() fails -EIO.
  *
  *
@@ -99,7 +99,7 @@
  * The segment table (number, fd, size, sync_failed), the broken and
  * must_rotate flags are protected by w->lock, held only for lookups and
  * updates, never across I/O; sync_lock is held across every fdatasync of
- * a segment's records (A4) and never taken under w->lock.  A segment's
+ * a segment's records (WA4) and never taken under w->lock.  A segment's
  * fd, once in the table, stays open until close, so a reader may pread on an
  * fd it looked up after dropping the lock.  The append state (cur_*,
  * next_no) belongs to the writing thread; scan() runs alone.
@@ -123,7 +123,7 @@
 
 #define DEFAULT_SEG_SIZE (64ull << 20)
 #define WRITE_WINDOW	(1u << 20)	/* see pwritev_full */
-#define ZERO_AHEAD	(1u << 20)	/* A7 */
+#define ZERO_AHEAD	(1u << 20)	/* WA7 */
 #define ZERO_BATCH_MAX	(256u << 10)
 #define ZERO_BLOCK	(64u << 10)
 #ifdef IOV_MAX
@@ -133,7 +133,7 @@
 #endif
 
 /*
- * Write the first limit bytes of iov[0..iovcnt) back to back at off: A2's
+ * Write the first limit bytes of iov[0..iovcnt) back to back at off: WA2's
  * loop (limit is below the batch's size only for the failpoint wal.write's
  * short write).  The batch goes in windows of about WRITE_WINDOW bytes;
  * when it is larger than one window, the writeback of each window starts
@@ -206,8 +206,8 @@ static int pwritev_full(struct wal_local *w, int fd, const struct iovec *iov,
 	return 0;
 }
 /*
- * A7: cut the current segment back to the end of its last batch, dropping
- * the zeros written ahead; synced if asked (close), else left to R9.
+ * WA7: cut the current segment back to the end of its last batch, dropping
+ * the zeros written ahead; synced if asked (close), else left to WS9.
  */
 static void cut_back(struct wal_local *w, bool sync)
 {
@@ -224,7 +224,7 @@ static void cut_back(struct wal_local *w, bool sync)
 			 strerror(-rc));
 }
 
-/* A1: start segment next_no and make it current. */
+/* WA1: start segment next_no and make it current. */
 int wl_rotate(struct wal_local *w)
 {
 	unsigned char hdr[SEG_HDR];
@@ -244,7 +244,7 @@ int wl_rotate(struct wal_local *w)
 		return rc;
 	}
 	w->next_no = no + 1;	/* never reuse a number, even on failure */
-	cut_back(w, false);	/* the old segment's zeros; R9 if lost */
+	cut_back(w, false);	/* the old segment's zeros; WS9 if lost */
 	wl_seg_hdr_encode(hdr, no);
 	n = pwrite(fd, hdr, SEG_HDR, 0);
 	if (n != SEG_HDR) {
@@ -296,7 +296,7 @@ static int truncate_sync(struct wal_local *w, uint64_t no, uint64_t size)
 }
 
 /*
- * A3: drop everything written at or after pos, given up because of err
+ * WA3: drop everything written at or after pos, given up because of err
  * (the writing thread, holding nothing).  Segments after pos.seg hold only
  * batches written after it: back to their header.
  */
@@ -345,7 +345,7 @@ static int cut_to(struct wal_local *w, struct nrs_wal_pos pos, int err)
 }
 
 /*
- * A5: the reserve.  An append that would leave less than w->reserve bytes
+ * WA5: the reserve.  An append that would leave less than w->reserve bytes
  * free fails -ENOSPC before it writes: the space is the metadata store's,
  * which must publish the heads of what the WAL already holds (else those
  * records stay durable but unpublished, and the pipeline fails).
@@ -355,7 +355,7 @@ static int check_reserve(struct wal_local *w, size_t total)
 	return nrs_fs_room(w->dirfd, w->reserve, total);
 }
 
-/* A6: the budget, against the bytes the segment table holds. */
+/* WA6: the budget, against the bytes the segment table holds. */
 static int check_budget(struct wal_local *w, size_t total)
 {
 	uint64_t held = 0;
@@ -370,9 +370,9 @@ static int check_budget(struct wal_local *w, size_t total)
 }
 
 /*
- * A7: zeros after a small batch that will end at `end`, up to ZERO_AHEAD
+ * WA7: zeros after a small batch that will end at `end`, up to ZERO_AHEAD
  * beyond it.  Failures are ignored: the file then holds zeros, or nothing,
- * past the batch (R9), and the next small batch tries again.
+ * past the batch (WS9), and the next small batch tries again.
  */
 static void zero_ahead(struct wal_local *w, uint64_t end, size_t total)
 {
@@ -473,7 +473,7 @@ static int local_write(struct nrs_wal *base, const struct iovec *iov,
 	return 0;
 }
 
-/* A2, A4 */
+/* WA2, WA4 */
 static int local_sync(struct nrs_wal *base, struct nrs_wal_pos end)
 {
 	struct wal_local *w = (struct wal_local *)base;
@@ -535,7 +535,7 @@ static ssize_t local_read(struct nrs_wal *base, struct nrs_wal_pos pos,
 	rc = wl_seg_fd(w, pos.seg, &fd, &end);
 	if (rc < 0)
 		return rc;
-	/* never the zeros past the last record (A7): short at its end */
+	/* never the zeros past the last record (WA7): short at its end */
 	if (pos.off >= end)
 		return 0;
 	if (len > end - pos.off)
@@ -543,7 +543,7 @@ static ssize_t local_read(struct nrs_wal *base, struct nrs_wal_pos pos,
 	return nrs_pread_full(fd, buf, len, pos.off);
 }
 
-/* A8 */
+/* WA8 */
 static int local_sync_all(struct nrs_wal *base)
 {
 	struct wal_local *w = (struct wal_local *)base;
@@ -574,7 +574,7 @@ static int local_sync_all(struct nrs_wal *base)
 		failed = w->segs[i].sync_failed;
 		pthread_mutex_unlock(&w->lock);
 		if (failed)
-			continue;	/* see A8 */
+			continue;	/* see WA8 */
 		wl_seg_name(name, no);
 		rc = wl_seg_fd(w, no, &fd, NULL);
 		if (rc == 0 && fdatasync(fd) < 0)
@@ -659,7 +659,7 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 	w->dirfd = -1;
 	w->cur_fd = -1;
 	w->next_no = 1;
-	w->avg_batch = ZERO_BATCH_MAX;	/* A7: small batches must show first */
+	w->avg_batch = ZERO_BATCH_MAX;	/* WA7: small batches must show first */
 	w->seg_size = o && o->segment_size ? o->segment_size : DEFAULT_SEG_SIZE;
 	w->reserve = o ? o->reserve : 0;
 	w->budget = o ? o->budget : 0;
@@ -711,7 +711,7 @@ out_close:
 
 uint64_t nrs_wal_reserve_scaled(uint64_t max, uint64_t fs_bytes)
 {
-	uint64_t r = fs_bytes / 20;		/* A5: 5% */
+	uint64_t r = fs_bytes / 20;		/* WA5: 5% */
 
 	if (r < NRS_WAL_RESERVE_FLOOR)
 		r = NRS_WAL_RESERVE_FLOOR;

@@ -2,11 +2,11 @@
  * wal_local_priv.h - private to src/wal/: the local WAL's state and the
  * functions its three files share.
  *
- *   wal_local.c       the provider: append path (A0-A7), reads, sync_all
- *                     (A8), stats, open and close, the operations table
+ *   wal_local.c       the provider: append path (WA0-WA7), reads, sync_all
+ *                     (WA8), stats, open and close, the operations table
  *   wal_local_seg.c   segment management: names, header, the segment
- *                     table, the directory, reclamation and sealing (D1, D2)
- *   wal_local_scan.c  the recovery scan (R1-R9)
+ *                     table, the directory, reclamation and sealing (WD1, WD2)
+ *   wal_local_scan.c  the recovery scan (WS1-WS9)
  *
  * The formats and the LOCKING rules are in wal_local.c's top comment (the
  * directory and segment format in wal_local_seg.c's).
@@ -29,7 +29,7 @@ struct seg {
 	uint64_t no;
 	int fd;			/* -1 until first used; then open until close */
 	uint64_t size;		/* file size as last known */
-	bool sync_failed;	/* A4 */
+	bool sync_failed;	/* WA4 */
 };
 
 struct wal_local {
@@ -38,8 +38,8 @@ struct wal_local {
 	int dirfd;
 	uint64_t seg_size;
 	uint64_t reserve;		/* bytes of free space left to others */
-	uint64_t budget;		/* A6: most bytes in segments, 0: none */
-	bool read_only;		/* R8 */
+	uint64_t budget;		/* WA6: most bytes in segments, 0: none */
+	bool read_only;		/* WS8 */
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
 
@@ -48,16 +48,16 @@ struct wal_local {
 	size_t nsegs, cap;	/* protected by lock */
 	uint64_t cur_no;	/* protected by lock; 0 = no current segment */
 	bool broken;		/* protected by lock */
-	bool must_rotate;	/* protected by lock (A4) */
-	pthread_mutex_t sync_lock;	/* A4 */
+	bool must_rotate;	/* protected by lock (WA4) */
+	pthread_mutex_t sync_lock;	/* WA4 */
 
 	/* The writing thread's (and scan's) own state. */
 	bool scanned, appended;
 	uint64_t next_no;
 	int cur_fd;		/* also in segs[]: closed by close only */
 	uint64_t cur_end;
-	uint64_t zeroed;	/* A7: bytes [cur_end, zeroed) are zeros */
-	uint64_t avg_batch;	/* A7: running average of batch bytes */
+	uint64_t zeroed;	/* WA7: bytes [cur_end, zeroed) are zeros */
+	uint64_t avg_batch;	/* WA7: running average of batch bytes */
 	struct iovec *iovwin;	/* WAL_IOV_MAX entries for pwritev */
 };
 
@@ -86,7 +86,7 @@ int wl_reclaim(struct nrs_wal *base, uint64_t below, uint64_t *bytes);
 int wl_seal(struct nrs_wal *base, uint64_t seg);
 
 /* wal_local.c */
-/* A1: start segment next_no and make it current (the writing thread). */
+/* WA1: start segment next_no and make it current (the writing thread). */
 int wl_rotate(struct wal_local *w);
 
 /* wal_local_scan.c */

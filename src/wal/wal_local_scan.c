@@ -5,46 +5,46 @@
  *
  * RECOVERY (scan: before the first append; again only before one)
  *
- *   R1  A last segment of at most 64 bytes with a bad header is a torn
- *       creation (A1 interrupted): it holds no record and is unlinked, then
+ *   WS1 A last segment of at most 64 bytes with a bad header is a torn
+ *       creation (WA1 interrupted): it holds no record and is unlinked, then
  *       DIR is fsynced.
- *   R2  Any other segment with a bad header is logged and skipped whole.
- *   R3  From offset 64, a record is taken when its header decodes with a
+ *   WS2 Any other segment with a bad header is logged and skipped whole.
+ *   WS3 From offset 64, a record is taken when its header decodes with a
  *       valid CRC and the whole record lies within the file; it is "whole"
  *       when every chunk CRC matches too.  Whole records are passed to the
  *       callback at once.  A record with a bad chunk is held back and passed
  *       (data_ok false) only once a whole record follows it, or at the end
  *       of a segment that is not the last.
- *   R4  Where no header verifies, the scan searches forward at 8-byte steps
- *       for the next position where R3 takes a record, and logs the bytes
+ *   WS4 Where no header verifies, the scan searches forward at 8-byte steps
+ *       for the next position where WS3 takes a record, and logs the bytes
  *       skipped as corruption.  A verified header whose record runs past
  *       the end of the file is not searched: only its own (torn) payload
  *       lies after it, and a record image stored in a payload must never be
  *       taken for a record.  (Inside a range whose header is damaged such an
- *       image cannot be told from a real record; R3's CRCs are all there is.)
- *   R5  In the last segment, everything after the last whole record that
+ *       image cannot be told from a real record; WS3's CRCs are all there is.)
+ *   WS5 In the last segment, everything after the last whole record that
  *       is bad (garbage, a record running past the end of the file, records
  *       with bad chunks) is a torn tail: the file is truncated to the end of
  *       the last whole record (64 if none) and fdatasynced, and "cut torn
  *       tail" is logged with the byte count.  A second scan then returns the
  *       same records and cuts nothing.
- *   R6  In any other segment nothing is cut: damage there is corruption,
+ *   WS6 In any other segment nothing is cut: damage there is corruption,
  *       logged, not a crash artefact.
- *   R7  The callback's nonzero return stops the scan and is returned.  A
+ *   WS7 The callback's nonzero return stops the scan and is returned.  A
  *       scan that did not return 0 leaves the WAL unscanned (append -EINVAL).
- *   R8  Every damaged range of R1, R2, R4, R5 and every bad chunk of R3 is
+ *   WS8 Every damaged range of WS1, WS2, WS4, WS5 and every bad chunk of WS3 is
  *       also passed to the opts' damage callback, if any.  A WAL opened
  *       read_only (nereusfs-fsck) does everything above except the writes:
- *       R1 and R5 report what they would remove and leave the file as it
+ *       WS1 and WS5 report what they would remove and leave the file as it
  *       is, and the records of the torn tail are dropped as after a cut, so
  *       a checker sees exactly what recovery would.
- *   R9  Where no header verifies and every byte from there to the end of
+ *   WS9 Where no header verifies and every byte from there to the end of
  *       the file is zero, the segment's records end there: that is space
- *       A7 wrote ahead (a crash kept it from being cut back), not damage,
+ *       WA7 wrote ahead (a crash kept it from being cut back), not damage,
  *       and never reported.  In the last segment it is cut off (with the
- *       torn bytes before it, if R5 cuts; else alone, logged as info);
+ *       torn bytes before it, if WS5 cuts; else alone, logged as info);
  *       elsewhere it stays.  Zeros followed by anything else are searched
- *       and reported as R4 says.
+ *       and reported as WS4 says.
  */
 #include "config.h"
 
@@ -77,7 +77,7 @@ struct scan {
 	unsigned char *buf;		/* file bytes [bstart, bstart + blen) */
 	size_t cap, blen;
 	uint64_t bstart;
-	struct nrs_wal_rec_info *pend;	/* R3: bad-chunk records held back */
+	struct nrs_wal_rec_info *pend;	/* WS3: bad-chunk records held back */
 	size_t npend, pcap;
 };
 
@@ -131,7 +131,7 @@ static int sb_get(struct scan *s, uint64_t off, size_t want,
 }
 
 /*
- * R3's first test at off: 1 if a record with a valid header lies wholly
+ * WS3's first test at off: 1 if a record with a valid header lies wholly
  * within the file there (*r, *rec point at it, the whole record in the
  * buffer), 2 if a valid header's record runs past the end of the file, 0 if
  * no valid header starts at off, or -errno.
@@ -186,7 +186,7 @@ static int hold_back(struct scan *s, const struct nrs_wal_rec_info *ri)
 	return 0;
 }
 
-/* R8 */
+/* WS8 */
 static void report(struct scan *s, enum nrs_wal_damage_kind kind, uint64_t no,
 		   uint64_t start, uint64_t end, uint64_t lsn, uint32_t chunk)
 {
@@ -212,7 +212,7 @@ static int truncate_seg(struct scan *s, uint64_t end, bool sync)
 	return rc;
 }
 
-/* R5: truncate the last segment to end. */
+/* WS5: truncate the last segment to end. */
 static int cut_tail(struct scan *s, uint64_t no, uint64_t end)
 {
 	struct wal_local *w = s->w;
@@ -237,7 +237,7 @@ static int cut_tail(struct scan *s, uint64_t no, uint64_t end)
 	return 0;
 }
 
-/* R9: cut the zeros from end off the last segment (nothing if read-only). */
+/* WS9: cut the zeros from end off the last segment (nothing if read-only). */
 static int cut_zeros(struct scan *s, uint64_t end)
 {
 	struct wal_local *w = s->w;
@@ -257,7 +257,7 @@ static int cut_zeros(struct scan *s, uint64_t end)
 	return 0;
 }
 
-/* R1: the last segment is a torn creation (A1 interrupted): no record. */
+/* WS1: the last segment is a torn creation (WA1 interrupted): no record. */
 static int drop_torn_creation(struct scan *s, uint64_t no)
 {
 	struct wal_local *w = s->w;
@@ -294,7 +294,7 @@ static int drop_torn_creation(struct scan *s, uint64_t no)
 }
 
 /*
- * R4: the next position after off where a record lies wholly in the file
+ * WS4: the next position after off where a record lies wholly in the file
  * (*q; the file size if none).  The scan never resumes inside the extent of
  * a valid header (record_at's 2): only that record's own payload is there.
  */
@@ -317,7 +317,7 @@ static int next_record(struct scan *s, uint64_t off, uint64_t *q)
 	return 0;
 }
 
-/* R9: *zero is whether file bytes [off, end of file) are all zero. */
+/* WS9: *zero is whether file bytes [off, end of file) are all zero. */
 static int zero_to_end(struct scan *s, uint64_t off, bool *zero)
 {
 	const unsigned char *p;
@@ -339,7 +339,7 @@ static int zero_to_end(struct scan *s, uint64_t off, bool *zero)
 	return 0;
 }
 
-/* R2..R6 and R9 for one segment. */
+/* WS2..WS6 and WS9 for one segment. */
 static int scan_segment(struct scan *s, uint64_t no, bool last)
 {
 	struct wal_local *w = s->w;
@@ -366,11 +366,11 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 		return rc;
 	if (avail < SEG_HDR || !wl_seg_hdr_ok(p, no)) {
 		if (last && s->fsize <= SEG_HDR)
-			return drop_torn_creation(s, no);	/* R1 */
+			return drop_torn_creation(s, no);	/* WS1 */
 		nrs_err("local WAL %s/%s: corrupt segment header (%" PRIu64
 			" bytes): segment skipped", w->dir, s->name, s->fsize);
 		report(s, NRS_WAL_BAD_SEGMENT, no, 0, s->fsize, 0, 0);
-		return 0;					/* R2 */
+		return 0;					/* WS2 */
 	}
 	while (off < s->fsize) {
 		struct nrs_wal_rec_info ri = { .pos = { no, off } };
@@ -380,7 +380,7 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 		rc = record_at(s, off, &ri.rec, &p);
 		if (rc < 0)
 			return rc;
-		if (rc == 0) {					/* R9 */
+		if (rc == 0) {					/* WS9 */
 			bool zero;
 
 			rc = zero_to_end(s, off, &zero);
@@ -396,7 +396,7 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 				break;
 			}
 		}
-		if (rc != 1) {					/* R4 */
+		if (rc != 1) {					/* WS4 */
 			if (rc == 0 && (rc = next_record(s, off, &q)) < 0)
 				return rc;
 			if (q < s->fsize || !last) {
@@ -414,7 +414,7 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 				nrs_walrec_nchunks(ri.rec.len),
 				p + nrs_walrec_hdr_len(ri.rec.len), &bad) == 0;
 		off += nrs_walrec_total_len(ri.rec.len);
-		if (!ri.data_ok) {				/* R3 */
+		if (!ri.data_ok) {				/* WS3 */
 			nrs_err("local WAL %s/%s: record lsn %" PRIu64 " at %"
 				PRIu64 ": payload chunk %" PRIu32 " fails its "
 				"CRC", w->dir, s->name, ri.rec.lsn,
@@ -435,11 +435,11 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 			return rc;
 		cut = NO_CUT;
 	}
-	if (cut != NO_CUT && last) {			/* R5 */
+	if (cut != NO_CUT && last) {			/* WS5 */
 		s->npend = 0;
 		return cut_tail(s, no, cut);
 	}
-	return flush_pending(s);			/* R6 */
+	return flush_pending(s);			/* WS6 */
 }
 
 int wl_scan(struct nrs_wal *base, nrs_wal_scan_cb cb, void *ctx)

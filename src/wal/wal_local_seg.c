@@ -2,7 +2,7 @@
  * wal_local_seg.c - segment management of the local WAL (wal_local.c):
  * segment names and headers, the table of segments and their fds, the
  * directory, and reclamation: deleting segments no record is needed of
- * (D1) and sealing an idle current one (D2).
+ * (WD1) and sealing an idle current one (WD2).
  *
  * DIRECTORY
  *
@@ -25,35 +25,35 @@
  *         record starts at a multiple of 8), up to the end of the file.
  *
  * A segment has no trailer and no record count: its valid end is found by
- * scanning.  Bytes after the last record are zero (A7) up to the end of the
+ * scanning.  Bytes after the last record are zero (WA7) up to the end of the
  * file, except after a crash (a torn tail) or a failed append whose undo
  * failed.  A segment that stops being current (rotation, close) is cut back
  * to the end of its last record.
  *
  * RECLAMATION
  *
- *   D1  reclaim(below) unlinks every segment numbered below `below` except
+ *   WD1 reclaim(below) unlinks every segment numbered below `below` except
  *       the current one, then fsyncs DIR once.  The caller guarantees that
  *       no record in them is needed (published elsewhere, trimmed or
  *       unlinked) and that no reader still reads them; their fds are closed.
  *       A crash part way leaves some of them, which the next reclaim
  *       removes; recovery ignores records a head does not reach (I3).
- *   D2  Sealing an idle segment (issue 12).  D1 never removes the current
+ *   WD2 Sealing an idle segment (issue 12).  WD1 never removes the current
  *       segment, so on an idle mount the space of its dead records (every
  *       stream that had a record in it unlinked, trimmed past it, or
  *       materialized) would never come back: up to segment_size bytes,
- *       forever.  seal(seg) rotates (A1) to a new, empty segment when seg
- *       is current and holds a record; D1 then removes seg by the
+ *       forever.  seal(seg) rotates (WA1) to a new, empty segment when seg
+ *       is current and holds a record; WD1 then removes seg by the
  *       caller's rules, like any older segment.  Sealing deletes nothing
  *       and only moves the next write, so a seal of a segment that still
  *       holds a live record costs a rotation, never a byte.  The caller
- *       (pipeline.c P6) seals only while no batch is in flight: under the
+ *       (pipeline.c PL6) seals only while no batch is in flight: under the
  *       commit role, with every batch synced and indexed.  An empty
  *       current segment is never sealed, so an idle mount rotates once,
  *       then stays put.  The alternative, punching holes in the current
  *       segment, would make every scanner (recovery, fsck) tell punched
  *       zeros from damage inside a segment; a new segment costs a 64-byte
- *       header and keeps R1-R9 as they are.  The bound that follows: on
+ *       header and keeps WS1-WS9 as they are.  The bound that follows: on
  *       an idle mount, within materialize_age_ms + gc_grace_ms + about a
  *       second of the last append, unlink or trim, the segments hold at
  *       most one 64-byte header beyond the records of live bytes not yet
@@ -244,7 +244,7 @@ int wl_truncate_fd(int fd, uint64_t size, bool sync)
 	return 0;
 }
 
-/* D1 */
+/* WD1 */
 int wl_reclaim(struct nrs_wal *base, uint64_t below, uint64_t *bytes)
 {
 	struct wal_local *w = (struct wal_local *)base;
@@ -293,7 +293,7 @@ int wl_reclaim(struct nrs_wal *base, uint64_t below, uint64_t *bytes)
 	return rc < 0 ? rc : removed;
 }
 
-/* D2 (the writing thread) */
+/* WD2 (the writing thread) */
 int wl_seal(struct nrs_wal *base, uint64_t seg)
 {
 	struct wal_local *w = (struct wal_local *)base;
@@ -311,7 +311,7 @@ int wl_seal(struct nrs_wal *base, uint64_t seg)
 	pthread_mutex_unlock(&w->lock);
 	if (broken || w->cur_fd < 0 || seg == 0 || seg != cur ||
 	    w->cur_end <= SEG_HDR)
-		return 0;	/* nothing to seal: D2 */
+		return 0;	/* nothing to seal: WD2 */
 	rc = wl_rotate(w);
 	if (rc < 0)
 		return rc;

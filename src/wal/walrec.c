@@ -44,9 +44,9 @@
  * VALIDITY
  *
  * A header is valid when, in this order:
- *   V1  the magic matches                                  else -EBADMSG
- *   V2  hdr_crc matches bytes 0..59 and the CRC table      else -EBADMSG
- *   V3  the fields are possible:                           else -EUCLEAN
+ *   WV1 the magic matches                                  else -EBADMSG
+ *   WV2 hdr_crc matches bytes 0..59 and the CRC table      else -EBADMSG
+ *   WV3 the fields are possible:                           else -EUCLEAN
  *       version == 1; kind == DATA; reserved == 0;
  *       len <= NRS_WALREC_MAX_LEN; lsn != 0; prev_lsn < lsn;
  *       n_appends == 0 exactly when len == 0, and n_appends <= len (every
@@ -55,7 +55,7 @@
  * payload chunk.  The padding is not checked (a reader never returns it).
  * A zero-length record (len 0, n_appends 0, no chunk CRCs) is valid.
  *
- * The encoder refuses (-EINVAL) a struct that would fail V3, so every record
+ * The encoder refuses (-EINVAL) a struct that would fail WV3, so every record
  * it formats decodes.
  */
 #include "config.h"
@@ -103,7 +103,7 @@ size_t nrs_walrec_total_len(uint32_t len)
 	return (n + NRS_WALREC_ALIGN - 1) & ~(size_t)(NRS_WALREC_ALIGN - 1);
 }
 
-/* V3: the fields of a header whose CRC matched could have been written. */
+/* WV3: the fields of a header whose CRC matched could have been written. */
 static bool fields_possible(const struct nrs_walrec *r)
 {
 	if (r->kind != NRS_WALREC_DATA)
@@ -200,7 +200,7 @@ int nrs_walrec_decode_hdr(const void *buf, size_t avail, struct nrs_walrec *out)
 	if (avail < NRS_WALREC_FIXED)
 		return -ENODATA;
 	if (nrs_le32_get(h + OFF_MAGIC) != NRS_WALREC_MAGIC)
-		return -EBADMSG;					/* V1 */
+		return -EBADMSG;					/* WV1 */
 
 	r.kind = nrs_le16_get(h + OFF_KIND);
 	r.lsn = nrs_le64_get(h + OFF_LSN);
@@ -218,10 +218,10 @@ int nrs_walrec_decode_hdr(const void *buf, size_t avail, struct nrs_walrec *out)
 	}
 	if (nrs_le32_get(h + OFF_HDRCRC) !=
 	    hdr_crc(h, nrs_walrec_nchunks(r.len)))
-		return -EBADMSG;					/* V2 */
+		return -EBADMSG;					/* WV2 */
 	if (nrs_le16_get(h + OFF_VERSION) != NRS_WALREC_VERSION ||
 	    nrs_le32_get(h + OFF_RESERVED) != 0 || !fields_possible(&r))
-		return -EUCLEAN;					/* V3 */
+		return -EUCLEAN;					/* WV3 */
 	*out = r;
 	return 0;
 }

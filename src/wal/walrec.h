@@ -21,7 +21,7 @@
 #define NRS_WALREC_ALIGN	8
 /* The largest LSN ever issued (2^63 - 1: a million commits a second for
  * 290,000 years).  A record above it is damage (recovery.h RD2), and the
- * commit pipeline refuses to issue one (pipeline.c P7). */
+ * commit pipeline refuses to issue one (pipeline.c PL1). */
 #define NRS_WALREC_LSN_MAX	((uint64_t)INT64_MAX)
 
 enum nrs_walrec_kind {
@@ -51,7 +51,7 @@ size_t nrs_walrec_total_len(uint32_t len);
  * Encode the header of *r into hdr (hdr_size >= nrs_walrec_hdr_len(r->len)),
  * computing the chunk CRCs over the payload given as iov (which must add up
  * to exactly r->len bytes).  Returns the header length, or -EINVAL (also
- * when *r has fields a decoder would reject: walrec.c, V3).
+ * when *r has fields a decoder would reject: walrec.c, WV3).
  */
 ssize_t nrs_walrec_encode_hdr(const struct nrs_walrec *r,
 			      const struct iovec *iov, int iovcnt,
@@ -69,7 +69,7 @@ ssize_t nrs_walrec_encode_hdr(const struct nrs_walrec *r,
  *             which is at most NRS_WALREC_FIXED + 4 * 65536 whatever len is.
  *   -EBADMSG  the magic (checked as soon as 64 bytes are given) or the
  *             header CRC is wrong; *out is untouched.
- *   -EUCLEAN  the CRC matches but the fields are impossible (walrec.c, V3);
+ *   -EUCLEAN  the CRC matches but the fields are impossible (walrec.c, WV3);
  *             *out is untouched.
  */
 int nrs_walrec_decode_hdr(const void *buf, size_t avail, struct nrs_walrec *out);

@@ -32,7 +32,7 @@
 # retention must keep whole, since it cuts at object ends (rounded down to
 # a page, lifecycle.c L2; the appends here are whole pages): A, or while
 # compaction merges such objects (A below compact_size / 4, compaction.c
-# C1) a merged object of compact_size / 4:
+# CP1) a merged object of compact_size / 4:
 #   objects: R * (retention + materialize age + grace + 1.5 s of lifecycle
 #            ticks) + STREAMS * G, and while compaction merges, also the
 #            generations it replaced, waiting out the grace period: per
@@ -46,7 +46,7 @@
 # third: "yes" within 10 % + 1 MiB, and the difference in MiB.
 # "unneeded objects left" counts, after the unmount and when sqlite3 is at
 # hand, the rows of meta.db still prepared (an upload never published: an
-# orphan until the next mount, materializer.c M6) or quarantined: bytes the
+# orphan until the next mount, materializer.c MZ6) or quarantined: bytes the
 # store holds that no GC pass of that mount deletes; "publish_failed" counts
 # the daemon's log lines for failed object publications, the usual cause.
 #
@@ -284,7 +284,7 @@ run_store() { # dir|s3
 	mnt=
 	# What the store still holds that no stream needs and GC will not
 	# delete in this mount's life: uploads never published (orphans until
-	# the next mount, materializer.c M6) and quarantined objects.
+	# the next mount, materializer.c MZ6) and quarantined objects.
 	if command -v sqlite3 >/dev/null; then
 		SUM[$store,left]=$(sqlite3 -separator ' ' "$data/meta.db" \
 			"SELECT count(*), coalesce(sum(length), 0) FROM objects WHERE state IN (1, 5)" 2>/dev/null)

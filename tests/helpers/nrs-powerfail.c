@@ -74,7 +74,7 @@
  * FILE with O_APPEND and continues it (DATADIR is empty only when the
  * first one starts), and the journal is one history of the disk.  The
  * replayer needs no notion of a crash: a phase-2 fdatasync of a segment
- * makes the phase-1 writes of that inode durable too (D1 of
+ * makes the phase-1 writes of that inode durable too (PR1 of
  * nrs-powerreplay.c), and phase-1 writes that no later sync covered are
  * dropped at a cut, even though phase 2 read and relied on them -- the
  * bug class this models (issue 12).

@@ -22,32 +22,32 @@
  *
  * THE DURABILITY MODEL (deliberately stricter than ext4 or XFS)
  *
- *  D1 File contents.  fsync or fdatasync of a file (record i) makes every
+ *  PR1 File contents.  fsync or fdatasync of a file (record i) makes every
  *     WRITE, TRUNC and FALLOC of that inode recorded before i durable:
  *     data and size.  Nothing else does: not sync_file_range (it starts
  *     writeback, it promises nothing), not close, not a sync of another
  *     file or of the directory, not time.
- *  D2 Names.  CREATE, UNLINK and RENAME change a directory; the change is
+ *  PR2 Names.  CREATE, UNLINK and RENAME change a directory; the change is
  *     durable once that directory is fsynced or fdatasynced (a later SYNC
  *     record of the directory itself).  An fsync of the new file does not
  *     make its name durable.  A RENAME is durable as a whole at the first
  *     sync of the directory holding the new name; until then the old name
  *     stands.  The recorded directory itself exists and is durable.
- *  D3 At the cut, OUTDIR holds each name D2 made durable whose parent
- *     directories are durable too, with the contents D1 made durable for
+ *  PR3 At the cut, OUTDIR holds each name PR2 made durable whose parent
+ *     directories are durable too, with the contents PR1 made durable for
  *     its inode (a durable name of an inode never synced is an empty
  *     file).  A name whose unlink is not durable brings its inode back.
- *  D4 With -u SEED, a disk that wrote some unsynced sectors on its own:
+ *  PR4 With -u SEED, a disk that wrote some unsynced sectors on its own:
  *     each WRITE, TRUNC and FALLOC after the inode's last sync (and before
  *     the cut) is, independently, dropped (1/2), applied whole (1/4), or
  *     applied sector by sector, each 512-byte sector of its range kept
  *     with probability 1/2 (1/4): torn writes, holes of zeros.  They are
  *     applied in journal order, interleaved with the durable ones.
- *  D5 Process crashes are no event of the disk.  A journal may hold the
+ *  PR5 Process crashes are no event of the disk.  A journal may hold the
  *     calls of several processes that ran one after another on the
  *     directory, each crash (kill -9, a crash failpoint) followed by a
  *     restart that reads what the page cache kept (nrs-powerfail.c,
- *     SEVERAL PROCESSES).  D1-D4 apply across them unchanged: a later
+ *     SEVERAL PROCESSES).  PR1-PR4 apply across them unchanged: a later
  *     process's sync of an inode makes the earlier processes' writes of
  *     it durable too, and an earlier write no later sync covered is lost
  *     at a cut however much the later processes relied on it.
@@ -277,7 +277,7 @@ static char *new_name(const struct pf_hdr *h)
 	return p;
 }
 
-/* The directory whose sync makes namespace record i durable (D2). */
+/* The directory whose sync makes namespace record i durable (PR2). */
 static char *ns_dir(const struct pf_hdr *h)
 {
 	const char *p = rec_path(h);
@@ -317,7 +317,7 @@ static void apply_ns(size_t i)
 }
 
 /* A sync of directory dir (record i) makes the earlier changes of its
- * names durable, in journal order (D2). */
+ * names durable, in journal order (PR2). */
 static void sync_dir(size_t i, const char *dir)
 {
 	for (size_t j = 0; j < i; j++) {
@@ -393,7 +393,7 @@ static void pass1(size_t k)
 			    memcmp(rec_path(h), liar, strlen(liar)) == 0)
 				break;
 			if (!objs[o].is_dir) {
-				objs[o].last_sync = (long)i;	/* D1 */
+				objs[o].last_sync = (long)i;	/* PR1 */
 				break;
 			}
 			p = path_copy(h);
@@ -464,7 +464,7 @@ static int cmp_entry(const void *a, const void *b)
 		      ((const struct entry *)b)->path);
 }
 
-/* Pass 2: write OUTDIR (D3, D4). */
+/* Pass 2: write OUTDIR (PR3, PR4). */
 static void pass2(size_t k, const char *out, bool unsynced)
 {
 	qsort(dur.v, dur.n, sizeof(*dur.v), cmp_entry);
@@ -475,7 +475,7 @@ static void pass2(size_t k, const char *out, bool unsynced)
 		struct entry *pe = par[0] ? lookup(&dur, par) : NULL;
 		int fd;
 
-		/* D3: a durable name under a directory that is not */
+		/* PR3: a durable name under a directory that is not */
 		if (par[0] && (!pe || !objs[pe->obj].is_dir)) {
 			free(par);
 			continue;
@@ -497,9 +497,9 @@ static void pass2(size_t k, const char *out, bool unsynced)
 			    h->type != PF_TRUNC && h->type != PF_FALLOC))
 				continue;
 			if ((long)j < objs[e->obj].last_sync) {
-				apply_data(fd, h, false);	/* D1 */
+				apply_data(fd, h, false);	/* PR1 */
 			} else if (unsynced) {
-				uint64_t r = rnd() & 3;		/* D4 */
+				uint64_t r = rnd() & 3;		/* PR4 */
 
 				if (r >= 2)
 					continue;

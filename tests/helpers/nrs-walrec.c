@@ -9,7 +9,7 @@
  * Numbers are decimal or 0x hex, all 64-bit unsigned.  The record holds
  * DATA as one append.  Prints "ok OFFSET" (where the record starts); exits
  * 1 with a message on failure (the encoder refuses a record that would
- * fail walrec.c V3).
+ * fail walrec.c WV3).
  */
 #include "config.h"
 

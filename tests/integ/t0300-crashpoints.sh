@@ -131,14 +131,14 @@ test_expect_success 'mount, create the streams for the error cases' '
 
 # A short write (wal.write=short[:E], src/util/failpoint.c): half of each
 # failing batch, rounded down to 512 bytes, reaches the segment before the
-# error.  Every failed write is undone (wal_local.c A3), so no partial
+# error.  Every failed write is undone (wal_local.c WA3), so no partial
 # record is ever read, published or recovered, and nereusfs-fsck finds
 # nothing to cut.
 FSCK=${NRS_FSCK:-$nrs_top/nereusfs-fsck}
 wid=2000
 # Records of 256 KiB - 1 MiB (the ":big" specs) make batches large, which
 # the syncer thread syncs in groups while the next are written
-# (src/commit/pipeline.c P2): a failed sync there fails every batch written and
+# (src/commit/pipeline.c PL2): a failed sync there fails every batch written and
 # not yet synced, and leaves no trace of any.
 for spec in wal.before_write=error:ENOSPC wal.after_write=error:ENOSPC \
 	    wal.before_sync=error:EIO wal.after_sync=error:EIO \
@@ -181,7 +181,7 @@ for spec in wal.before_write=error:ENOSPC wal.after_write=error:ENOSPC \
 done
 
 # The publisher retries a failed publication for about 30 s
-# (src/commit/pipeline.c P3), then fails the pipeline.
+# (src/commit/pipeline.c PL3), then fails the pipeline.
 test_expect_success 'publication failing EIO for good: appends fail EIO, pipeline_failed 1, a remount recovers every acknowledged append' '
 	ack=$TRASH/ack.publish &&
 	acks="$acks -a $ack" &&

@@ -4,7 +4,7 @@ test_description='stream ids, heads and LSNs from a damaged disk: the daemon mou
 
 # The damage is written offline with the sqlite3 shell, every changed row
 # resealed (lib.sh reseal: its checksum holds, so the row reaches the value
-# checks of recovery.c RD1 instead of failing C3), and with nrs-walrec, which
+# checks of recovery.c RD1 instead of failing CK3), and with nrs-walrec, which
 # appends a record formatted by the project's own encoder (all its CRCs
 # verify) to the last WAL segment.  Every wait is bounded: a daemon that
 # spins or hangs fails a step, it does not stall the suite.
@@ -14,7 +14,7 @@ command -v sqlite3 >/dev/null 2>&1 ||
 
 K=$MNT/k
 big=4611686018427387904		# 2^62: a possible id, far above any count
-lsn_bad=18446744073709551614	# UINT64_MAX - 1: its +1 would wrap (R6)
+lsn_bad=18446744073709551614	# UINT64_MAX - 1: its +1 would wrap (RC6)
 lsn_max=9223372036854775807	# NRS_WALREC_LSN_MAX: the last one issued
 
 q () {

@@ -9,15 +9,15 @@ test_description='recovery publishes only durable WAL bytes; a clean unmount lea
 # under nrs-powerfail.so, which journals every write and sync they make in
 # $DATA (one journal, one clock); nrs-powerreplay then rebuilds what the
 # disk holds after a power loss at a journal point, keeping only what a
-# sync made durable (tests/helpers/nrs-powerreplay.c D1-D3).
+# sync made durable (tests/helpers/nrs-powerreplay.c PR1-PR3).
 #
-#  - recovery.c R4 / wal_local.c A8: the re-published batch is synced
+#  - recovery.c RC4 / wal_local.c WA8: the re-published batch is synced
 #    before its head is published, so a power loss right after that
 #    recovery (before a clean unmount could sync anything) leaves a
 #    directory that nereusfs-fsck finds clean, that mounts with no broken
 #    chain, and in which every acknowledged record (and at most the one
 #    unacknowledged record per writer that recovery re-published) verifies.
-#  - mat_object.c M4, walgc.c M5: a WAL segment is deleted only once the object
+#  - mat_object.c MZ4, walgc.c MZ5: a WAL segment is deleted only once the object
 #    and the generation that cover its records are durable, so a power
 #    loss right after the reclaim keeps every acknowledged record.
 #  - core.c U1: after the clean unmount (exit 0) the replayed directory is
@@ -101,10 +101,10 @@ after_last_reclaim () {
 
 # The remount rotates segments often (1 MiB): a rotation cuts the zeros
 # written ahead of the old segment's records without a sync (wal_local.c
-# A7).  It materializes at once, so
-# that WAL segments are reclaimed (walgc.c M5) before the unmount:
+# WA7).  It materializes at once, so
+# that WAL segments are reclaimed (walgc.c MZ5) before the unmount:
 # k_mat is a power cut right after the last reclaim, when the generation
-# that let it go is durable only if its publication was synced (M4).
+# that let it go is durable only if its publication was synced (MZ4).
 test_expect_success 'recorded: the remount re-publishes the unsynced batch, more appends, clean unmount' '
 	nrs_mount_pf -o wal_segment_size=1048576,materialize_bytes=65536,materialize_age_ms=100 &&
 	k_rec=$(nrs-powerreplay -c "$journal") &&
@@ -141,11 +141,11 @@ check_replay () {
 	nrs_umount
 }
 
-test_expect_success 'R4: a power loss right after the remount recovered keeps every acknowledged record' '
+test_expect_success 'RC4: a power loss right after the remount recovered keeps every acknowledged record' '
 	check_replay "$k_rec" "$TRASH/cut"
 '
 
-test_expect_success 'M4, M5: a power loss after the WAL was reclaimed keeps every acknowledged record' '
+test_expect_success 'MZ4, MZ5: a power loss after the WAL was reclaimed keeps every acknowledged record' '
 	check_replay "$k_mat" "$TRASH/cut.mat"
 '
 

@@ -2,10 +2,10 @@
 test_description='a torn tail that hits the newest acknowledged record: only its range reads EIO'
 . "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
-# Issue 12, item 1 (recovery.c R5b).  4 writers append to one stream and
+# Issue 12, item 1 (recovery.c RC5b).  4 writers append to one stream and
 # stop; the daemon is killed; 7 bytes are cut off the end of the last WAL
 # record, which the head names.  The commit chain is broken at its newest
-# link, and before R5b the whole stream (objects included) read EIO, and so
+# link, and before RC5b the whole stream (objects included) read EIO, and so
 # did the appends acknowledged after the remount.  Now: the log and
 # nereusfs-fsck name the same range, exactly the lost record's; the index
 # serves everything below it (and, after more appends, shows that one gap);
@@ -20,7 +20,7 @@ seed=${NRS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d " ")}
 echo "# seed $seed (NRS_SEED)"
 
 # cut_last_record SEG N: cut N bytes off the end of the segment's records
-# (the zeros written ahead of them, wal_local.c A7, go first).
+# (the zeros written ahead of them, wal_local.c WA7, go first).
 cut_last_record () {
 	python3 - "$1" "$2" <<-\EOF
 	import os, sys
@@ -126,7 +126,7 @@ test_expect_success 'a second remount serves the same' '
 	nrs_umount
 '
 
-# materializer.c M9: with materialization on, the stream is due but its
+# materializer.c MZ9: with materialization on, the stream is due but its
 # next byte has no copy.  The materializer must neither spin on it nor
 # hold up other streams; a trim past the lost range lets it go on.
 fast=materialize_bytes=65536,materialize_age_ms=200,object_size=262144

@@ -105,7 +105,7 @@ test_expect_success 'remount: every acknowledged append there, from objects' '
 # ---- (b) backpressure: the WAL budget --------------------------------
 
 # Three 1 MiB segments' worth: with the store away, appends fill the WAL
-# and then fail ENOSPC (wal_local.c A6).  The budget counts bytes, so a
+# and then fail ENOSPC (wal_local.c WA6).  The budget counts bytes, so a
 # write smaller than the one refused may still fit: the probe is larger
 # than any record of the appender.
 BUDGET="$FAST,wal_budget=3145728"
@@ -156,7 +156,7 @@ test_expect_success 'store back: catches up, segments reclaimed, appends succeed
 # ---- orphans: only a stopped run's uploads, never a live one ----------
 
 # An upload a stop interrupts leaves its intent (a prepared row) for the
-# next mount to clean up (materializer.c M6).  With the store away at that
+# next mount to clean up (materializer.c MZ6).  With the store away at that
 # mount, the cleanup waits for it while another thread starts an upload of
 # its own; once the store is back, the cleanup must remove the old intents
 # only.  The failpoint holds this mount's upload unproven (its PUTs fail),

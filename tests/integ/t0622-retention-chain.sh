@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='inherited retention costs nothing per pass when nothing changed, however deep the streams (sqlite_settings.c M8; issue 12 item 4)'
+test_description='inherited retention costs nothing per pass when nothing changed, however deep the streams (sqlite_settings.c MT8; issue 12 item 4)'
 . "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 . "$nrs_lib/objlib.sh"
 

@@ -1,9 +1,9 @@
 #!/bin/sh
-test_description='space of dead WAL records comes back on an idle mount: the current segment is sealed once it holds no live record and reclaimed (wal_local_seg.c D2, walgc.c M7); a crash right after the seal, or right after the reclaim, loses nothing acknowledged'
+test_description='space of dead WAL records comes back on an idle mount: the current segment is sealed once it holds no live record and reclaimed (wal_local_seg.c WD2, walgc.c MZ7); a crash right after the seal, or right after the reclaim, loses nothing acknowledged'
 . "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The default 64 MiB segments (so that everything written stays in the
-# current segment, which M5 never deletes), small objects, no compaction
+# current segment, which MZ5 never deletes), small objects, no compaction
 # (no draining copies), a short GC grace.
 OPTS="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,compact_size=0,gc_grace_ms=300"
 keeps="$MNT/k/keep0 $MNT/k/keep1"
@@ -66,7 +66,7 @@ test_expect_success 'idle mount, everything materialized: the segment is sealed;
 	mkdir "$MNT/k" &&
 	nrs-appender -t 2 -n 300 -s 33-4096 -w 1 -a "$TRASH/ack.1" $keeps &&
 	dd if="$TRASH/blob.big" of="$MNT/k/big" bs=1M oflag=append conv=notrunc status=none &&
-	nrs_wait_exit 30 &&	# M7 sealed it; M5 crashed before deleting it
+	nrs_wait_exit 30 &&	# MZ7 sealed it; MZ5 crashed before deleting it
 	nrs_kill9 &&
 	grep "failpoint wal.before_reclaim: crash at hit 1\$" "$LOG" &&
 	test "$(ls "$DATA/wal" | wc -l)" = 2 &&
@@ -110,7 +110,7 @@ test_expect_success 'retention; live bytes of another stream not yet materialize
 	sleep 1 &&
 	test "$(nrs_xattr "$MNT/k/small" user.nereus.materialized)" = 0 &&
 	test "$(file_bytes "$DATA/wal")" -gt $((3 << 20)) &&	# held by small
-	test "$(ls "$DATA/wal" | wc -l)" = 1 &&	# and not sealed: M7
+	test "$(ls "$DATA/wal" | wc -l)" = 1 &&	# and not sealed: MZ7
 	show &&
 	nrs_wait_for 20 within_bound &&
 	show &&

@@ -3,7 +3,7 @@
 # t0615-compaction-s3.sh (S3) after lib.sh and the provider's file, which
 # sets OBJ_OPTS and obj_files (objlib.sh says what each is).
 #
-# What it checks (compaction.c C1-C2, lifecycle.c G1-G2): small objects
+# What it checks (compaction.c CP1-CP2, lifecycle.c G1-G2): small objects
 # merge into larger ones while appends and whole-stream reads go on, and no
 # byte read ever changes; GC deletes the replaced objects after the grace
 # period, so the store holds as many objects as the index names; large
@@ -33,7 +33,7 @@ settled () {	# every object at least 256 KiB but the last few, nothing to do
 	[ "$small" -le 3 ] && materialized
 }
 # Once the stream is idle (10 x materialize_age_ms without a commit), the
-# short runs of small objects merge too (C1): then no two small objects are
+# short runs of small objects merge too (CP1): then no two small objects are
 # neighbours, and nothing more is to be done.
 idle_settled () {
 	obj_lines | awk '

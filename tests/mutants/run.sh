@@ -11,7 +11,7 @@
 #
 #	LABEL	FILE	TESTS	FROM	TO
 #
-#   LABEL  the rule it breaks, as the source labels it ("R3 stale epoch")
+#   LABEL  the rule it breaks, as the source labels it ("RC3 stale epoch")
 #   FILE   the source file, relative to the top of the tree
 #   TESTS  the tests that guard the rule, space-separated, as for
 #          `make check TESTS=...`

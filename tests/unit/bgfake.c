@@ -236,7 +236,7 @@ void bg_open(struct bgfake *f, const char *name, bool with_wal)
 
 		snprintf(path, sizeof(path), "%s/wal", f->dir);
 		assert_int_equal(nrs_wal_local_open(path, &o, &f->wal), 0);
-		/* A0: a WAL takes writes once scanned (as recovery does) */
+		/* WA0: a WAL takes writes once scanned (as recovery does) */
 		assert_int_equal(nrs_wal_scan(f->wal, no_rec, NULL), 0);
 	}
 	nrs_streams_init(&f->t);

@@ -11,7 +11,7 @@
  * (PUT and HEAD do not answer), a PUT answered but lost, a HEAD that shows
  * other bytes under one key, a DELETE that fails.  It counts what it was
  * asked and checks, at every PUT, that the key's intent (a prepared row)
- * was recorded before (materializer.c M3).
+ * was recorded before (materializer.c MZ3).
  *
  * Streams are made by bg_stream (a row in the store, a stream in the
  * table) and grown by bg_write: one WAL record at the head, indexed, as the

@@ -227,7 +227,7 @@ static void test_impossible_row_not_pending(void **state)
 }
 
 /* F29: a record whose LSN is above NRS_WALREC_LSN_MAX (its +1 would wrap
- * R6), or which ends past NRS_HEAD_MAX, is damage and an orphan:
+ * RC6), or which ends past NRS_HEAD_MAX, is damage and an orphan:
  * reported, never pending. */
 static void test_record_lsn_range(void **state)
 {
@@ -302,7 +302,7 @@ static void test_missing_and_damaged_records(void **state)
 	       "WAL: committed bytes [0, 100) cannot be reached");
 }
 
-/* R5b: the newest record of the chain is lost (a torn tail): only its
+/* RC5b: the newest record of the chain is lost (a torn tail): only its
  * range has no copy; the records below it are still the chain. */
 static void test_chain_newest_lost(void **state)
 {
@@ -327,7 +327,7 @@ static void test_chain_newest_lost(void **state)
 	nrs_chain_free(&ch);
 }
 
-/* R5b, I2: two records continue the chain at the same base (a failed
+/* RC5b, I2: two records continue the chain at the same base (a failed
  * writer's orphan beside the committed one): that range is not guessed. */
 static void test_chain_twins(void **state)
 {
@@ -352,7 +352,7 @@ static void test_chain_twins(void **state)
 	nrs_chain_free(&ch);
 }
 
-/* R5b: where the walk up meets the walk back, the record below must be
+/* RC5b: where the walk up meets the walk back, the record below must be
  * the one the walk back named; an orphan in the lost record's place is
  * not served. */
 static void test_chain_orphan_in_place(void **state)
@@ -493,7 +493,7 @@ static const char *at(struct objdir *d, const char *rel)
 }
 
 /* Store an object of stream sid holding [start, end) under a recorded
- * intent (mat_object.c M3); its key in key, its SHA-256 in sha; returns
+ * intent (mat_object.c MZ3); its key in key, its SHA-256 in sha; returns
  * its generation, still prepared. */
 static uint64_t store_object(struct objdir *d, uint64_t start, uint64_t end,
 			     char key[NRS_OBJKEY_MAX],
@@ -523,7 +523,7 @@ static uint64_t store_object(struct objdir *d, uint64_t start, uint64_t end,
 	return row.gen;
 }
 
-/* store_object, then published as a committed generation (M4). */
+/* store_object, then published as a committed generation (MZ4). */
 static uint64_t put_object(struct objdir *d, uint64_t start, uint64_t end,
 			   char key[NRS_OBJKEY_MAX])
 {
@@ -868,7 +868,7 @@ static void test_lifecycle_unneeded(void **state)
 	assert_true(d->f.chains_intact);
 }
 
-/* A compaction (compaction.c C2) replaced generations 1 and 2 by 3, at
+/* A compaction (compaction.c CP2) replaced generations 1 and 2 by 3, at
  * T0: 1 and 2 are draining.  Their files are those of committed rows. */
 static void compact(struct objdir *d, char k1[NRS_OBJKEY_MAX],
 		    char k2[NRS_OBJKEY_MAX], char k3[NRS_OBJKEY_MAX])

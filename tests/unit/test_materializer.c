@@ -5,19 +5,19 @@
  * a real local WAL and a stream table of the test's own (bgfake.h).
  *
  * First the pure functions: the uncertain PUT rule (DESIGN.md 6: what a
- * HEAD after a PUT proves, whatever the PUT answered) and the M5 bound.
+ * HEAD after a PUT proves, whatever the PUT answered) and the MZ5 bound.
  * Then the materializer's threads, started with one worker, a tiny
  * retry pause and min_bytes 1, each test waiting (bg_wait) for what it
- * expects: M1 (whole records, at most object_size), M3 (the intent before
+ * expects: MZ1 (whole records, at most object_size), MZ3 (the intent before
  * the PUT; a proof that fails quarantines the generation and never writes
  * its key again; a lost PUT goes again under the same key; a store away is
- * retried, never quarantined), M4 (the row committed, the index and
- * `materialized` moved; a range trimmed meanwhile pokes the GC), M6 (an
+ * retried, never quarantined), MZ4 (the row committed, the index and
+ * `materialized` moved; a range trimmed meanwhile pokes the GC), MZ6 (an
  * upload a stop interrupted leaves its intent, which the next start
- * deletes with its object), M9 (a lost range waits, other streams go on),
- * M7 and M5 as the idle builder runs them.  Last, walgc.c's passes called
- * directly: M5 (an indexed segment, the pipeline's floor, the drain before
- * the delete) and M7 (what may be sealed, the pause after a failed seal).
+ * deletes with its object), MZ9 (a lost range waits, other streams go on),
+ * MZ7 and MZ5 as the idle builder runs them.  Last, walgc.c's passes called
+ * directly: MZ5 (an indexed segment, the pipeline's floor, the drain before
+ * the delete) and MZ7 (what may be sealed, the pause after a failed seal).
  */
 #include "config.h"
 
@@ -36,7 +36,7 @@
 #include "wal/wal.h"
 #include "wal/walrec.h"
 
-/* M5: a reclaim never reaches a segment made after it looked. */
+/* MZ5: a reclaim never reaches a segment made after it looked. */
 static void test_reclaim_bound(void **state)
 {
 	struct nrs_wal_stats ws = { .segments = 3, .cur_seg = 7, .last_seg = 7 };
@@ -157,10 +157,10 @@ static void one_row(struct bgfake *f, uint64_t id, int state,
 	free(v);
 }
 
-/* M2-M4: a range becomes one object: intent first, then the PUT, then the
+/* MZ2-MZ4: a range becomes one object: intent first, then the PUT, then the
  * row committed, the index serving the object, `materialized` moved; no
  * poke (nothing was trimmed).  Then the idle builder seals the dead
- * current segment (M7) and reclaims it (M5), the drain first. */
+ * current segment (MZ7) and reclaims it (MZ5), the drain first. */
 static void test_mat_publish(void **state)
 {
 	struct bgfake f;
@@ -188,7 +188,7 @@ static void test_mat_publish(void **state)
 	assert_true(bg_has(&f, key, &len));
 	assert_int_equal(len, o.length);
 	assert_int_equal(bg_puts_of(&f, key), 1);
-	assert_false(f.store.no_intent);		/* M3: intent first */
+	assert_false(f.store.no_intent);		/* MZ3: intent first */
 	pthread_mutex_lock(&st->lock);
 	assert_int_equal(st->index.n, 1);
 	assert_int_equal(st->index.v[0].kind, NRS_TARGET_OBJ);
@@ -198,7 +198,7 @@ static void test_mat_publish(void **state)
 	assert_int_equal(st->unmat_since_ns, 0);
 	pthread_mutex_unlock(&st->lock);
 	assert_int_equal(atomic_load(&f.metrics.obj_uploads), 1);
-	/* M7, then M5: nothing names the segment, so it is sealed (the
+	/* MZ7, then MZ5: nothing names the segment, so it is sealed (the
 	 * next one made current) and goes */
 	u.v = seg;
 	assert_true(bg_wait(seg_gone, &u));
@@ -213,7 +213,7 @@ static void test_mat_publish(void **state)
 	bg_close(&f);
 }
 
-/* M1: whole records, at most object_size bytes, at least one record. */
+/* MZ1: whole records, at most object_size bytes, at least one record. */
 static void test_mat_object_size(void **state)
 {
 	static const uint64_t want[][2] = { { 0, 200 }, { 200, 300 },
@@ -245,7 +245,7 @@ static void test_mat_object_size(void **state)
 	bg_close(&f);
 }
 
-/* M3, M6: with the store away, the intent is recorded and the PUT retried
+/* MZ3, MZ6: with the store away, the intent is recorded and the PUT retried
  * until the stop, which leaves the intent; the next start finds it and
  * deletes its object (here one a PUT left after all) and its row, and
  * the range is materialized anew under a new generation. */
@@ -286,7 +286,7 @@ static void test_mat_intent_orphan(void **state)
 	m = mat_start(&f, 0);
 	wait_materialized(&f, st, 500);
 	nrs_mat_stop(m);
-	assert_false(bg_row(&f, o.gen, &n));		/* M6: row gone */
+	assert_false(bg_row(&f, o.gen, &n));		/* MZ6: row gone */
 	assert_false(bg_has(&f, key, NULL));		/* and its object */
 	assert_int_equal(bg_dels_of(&f, key), 1);
 	assert_int_equal(atomic_load(&f.metrics.obj_orphans_removed), 1);
@@ -299,7 +299,7 @@ static void test_mat_intent_orphan(void **state)
 	bg_close(&f);
 }
 
-/* M3: the HEAD shows other bytes under the key: that generation is
+/* MZ3: the HEAD shows other bytes under the key: that generation is
  * quarantined, never published, its key never written again; the range
  * goes out under a new generation, hence a new key. */
 static void test_mat_quarantine(void **state)
@@ -332,7 +332,7 @@ static void test_mat_quarantine(void **state)
 	bg_close(&f);
 }
 
-/* M3: a PUT answered but lost (the HEAD finds nothing) goes again, the same
+/* MZ3: a PUT answered but lost (the HEAD finds nothing) goes again, the same
  * bytes under the same key; a store that does not answer is retried, with
  * the same generation, never quarantined. */
 static void retried(unsigned int drop, unsigned int away, unsigned int puts)
@@ -398,7 +398,7 @@ static bool poked(void *ctx)
 	return bg_count(&u->f->mu, &u->f->pokes) >= 1;
 }
 
-/* M4: a range trimmed while its object was on its way is published, yet
+/* MZ4: a range trimmed while its object was on its way is published, yet
  * serves nothing: the GC is poked to look at it (lifecycle.c G1). */
 static void test_mat_trimmed_meanwhile(void **state)
 {
@@ -437,7 +437,7 @@ static bool retry_set(void *ctx)
 	return r != 0;
 }
 
-/* M9: a stream due whose next byte no WAL record holds is put aside for a
+/* MZ9: a stream due whose next byte no WAL record holds is put aside for a
  * pause, not taken again at once; the other streams go on. */
 static void test_mat_lost_range(void **state)
 {
@@ -484,7 +484,7 @@ static void forget_wal(struct nrs_stream *st)
 	pthread_mutex_unlock(&st->lock);
 }
 
-/* M5: a segment goes only when no index names it and the pipeline's floor
+/* MZ5: a segment goes only when no index names it and the pipeline's floor
  * is above it, never the current one, and the readers drain first. */
 static void test_walgc_reclaim(void **state)
 {
@@ -521,7 +521,7 @@ static void test_walgc_reclaim(void **state)
 	bg_close(&f);
 }
 
-/* M7: the current segment is sealed only when it holds a record, the
+/* MZ7: the current segment is sealed only when it holds a record, the
  * floor is above it and no index names it; a failed seal waits. */
 static void test_walgc_seal(void **state)
 {
@@ -547,7 +547,7 @@ static void test_walgc_seal(void **state)
 	assert_int_equal(f.seals, 1);
 	assert_int_equal(f.seal_seg, 1);
 	assert_true(atomic_load(&f.metrics.wal_sealed_segments) == 1);
-	nrs_walgc_reclaim(&g);			/* M5 follows */
+	nrs_walgc_reclaim(&g);			/* MZ5 follows */
 	assert_int_equal(segments(&f), 1);	/* 2, made current by it */
 
 	assert_int_equal(bg_write(&f, st, 100, 't'), 2);

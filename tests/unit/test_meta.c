@@ -1071,7 +1071,7 @@ static uint64_t steps_since(struct nrs_meta *m, uint64_t *last)
 	return d;
 }
 
-/* M8: when nothing changed a get reads no inode, however deep; after a
+/* MT8: when nothing changed a get reads no inode, however deep; after a
  * change each directory is read once, not once per stream below it; every
  * kind of change is seen. */
 #define MEMO_DEPTH	1100	/* more than one WALK_CHUNK */
@@ -1899,7 +1899,7 @@ static void test_upgrade_from_2(void **state)
 }
 
 
-/* ---- row checksums and the schema upgrade (sqlite_crc.c C1-C4) ------- */
+/* ---- row checksums and the schema upgrade (sqlite_crc.c CK1-CK4) ------- */
 
 /* Run sql on the closed store's file with SQLite itself; returns the
  * first column of the first row as an integer (0 if none). */
@@ -2058,7 +2058,7 @@ static void test_row_crc_each_column(void **state)
 	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &r), -EUCLEAN);
 }
 
-/* C2: nothing but unlink and forget changes a damaged row; the other
+/* CK2: nothing but unlink and forget changes a damaged row; the other
  * streams, also of the same batch, are not held back. */
 static void test_row_crc_damaged_row(void **state)
 {
@@ -2135,7 +2135,7 @@ static void test_upgrade_from_1(void **state)
 	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
 }
 
-/* C4: damage to the structure (here a dirents page) refuses the open. */
+/* CK4: damage to the structure (here a dirents page) refuses the open. */
 static void test_quick_check_refuses(void **state)
 {
 	struct fx *f = *state;

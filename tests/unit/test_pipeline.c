@@ -585,7 +585,7 @@ static void test_conditional(void **state)
 	assert_int_equal(nrs_counter(&f->metrics.espipe), 2);
 }
 
-/* P1: LSNs and heads never wrap.  The last LSN (walrec.h) is issued;
+/* PL1: LSNs and heads never wrap.  The last LSN (walrec.h) is issued;
  * after it every append fails -EOVERFLOW and changes nothing; an append
  * that would take the head past NRS_HEAD_MAX fails -EFBIG. */
 static void test_lsn_and_head_bounds(void **state)
@@ -682,7 +682,7 @@ static void test_wal_failure_resets(void **state)
 }
 
 /*
- * Group sync for batches of any size (P2).  Batch a held in the WAL's
+ * Group sync for batches of any size (PL2).  Batch a held in the WAL's
  * write while b queues; then a's sync is held: b is written while a
  * syncs, and neither is completed before a sync covers it.
  */
@@ -776,7 +776,7 @@ static void test_sync_failure_alone(void **state)
 	assert_false(nrs_pipeline_failed(f->p));
 }
 
-/* P6: the WAL is sealed only by the commit role, and only when idle. */
+/* PL6: the WAL is sealed only by the commit role, and only when idle. */
 static void test_seal_idle(void **state)
 {
 	struct fix *f = *state;
@@ -809,7 +809,7 @@ static void test_seal_idle(void **state)
 	assert_int_equal(f->wal.seals, 2);
 }
 
-/* P6: the role free, but batches written and not synced: no seal. */
+/* PL6: the role free, but batches written and not synced: no seal. */
 static void test_seal_unsynced(void **state)
 {
 	struct fix *f = *state;
@@ -949,7 +949,7 @@ static void test_wal_per_profile(void **state)
 }
 
 /*
- * PW1 with P2's failure rule: a batch of stream 0 (WAL a) at the syncer,
+ * PW1 with PL2's failure rule: a batch of stream 0 (WAL a) at the syncer,
  * one of stream 1 (WAL b) written behind it; a's sync fails.  Both fail,
  * and each WAL is cut back to its own first unsynced batch: nothing of the
  * failed batches is left in either.

@@ -1,12 +1,12 @@
 /*
- * test_recovery.c - start-up recovery (recovery.c R3) through the core's
+ * test_recovery.c - start-up recovery (recovery.c RC3) through the core's
  * public API: a real data directory, a real SQLite file, a real local WAL.
  *
  * Each test commits one append through the core, closes it, then puts one
  * more record straight into the WAL with the WAL's own API -- the record a
  * crash between the WAL write and the head's publication leaves behind --
  * and reopens the core.  Recovery must re-publish that record exactly when
- * it continues the stream's head (R3): same base, the head's last LSN as
+ * it continues the stream's head (RC3): same base, the head's last LSN as
  * its predecessor, an epoch not lower than the stream's, every chunk
  * verified.  Each test changes one of those and checks the head did not
  * move; the control shows the untouched record does move it, so none of
@@ -16,11 +16,11 @@
  * struct nrs_recover_env): a real SQLite store in a temporary directory, a
  * fake WAL (wal.h is an operations table) whose scan returns the records a
  * test lists and whose sync_all a test can fail, and a stream table of the
- * test's own.  So each rule of recovery.c is seen on its own: R1 (unlinked
- * inodes forgotten), R3 (every condition of a continuation, in LSN order),
- * R4 (no publication when the sync fails), R5 (the index from objects,
- * then the WAL; a lost record a gap of exactly its range), R6 (the next
- * LSN), R7 (nothing onto a corrupt row), RD2, RD3 and RD4.  Stream "s" starts at head 5, version 1, epoch 3, last LSN
+ * test's own.  So each rule of recovery.c is seen on its own: RC1 (unlinked
+ * inodes forgotten), RC3 (every condition of a continuation, in LSN order),
+ * RC4 (no publication when the sync fails), RC5 (the index from objects,
+ * then the WAL; a lost record a gap of exactly its range), RC6 (the next
+ * LSN), RC7 (nothing onto a corrupt row), RD2, RD3 and RD4.  Stream "s" starts at head 5, version 1, epoch 3, last LSN
  * 10, with its record (LSN 10, [0, 5)) in the fake WAL.
  */
 #include "config.h"
@@ -279,7 +279,7 @@ static void run(void **state, const struct tweak *t, uint64_t want)
 	make_stream(f);
 	put_record(f, t);
 	assert_int_equal(recovered_head(f), want);
-	/* a second recovery finds the same (R3 is a pure function) */
+	/* a second recovery finds the same (RC3 is a pure function) */
 	assert_int_equal(recovered_head(f), want);
 }
 
@@ -491,7 +491,7 @@ static void assert_ent(const struct nrs_index_ent *e, uint64_t start,
 	assert_int_equal(e->kind, kind);
 }
 
-/* R3, R5, R6: the continuation is re-published and indexed. */
+/* RC3, RC5, RC6: the continuation is re-published and indexed. */
 static void test_seam_continuation(void **state)
 {
 	struct seam *s = seam_open(state);
@@ -501,7 +501,7 @@ static void test_seam_continuation(void **state)
 	assert_int_equal(seam_recover(s), 0);
 	assert_head(s, 11, 2, 11);
 	assert_int_equal(s->next_lsn, 12);
-	assert_int_equal(s->fw.syncs, 1);			/* R4 */
+	assert_int_equal(s->fw.syncs, 1);			/* RC4 */
 	st = seam_stream(s);
 	assert_int_equal(st->index.n, 2);
 	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_WAL);
@@ -518,7 +518,7 @@ static void test_seam_continuation(void **state)
 	seam_close(s);
 }
 
-/* R3: in LSN order, whatever order the WAL returns them in. */
+/* RC3: in LSN order, whatever order the WAL returns them in. */
 static void test_seam_lsn_order(void **state)
 {
 	struct seam *s = seam_open(state);
@@ -532,8 +532,8 @@ static void test_seam_lsn_order(void **state)
 	seam_close(s);
 }
 
-/* R3: one record that fails one condition is an orphan (head stays 5),
- * and still counts for R6. */
+/* RC3: one record that fails one condition is an orphan (head stays 5),
+ * and still counts for RC6. */
 static void orphan(void **state, uint64_t base, uint64_t epoch, uint64_t prev,
 		   bool ok)
 {
@@ -591,29 +591,29 @@ static void one_record(void **state, uint64_t lsn, uint64_t base,
 	rec_add(s, lsn, s->id, base, len, epoch, 10, true);
 	assert_int_equal(seam_recover(s), 0);
 	assert_head(s, head, version, last_lsn);
-	assert_int_equal(s->next_lsn, (lsn > 10 ? lsn : 10) + 1);	/* R6 */
+	assert_int_equal(s->next_lsn, (lsn > 10 ? lsn : 10) + 1);	/* RC6 */
 	seam_close(s);
 }
 
-/* R3: epoch >= the stream's; the stream's epoch does not move. */
+/* RC3: epoch >= the stream's; the stream's epoch does not move. */
 static void test_seam_higher_epoch(void **state)
 {
 	one_record(state, 11, 5, 6, 4, 11, 2, 11);
 }
 
-/* R3: an empty record continues nothing (its version step would count). */
+/* RC3: an empty record continues nothing (its version step would count). */
 static void test_seam_empty_record(void **state)
 {
 	one_record(state, 11, 5, 0, 3, 5, 1, 10);
 }
 
-/* R3: a record at or below the head's last LSN is not a continuation. */
+/* RC3: a record at or below the head's last LSN is not a continuation. */
 static void test_seam_old_lsn(void **state)
 {
 	one_record(state, 7, 5, 6, 3, 5, 1, 10);
 }
 
-/* R3: a record of a stream that does not exist is an orphan; R6 counts
+/* RC3: a record of a stream that does not exist is an orphan; RC6 counts
  * it; RD4: no new stream takes its id. */
 static void test_seam_no_stream(void **state)
 {
@@ -633,7 +633,7 @@ static void test_seam_no_stream(void **state)
 	seam_close(s);
 }
 
-/* R4: the scanned WAL is synced before anything is published on it; if
+/* RC4: the scanned WAL is synced before anything is published on it; if
  * that fails, recovery fails and nothing is published. */
 static void test_seam_sync_fails(void **state)
 {
@@ -651,7 +651,7 @@ static void test_seam_sync_fails(void **state)
 	seam_close(s);
 }
 
-/* R6: the next LSN is above the store's last LSN too. */
+/* RC6: the next LSN is above the store's last LSN too. */
 static void test_seam_next_lsn_from_store(void **state)
 {
 	struct seam *s = seam_open(state);
@@ -662,7 +662,7 @@ static void test_seam_next_lsn_from_store(void **state)
 	seam_close(s);
 }
 
-/* RD2: a record no daemon writes is an orphan and out of R6. */
+/* RD2: a record no daemon writes is an orphan and out of RC6. */
 static void test_seam_impossible_record(void **state)
 {
 	struct seam *s = seam_open(state);
@@ -675,7 +675,7 @@ static void test_seam_impossible_record(void **state)
 	seam_close(s);
 }
 
-/* R1: an inode unlinked while open, left by a crash, is forgotten. */
+/* RC1: an inode unlinked while open, left by a crash, is forgotten. */
 static void test_seam_unlinked_forgotten(void **state)
 {
 	struct seam *s = seam_open(state);
@@ -707,7 +707,7 @@ static void obj_commit(struct seam *s, uint64_t start, uint64_t end,
 	assert_int_equal(nrs_meta_obj_publish(s->meta, o.gen, sha), 0);
 }
 
-/* R5: the committed objects first, then the WAL above materialized. */
+/* RC5: the committed objects first, then the WAL above materialized. */
 static void test_seam_index_objects(void **state)
 {
 	struct seam *s = seam_open(state);
@@ -728,7 +728,7 @@ static void test_seam_index_objects(void **state)
 	seam_close(s);
 }
 
-/* R5a, R5b: a lost record in the middle of the chain leaves exactly its
+/* RC5a, RC5b: a lost record in the middle of the chain leaves exactly its
  * range a gap; the records on both sides are indexed. */
 static void test_seam_index_gap(void **state)
 {
@@ -766,7 +766,7 @@ static void test_seam_impossible_object(void **state)
 	seam_close(s);
 }
 
-/* R7: a row failing its checksum is offline; nothing is re-published
+/* RC7: a row failing its checksum is offline; nothing is re-published
  * onto it, and no index is built. */
 static void test_seam_corrupt_row(void **state)
 {

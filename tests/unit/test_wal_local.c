@@ -247,7 +247,7 @@ static off_t file_size(const char *path)
 	return st.st_size;
 }
 
-/* File bytes [off, end of file) are all zero (A7's space written ahead). */
+/* File bytes [off, end of file) are all zero (WA7's space written ahead). */
 static bool zeros_after(const char *path, off_t off)
 {
 	unsigned char buf[4096];
@@ -356,7 +356,7 @@ static void test_append_read(void **state)
 	assert_int_equal(st.cur_seg, 1);
 	assert_false(st.broken);
 	assert_int_equal(st.bytes, bp.off + a.len + b.len);
-	/* A7: small batches, so zeros were written a MiB ahead */
+	/* WA7: small batches, so zeros were written a MiB ahead */
 	assert_true(file_size(path) > (off_t)st.bytes);
 	assert_true(zeros_after(path, (off_t)st.bytes));
 
@@ -412,7 +412,7 @@ static void test_rotation(void **state)
 	for (uint64_t no = 1; no <= pos[20].seg; no++) {
 		seg_path(path, sizeof(path), f->dir, no);
 		assert_true(no == pos[20].seg || file_size(path) <= 4096);
-		if (no < pos[20].seg) {	/* cut back to its records (A7) */
+		if (no < pos[20].seg) {	/* cut back to its records (WA7) */
 			bytes += (uint64_t)file_size(path);
 			continue;
 		}
@@ -753,7 +753,7 @@ static void test_many_iovecs(void **state)
 		off += len;
 	}
 	assert_int_equal(nrs_wal_append(w, iov, n, &pos), 0);	/* > IOV_MAX */
-	assert_int_equal(fault.pwritev_calls, 1 + 3);	/* zeros (A7), batch */
+	assert_int_equal(fault.pwritev_calls, 1 + 3);	/* zeros (WA7), batch */
 	check_read(w, pos, 1, 30000);
 	fault.short_writes = 1;		/* now every write comes up short */
 	assert_int_equal(nrs_wal_append(w, iov, n, &pos), 0);
@@ -798,7 +798,7 @@ static struct nrs_wal *wal_with_one(struct fx *f, char *path, size_t size,
 	append_recs(w, 1, five, 1, &pos);
 	seg_path(path, size, f->dir, 1);
 	*end = (off_t)(pos.off + nrs_walrec_total_len(five[0]));
-	assert_true(file_size(path) > *end);	/* zeros ahead (A7) */
+	assert_true(file_size(path) > *end);	/* zeros ahead (WA7) */
 	return w;
 }
 
@@ -827,7 +827,7 @@ static void test_fault_enospc(void **state)
 /*
  * The failpoint wal.write=short (failpoint.c): the first half of the batch,
  * rounded down to 512 bytes, reaches the file -- the window clipped inside
- * an iovec -- then the append fails with the errno asked for, and A3 cuts
+ * an iovec -- then the append fails with the errno asked for, and WA3 cuts
  * the prefix off again.  Only the armed hit fires.
  */
 static void test_failpoint_short(void **state)
@@ -925,9 +925,9 @@ static void write_rec(struct nrs_wal *w, uint64_t lsn, uint32_t plen,
 }
 
 /*
- * A8: sync_all() fdatasyncs every segment a scan found -- records written
+ * WA8: sync_all() fdatasyncs every segment a scan found -- records written
  * and never synced by the process before are among them -- except one
- * whose sync failed (A4), and fails on a broken WAL or a read-only one.
+ * whose sync failed (WA4), and fails on a broken WAL or a read-only one.
  */
 static void test_sync_all(void **state)
 {
@@ -1004,7 +1004,7 @@ static void test_group_sync_cut(void **state)
 	assert_int_equal(file_size(path), (off_t)pos[2].off);
 	seg_path(path, sizeof(path), f->dir, 2);
 	assert_int_equal(file_size(path), 64);
-	/* A4: segment 1 stays failed, even once fdatasync works again */
+	/* WA4: segment 1 stays failed, even once fdatasync works again */
 	assert_int_equal(nrs_wal_sync(w, end[1]), -EIO);
 	write_rec(w, 3, 300, &pos[4], &end[4]);
 	assert_int_equal(pos[4].seg, 2);	/* the current one, cut back */
@@ -1137,7 +1137,7 @@ static void scan_expect(struct fx *f, const struct nrs_wal_local_opts *o,
 	nrs_wal_close(w);
 }
 
-/* R8: a read-only WAL reports a torn tail, a torn creation and a bad chunk
+/* WS8: a read-only WAL reports a torn tail, a torn creation and a bad chunk
  * without changing a byte, and refuses appends. */
 static void test_read_only(void **state)
 {
@@ -1179,7 +1179,7 @@ static void test_read_only(void **state)
 		free(s);
 		assert_int_equal(nrs_wal_append(w, &iov, 1, &p), -EROFS);
 		nrs_wal_close(w);
-		/* Segment 1 is not the last: its junk is corruption (R6). */
+		/* Segment 1 is not the last: its junk is corruption (WS6). */
 		assert_int_equal(ds.n, 3);
 		assert_int_equal(ds.d[0].kind, NRS_WAL_BAD_CHUNK);
 		assert_int_equal(ds.d[0].seg, 1);
@@ -1219,7 +1219,7 @@ static void test_read_only(void **state)
 	free(x.buf);
 }
 
-/* A5: an append that would eat into the reserve fails before writing. */
+/* WA5: an append that would eat into the reserve fails before writing. */
 static void test_reserve(void **state)
 {
 	struct fx *f = *state;
@@ -1259,7 +1259,7 @@ static void test_reserve(void **state)
 	free(x.buf);
 }
 
-/* A6: the budget counts the bytes in segments; reclaiming frees it. */
+/* WA6: the budget counts the bytes in segments; reclaiming frees it. */
 static void test_budget_reclaim(void **state)
 {
 	struct fx *f = *state;
@@ -1324,7 +1324,7 @@ static void test_budget_reclaim(void **state)
 }
 
 /*
- * D2: seal() moves the next write to a new, empty segment only when seg is
+ * WD2: seal() moves the next write to a new, empty segment only when seg is
  * the current one and holds a record; reclaim then removes the sealed one
  * (and only it); the records left read back, also after a reopen.
  */
@@ -1357,7 +1357,7 @@ static void test_seal(void **state)
 	assert_int_equal(st.cur_seg, 2);
 	assert_int_equal(st.cur_bytes, 0);
 	assert_int_equal(st.segments, 2);
-	seg_path(path, sizeof(path), f->dir, 1);	/* cut back: A7 */
+	seg_path(path, sizeof(path), f->dir, 1);	/* cut back: WA7 */
 	assert_int_equal(file_size(path), pos[1].off + nrs_walrec_total_len(2000));
 	seg_path(path, sizeof(path), f->dir, 2);
 	assert_int_equal(file_size(path), 64);
@@ -1402,7 +1402,7 @@ static void copy_file(const char *from, const char *to)
 }
 
 /*
- * A7 and R9: small batches write zeros ahead, large ones do not; reads stop
+ * WA7 and WS9: small batches write zeros ahead, large ones do not; reads stop
  * at the last record; rotation and close cut the zeros off; a zero tail
  * left by a crash is no damage, in the last segment (cut) or another (not
  * cut), while zeros followed by junk are.
@@ -1488,7 +1488,7 @@ static void test_zero_ahead(void **state)
 	nrs_wal_close(w);
 
 	/* Zeros, then junk: the zeros are no longer unused space but damage
-	 * (R4), in a segment that is not the last (R6, not cut). */
+	 * (WS4), in a segment that is not the last (WS6, not cut). */
 	memset(junk, 0x5a, sizeof(junk));
 	append_bytes(path, junk, sizeof(junk));
 	ds.n = 0;
@@ -1503,7 +1503,7 @@ static void test_zero_ahead(void **state)
 }
 
 /*
- * A7's average: a large write() the kernel split into a large and a small
+ * WA7's average: a large write() the kernel split into a large and a small
  * request makes alternating batches; their small ones must not write a
  * megabyte of zeros each.  A run of small batches then does.
  */
@@ -1532,7 +1532,7 @@ static void test_zero_ahead_split(void **state)
 	nrs_wal_close(w);
 }
 
-/* A5: the default reserve is 5% of the file system, 4 MiB at least, the
+/* WA5: the default reserve is 5% of the file system, 4 MiB at least, the
  * configured default at most. */
 static void test_reserve_scaled(void **state)
 {

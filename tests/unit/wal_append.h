@@ -1,7 +1,7 @@
 /*
  * wal_append.h - for unit tests only: a WAL provider's write(), sync(),
  * and cut() if the sync failed, in one call, the way the commit pipeline
- * drives them (pipeline.c P2) for one batch.  Not part of wal.h: the
+ * drives them (pipeline.c PL2) for one batch.  Not part of wal.h: the
  * daemon never appends without the pipeline.
  */
 #ifndef NRS_TEST_WAL_APPEND_H
