@@ -68,6 +68,7 @@
 #include "stream/table.h"
 #include "util/clock.h"
 #include "util/failpoint.h"
+#include "util/grow.h"
 #include "util/log.h"
 #include "util/sat.h"
 #include "util/waitms.h"
@@ -165,15 +166,9 @@ static void collect_id(void *ctx, struct nrs_stream *st)
 
 	if (st->corrupt)
 		return;		/* offline: nothing of it is touched */
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		uint64_t *v = realloc(l->v, cap * 2 * sizeof(*v));
-
-		if (!v)
-			return;		/* this pass skips the rest */
-		l->v = v;
-		l->cap = cap;
-	}
+	/* an element is a pair: id, inode */
+	if (nrs_grow((void **)&l->v, &l->cap, l->n + 1, 2 * sizeof(*l->v)))
+		return;		/* this pass skips the rest */
 	l->v[2 * l->n] = st->id;
 	l->v[2 * l->n + 1] = st->ino;
 	l->n++;
@@ -365,17 +360,11 @@ void nrs_lc_poke(struct nrs_lc *l, uint64_t stream_id)
 	if (!l)
 		return;
 	pthread_mutex_lock(&l->lock);
-	if (l->ndirty == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		uint64_t *v = realloc(l->dirty, cap * sizeof(*v));
-
-		if (!v) {
-			l->sweep_all = true;	/* the next pass looks at all */
-			pthread_mutex_unlock(&l->lock);
-			return;
-		}
-		l->dirty = v;
-		l->cap = cap;
+	if (nrs_grow((void **)&l->dirty, &l->cap, l->ndirty + 1,
+		     sizeof(*l->dirty))) {
+		l->sweep_all = true;	/* the next pass looks at all */
+		pthread_mutex_unlock(&l->lock);
+		return;
 	}
 	l->dirty[l->ndirty++] = stream_id;
 	pthread_mutex_unlock(&l->lock);
