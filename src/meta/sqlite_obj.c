@@ -40,7 +40,7 @@ int nrs_sq_obj_prepare(struct nrs_meta *base, struct nrs_obj_row *o)
 
 	if (o->end <= o->start)
 		return -EINVAL;
-	ret = tx_begin(m, TX_DURABLE);
+	ret = tx_begin(m, TX_DURABLE); /* I7: the intent */
 	if (ret)
 		return ret;
 	s = BIND(m, ST_OBJ_INSERT, o->stream_id, o->start, o->end, o->length);

@@ -1694,6 +1694,139 @@ static uint64_t obj_new(struct nrs_meta *m, bool publish)
 }
 
 /*
+ * A counting VFS: every call goes to SQLite's default VFS, and the syncs
+ * of a "-wal" file are counted.  In WAL mode at synchronous=NORMAL a
+ * commit writes its frames without a sync; at FULL (a TX_DURABLE
+ * transaction, sqlite.c) the commit syncs the -wal file.  So a durable
+ * operation is one that moves the count.
+ */
+struct cnt_file {
+	sqlite3_file base;
+	sqlite3_file *real;	/* right behind this struct */
+	bool wal;
+};
+
+static sqlite3_vfs *cnt_real;
+static sqlite3_vfs cnt_vfs;
+static atomic_int cnt_wal_syncs;
+
+#define REAL(f) (((struct cnt_file *)(f))->real)
+static int c_close(sqlite3_file *f)
+{ return REAL(f)->pMethods ? REAL(f)->pMethods->xClose(REAL(f)) : SQLITE_OK; }
+static int c_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o)
+{ return REAL(f)->pMethods->xRead(REAL(f), b, n, o); }
+static int c_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
+{ return REAL(f)->pMethods->xWrite(REAL(f), b, n, o); }
+static int c_truncate(sqlite3_file *f, sqlite3_int64 n)
+{ return REAL(f)->pMethods->xTruncate(REAL(f), n); }
+static int c_sync(sqlite3_file *f, int flags)
+{
+	if (((struct cnt_file *)f)->wal)
+		atomic_fetch_add(&cnt_wal_syncs, 1);
+	return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int c_size(sqlite3_file *f, sqlite3_int64 *n)
+{ return REAL(f)->pMethods->xFileSize(REAL(f), n); }
+static int c_lock(sqlite3_file *f, int l)
+{ return REAL(f)->pMethods->xLock(REAL(f), l); }
+static int c_unlock(sqlite3_file *f, int l)
+{ return REAL(f)->pMethods->xUnlock(REAL(f), l); }
+static int c_reserved(sqlite3_file *f, int *r)
+{ return REAL(f)->pMethods->xCheckReservedLock(REAL(f), r); }
+static int c_fcntl(sqlite3_file *f, int op, void *a)
+{ return REAL(f)->pMethods->xFileControl(REAL(f), op, a); }
+static int c_sector(sqlite3_file *f)
+{ return REAL(f)->pMethods->xSectorSize(REAL(f)); }
+static int c_devchar(sqlite3_file *f)
+{ return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f)); }
+static int c_shmmap(sqlite3_file *f, int i, int sz, int ext, void volatile **p)
+{ return REAL(f)->pMethods->xShmMap(REAL(f), i, sz, ext, p); }
+static int c_shmlock(sqlite3_file *f, int off, int n, int flags)
+{ return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags); }
+static void c_shmbarrier(sqlite3_file *f)
+{ REAL(f)->pMethods->xShmBarrier(REAL(f)); }
+static int c_shmunmap(sqlite3_file *f, int del)
+{ return REAL(f)->pMethods->xShmUnmap(REAL(f), del); }
+static int c_fetch(sqlite3_file *f, sqlite3_int64 o, int n, void **p)
+{ return REAL(f)->pMethods->xFetch(REAL(f), o, n, p); }
+static int c_unfetch(sqlite3_file *f, sqlite3_int64 o, void *p)
+{ return REAL(f)->pMethods->xUnfetch(REAL(f), o, p); }
+
+static const sqlite3_io_methods cnt_io = {
+	3, c_close, c_read, c_write, c_truncate, c_sync, c_size, c_lock,
+	c_unlock, c_reserved, c_fcntl, c_sector, c_devchar, c_shmmap,
+	c_shmlock, c_shmbarrier, c_shmunmap, c_fetch, c_unfetch,
+};
+
+static int c_open(sqlite3_vfs *v, const char *name, sqlite3_file *f,
+		  int flags, int *out)
+{
+	struct cnt_file *c = (struct cnt_file *)f;
+	size_t n = name ? strlen(name) : 0;
+	int rc;
+
+	(void)v;
+	c->real = (sqlite3_file *)(c + 1);
+	c->wal = n > 4 && strcmp(name + n - 4, "-wal") == 0;
+	rc = cnt_real->xOpen(cnt_real, name, c->real, flags, out);
+	c->base.pMethods = c->real->pMethods ? &cnt_io : NULL;
+	return rc;
+}
+
+static void cnt_register(void)
+{
+	cnt_real = sqlite3_vfs_find(NULL);
+	assert_non_null(cnt_real);
+	cnt_vfs = *cnt_real;
+	cnt_vfs.zName = "nrs-count";
+	cnt_vfs.szOsFile = (int)sizeof(struct cnt_file) + cnt_real->szOsFile;
+	cnt_vfs.xOpen = c_open;
+	assert_int_equal(sqlite3_vfs_register(&cnt_vfs, 1), SQLITE_OK);
+}
+
+/*
+ * DESIGN.md I7 (mat_object.c MZ4, walgc.c MZ5): an object generation's
+ * intent and its publication are durable before they return, so that a
+ * WAL segment reclaimed after them cannot outlive, across a power loss,
+ * the row that says its bytes are in an object.  A head publication that
+ * asks for no durability syncs nothing: the count tells the two apart.
+ */
+static void test_obj_durable(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row sr;
+	struct nrs_head_update u = { 0 };
+	struct nrs_obj_row o = { .stream_id = 7, .start = 0, .end = 10,
+				 .length = 50 };
+	unsigned char sha[32] = { 3 };
+	int n;
+
+	nrs_meta_close(f->m);
+	cnt_register();
+	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+	create_ok(f->m, ROOT, "s", &sr);
+
+	u.id = sr.id;
+	u.head = 10;
+	u.version = 1;
+	u.mtime_ns = NOW;
+	n = atomic_load(&cnt_wal_syncs);
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	assert_int_equal(atomic_load(&cnt_wal_syncs), n);
+
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &o), 0);
+	assert_true(atomic_load(&cnt_wal_syncs) > n);
+	n = atomic_load(&cnt_wal_syncs);
+	assert_int_equal(nrs_meta_obj_publish(f->m, o.gen, sha), 0);
+	assert_true(atomic_load(&cnt_wal_syncs) > n);
+
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(sqlite3_vfs_unregister(&cnt_vfs), SQLITE_OK);
+	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+}
+
+/*
  * objgen.c GS1, GS2: every line of the generation state machine, and
  * moves it does not list refused with -EINVAL and nothing changed.
  */
@@ -2238,6 +2371,7 @@ int main(void)
 		T(test_readonly_listing),
 		T(test_objects),
 		T(test_obj_transitions),
+		T(test_obj_durable),
 		T(test_obj_rows),
 		T(test_upgrade_from_2),
 		T(test_row_crc_format),
