@@ -75,6 +75,10 @@
 #                    gives one sequential reader; and four s3 CLI processes
 #                    getting them in parallel: about the most it gives at
 #                    all, the ceiling of nereusfs's four GETs in flight.
+#                    On both S3 servers boto3 (boto3_bench.py get) getting
+#                    the same objects whole, cold, with one thread and
+#                    with four, is printed beside it, with nereusfs's
+#                    ratio to each (issue 14: the same baseline on both).
 #                    The GETs nereusfs sent
 #                    for the cold read, and their mean size, are shown.
 # Every measurement is printed with the highest 1-minute load average seen
@@ -653,11 +657,14 @@ cli_run() { # N HASH
 	return 0
 }
 
-# boto3_bench.py ARGS... against moto: got = MB/s, got_load = the load
-# before it; status 1 if it failed.
-boto_run() {
+# boto3_bench.py ARGS... against STORE (moto, or s3: s3rver): got = MB/s,
+# got_load = the load before it; status 1 if it failed.
+boto_run() { # STORE ARGS...
+	local url=$MOTO_URL ak=$MOTO_AK sk=$MOTO_SK
+	[ "$1" = s3 ] && url=$NRS_S3_URL ak=$NRS_S3_ACCESS_KEY sk=$NRS_S3_SECRET_KEY
+	shift
 	got='' got_load=$(load1)
-	got=$(NRS_S3_URL=$MOTO_URL NRS_S3_ACCESS_KEY=$MOTO_AK NRS_S3_SECRET_KEY=$MOTO_SK \
+	got=$(NRS_S3_URL=$url NRS_S3_ACCESS_KEY=$ak NRS_S3_SECRET_KEY=$sk \
 		python3 "$BOTO3_BENCH" "$@" 2>>"$work/logs/boto3.log") && [ -n "$got" ] || {
 		note "boto3 failed ($(tail -n 2 "$work/logs/boto3.log" | tr '\n' ' '))"
 		got=''
@@ -681,7 +688,7 @@ mat_runs() { # STORE N
 		if [ "$store" = moto ]; then
 			mat_seq=$((mat_seq + 1))
 			sync
-			boto_run put "$n" "$OBJ_COUNT" "$work/src" "boto$mat_seq" && cv+=("$got")
+			boto_run moto put "$n" "$OBJ_COUNT" "$work/src" "boto$mat_seq" && cv+=("$got")
 			ld+=("$got_load")
 		fi
 		if [ $cli = 1 ]; then
@@ -754,7 +761,7 @@ read_runs() { # STORE
 	local store=$1 r v g0 gb rd0 wb
 	local data=$work/odata-$store
 	[ "$READ_RUNS" -gt 0 ] || return 0
-	local -a nc=() nw=() pc=() pw=() cg=() cg4=() gets=() gbytes=() wreads=() loads=() keys=()
+	local -a nc=() nw=() pc=() pw=() cg=() cg4=() bg=() bg4=() gets=() gbytes=() wreads=() loads=() keys=()
 	omount "$store" "$data" "materialize_bytes=$OBJ_SIZE,object_size=$OBJ_SIZE,materialize_age_ms=100" || return
 	if ! append_file "$work/omnt/read" "$READ_BYTES" || ! wait_materialized 600; then
 		note "cannot set up the read stream on $store"
@@ -782,11 +789,13 @@ read_runs() { # STORE
 			drop_caches
 			cg4+=("$(cli_get "$work/omnt/read" 4)")
 		fi
-		if [ "$store" = moto ]; then
+		if [ "$store" = s3 ] || [ "$store" = moto ]; then
 			mapfile -t keys < <(getfattr --only-values -n user.nereus.index "$work/omnt/read" 2>/dev/null |
 				awk '$4 ~ /^obj:/ { sub(/^obj:/, "", $4); print $4 }')
-			boto_run get 1 "${keys[@]}" && cg+=("$got")
-			boto_run get 4 "${keys[@]}" && cg4+=("$got")
+			drop_caches
+			boto_run "$store" get 1 "${keys[@]}" && bg+=("$got")
+			drop_caches
+			boto_run "$store" get 4 "${keys[@]}" && bg4+=("$got")
 		fi
 		oumount
 		if [ -n "$pr_pid" ]; then
@@ -803,9 +812,11 @@ read_runs() { # STORE
 	RD[$store,getbytes]=$(median "${gbytes[@]}")
 	RD[$store,cliget]=$(median "${cg[@]}")
 	RD[$store,cliget4]=$(median "${cg4[@]}")
+	RD[$store,boto]=$(median "${bg[@]}")
+	RD[$store,boto4]=$(median "${bg4[@]}")
 	RD[$store,warmreads]=$(median "${wreads[@]}")
 	LOAD[read,$store]=$(printf '%s\n' "${loads[@]}" | sort -g | tail -n 1)
-	[ -n "${BENCH_RAW:-}" ] && echo "obj=read store=$store bytes=$READ_BYTES nereus_cold=${nc[*]} nereus_warm=${nw[*]} pt_cold=${pc[*]} pt_warm=${pw[*]} s3cli_get=${cg[*]} s3cli_get4=${cg4[*]} gets=${gets[*]} get_bytes=${gbytes[*]} warm_daemon_reads=${wreads[*]} load=${loads[*]}" >>"$BENCH_RAW"
+	[ -n "${BENCH_RAW:-}" ] && echo "obj=read store=$store bytes=$READ_BYTES nereus_cold=${nc[*]} nereus_warm=${nw[*]} pt_cold=${pc[*]} pt_warm=${pw[*]} s3cli_get=${cg[*]} s3cli_get4=${cg4[*]} boto3_get=${bg[*]} boto3_get4=${bg4[*]} gets=${gets[*]} get_bytes=${gbytes[*]} warm_daemon_reads=${wreads[*]} load=${loads[*]}" >>"$BENCH_RAW"
 }
 
 obj_bench() {
@@ -955,8 +966,8 @@ obj_report() {
 			printf '%-6s %-6s %12s %15s %7s %6s  %s\n' "$store" "$c" "${v:-n/a}" "${b:-n/a}" "$r" \
 				"${LOAD[read,$store]:--}" "$t"
 		done
-		[ "$store" = moto ] && [ -n "${RD[$store,cliget]:-}" ] &&
-			echo "       boto3 getting the same objects, one thread: ${RD[$store,cliget]} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget]}")x); four threads: ${RD[$store,cliget4]:-n/a} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget4]:-}")x)"
+		[ -n "${RD[$store,boto]:-}" ] &&
+			echo "       boto3 getting the same objects whole, cold, one thread: ${RD[$store,boto]} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,boto]}")x); four threads: ${RD[$store,boto4]:-n/a} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,boto4]:-}")x)"
 		[ "$store" = s3 ] && [ -n "${RD[$store,cliget]:-}" ] &&
 			echo "       the s3 CLI getting the same objects one after another, cold: ${RD[$store,cliget]} MB/s (nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget]}")x)"
 		[ "$store" = s3 ] && [ -n "${RD[$store,cliget4]:-}" ] &&
