@@ -36,11 +36,6 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 declare -A rank=([fuse]=7 [core]=6 [fsck]=6 [bg]=5 [commit]=4 [stream]=3
 		 [wal]=2 [meta]=2 [obj]=2 [util]=1)
 
-# Includes allowed against LY1 and LY2 as a known debt, not a rule:
-# "FILE -> INCLUDE" a line.  Empty since the services seam (issue 13):
-# bg/ and stream/ include nothing of core/.
-tolerated=""
-
 check() {
 	local src=$1 f dir inc idir bad=0 line n
 	if [ ! -d "$src" ]; then
@@ -84,15 +79,12 @@ check() {
 				fi
 				idir=${inc%%/*}
 				if [[ $inc == *_priv.h && $idir != "$dir" ]]; then
-					if ! grep -qxF "${f#"$src"/} -> $inc" <<<"$tolerated"; then
-						echo "LY2 ${f#"$src"/}:$n: $inc is private to $idir/"
-						bad=1
-					fi
+					echo "LY2 ${f#"$src"/}:$n: $inc is private to $idir/"
+					bad=1
 					continue
 				fi
 				[ "$idir" = "$dir" ] && continue
 				if [ "${rank[$idir]:-0}" -ge "${rank[$dir]}" ]; then
-					grep -qxF "${f#"$src"/} -> $inc" <<<"$tolerated" && continue
 					if [ "${rank[$idir]:-0}" -eq "${rank[$dir]}" ]; then
 						echo "LY1 ${f#"$src"/}:$n: $inc is a sibling layer's ($idir)"
 					else
