@@ -10,13 +10,15 @@
 # Every file under src/ belongs to the layer of its folder.  The layers,
 # from the top down (README, "Architecture"), with their rank:
 #
-#	7 fuse     the FUSE front and main()
-#	6 core     handles, namespace, xattrs, virtual files, adapter ioctls
-#	6 fsck     the offline checker (a sibling of core)
-#	5 bg       background services: materializer, lifecycle
-#	4 commit   the commit pipeline
-#	3 stream   the stream table, index, reader, recovery
-#	2 wal meta obj   the providers: WAL, metadata store, object store
+#	8 fuse     the FUSE front and main()
+#	7 core     handles, namespace, xattrs, virtual files, adapter ioctls
+#	7 fsck     the offline checker (a sibling of core)
+#	6 bg       background services: materializer, lifecycle, checkpoints
+#	5 commit   the commit pipeline
+#	4 stream   the stream table, index, reader, recovery
+#	3 wal owner  the WAL providers (the object WAL stores its segments
+#		   in an object store); the owner record of a bucket
+#	2 meta obj the metadata store, the object store
 #	1 util     what every layer may use
 #
 # Rules (each one a line of the report when broken):
@@ -33,8 +35,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-declare -A rank=([fuse]=7 [core]=6 [fsck]=6 [bg]=5 [commit]=4 [stream]=3
-		 [wal]=2 [meta]=2 [obj]=2 [util]=1)
+declare -A rank=([fuse]=8 [core]=7 [fsck]=7 [bg]=6 [commit]=5 [stream]=4
+		 [wal]=3 [owner]=3 [meta]=2 [obj]=2 [util]=1)
 
 check() {
 	local src=$1 f dir inc idir bad=0 line n
@@ -138,7 +140,9 @@ echo "layers: $(find "$src" -mindepth 2 -name '*.[ch]' | wc -l) files, every inc
 
 fail=0
 plant "$src" util/log.c '#include "core/core.h"' LY1 || fail=1
-plant "$src" wal/walrec.c '#include "meta/meta.h"' LY1 || fail=1
+plant "$src" obj/objfmt.c '#include "meta/meta.h"' LY1 || fail=1
+plant "$src" obj/objstore.c '#include "wal/wal.h"' LY1 || fail=1
+plant "$src" wal/walrec.c '#include "stream/stream.h"' LY1 || fail=1
 plant "$src" bg/lifecycle.c '#include "fuse/fuse_front.h"' LY1 || fail=1
 plant "$src" fuse/main.c '#include "core/core_priv.h"' LY2 || fail=1
 plant "$src" bg/materializer.c '#include "core/core_priv.h"' LY2 || fail=1
