@@ -41,20 +41,6 @@
 #include "util/log.h"
 #include "util/metrics.h"
 
-enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,
-				    uint64_t len,
-				    const unsigned char sha256[NRS_SHA256_LEN])
-{
-	if (head_err == -ENOENT)
-		return NRS_PUT_AGAIN;
-	if (head_err)
-		return NRS_PUT_LATER;
-	if (got->length == len && got->has_sha256 &&
-	    memcmp(got->sha256, sha256, NRS_SHA256_LEN) == 0)
-		return NRS_PUT_PROVEN;
-	return NRS_PUT_QUARANTINE;
-}
-
 /* MZ3: PUT until HEAD proves the object.  0, -EBADMSG (quarantine), or
  * -ECANCELED (stopping). */
 static int upload(struct nrs_mat *m, const char *key, const void *buf,

@@ -40,19 +40,4 @@ int nrs_mat_start(const struct nrs_services *svc,
  * cleaned up at the next start), nothing half published. NULL ok. */
 void nrs_mat_stop(struct nrs_mat *m);
 
-/* What HEAD after a PUT proves (DESIGN.md 6, the uncertain PUT rule). */
-enum nrs_put_verdict {
-	NRS_PUT_PROVEN,		/* exact length and SHA-256: accepted */
-	NRS_PUT_AGAIN,		/* not there: PUT the same bytes again */
-	NRS_PUT_LATER,		/* the store did not answer: retry later */
-	NRS_PUT_QUARANTINE,	/* other bytes under the key: never
-				 * overwrite; a new generation gets a new key */
-};
-
-
-/* head_err and got: the result of nrs_obj_head() for the key. */
-enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,
-				    uint64_t len,
-				    const unsigned char sha256[NRS_SHA256_LEN]);
-
 #endif

@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -43,4 +44,19 @@ bool nrs_objkey_is_valid(const char *key)
 		at_start = false;
 	}
 	return !at_start;	/* no trailing '/' */
+}
+
+/* OB1 */
+enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,
+				    uint64_t len,
+				    const unsigned char sha256[NRS_SHA256_LEN])
+{
+	if (head_err == -ENOENT)
+		return NRS_PUT_AGAIN;
+	if (head_err)
+		return NRS_PUT_LATER;
+	if (got->length == len && got->has_sha256 &&
+	    memcmp(got->sha256, sha256, NRS_SHA256_LEN) == 0)
+		return NRS_PUT_PROVEN;
+	return NRS_PUT_QUARANTINE;
 }

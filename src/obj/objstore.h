@@ -133,6 +133,24 @@ static inline void nrs_obj_close(struct nrs_objstore *s)
 }
 
 /*
+ * OB1 What HEAD after a PUT proves (DESIGN.md 6, the uncertain PUT rule):
+ * the exact length and SHA-256 sent, nothing less.  The one rule of proof
+ * of every writer of objects (materializer, object WAL).
+ */
+enum nrs_put_verdict {
+	NRS_PUT_PROVEN,		/* exact length and SHA-256: accepted */
+	NRS_PUT_AGAIN,		/* not there: PUT the same bytes again */
+	NRS_PUT_LATER,		/* the store did not answer: retry later */
+	NRS_PUT_QUARANTINE,	/* other bytes under the key: never
+				 * overwrite; a new generation gets a new key */
+};
+
+/* head_err and got: the result of nrs_obj_head() for the key. */
+enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got,
+				    uint64_t len,
+				    const unsigned char sha256[NRS_SHA256_LEN]);
+
+/*
  * The embedded store: objects are files under dir (created if missing),
  * one file per key ('/' in a key makes subdirectories).  put() writes a
  * temporary file, fsyncs it and renames it into place (then fsyncs the

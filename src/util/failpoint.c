@@ -82,6 +82,10 @@
  *   gc.before_delete        lifecycle.c G2, before a draining object is
  *                           deleted from the store.
  *   gc.after_delete         after the delete, before the row is retired.
+ *   owal.before_put         wal_object.c OW1, before a WAL object's PUT:
+ *                           it failed having sent nothing (retried, OW2).
+ *   owal.after_put          after the PUT returned: its answer was lost
+ *                           (resolved by the HEAD proof that follows).
  *
  * nrs_meta_publish serves both the pipeline (PL3) and recovery (RC4), so the
  * meta.* points are hit by both.
@@ -119,6 +123,8 @@ static const char *const fp_names[NRS_FP_COUNT] = {
 	[NRS_FP_WAL_BEFORE_RECLAIM] = "wal.before_reclaim",
 	[NRS_FP_GC_BEFORE_DELETE] = "gc.before_delete",
 	[NRS_FP_GC_AFTER_DELETE] = "gc.after_delete",
+	[NRS_FP_OWAL_BEFORE_PUT] = "owal.before_put",
+	[NRS_FP_OWAL_AFTER_PUT] = "owal.after_put",
 };
 
 /* The errnos a point may inject (the grammar's ERRNO), named by errname.h. */

@@ -38,6 +38,8 @@ enum nrs_fp {
 	NRS_FP_WAL_BEFORE_RECLAIM,	/* "wal.before_reclaim" */
 	NRS_FP_GC_BEFORE_DELETE,	/* "gc.before_delete" */
 	NRS_FP_GC_AFTER_DELETE,		/* "gc.after_delete" */
+	NRS_FP_OWAL_BEFORE_PUT,		/* "owal.before_put" */
+	NRS_FP_OWAL_AFTER_PUT,		/* "owal.after_put" */
 	NRS_FP_COUNT
 };
 

@@ -52,6 +52,8 @@ void nrs_metrics_init(struct nrs_metrics *m)
 		  sizeof(batch_bounds) / sizeof(batch_bounds[0]));
 	hist_init(&m->batch_bytes, batch_byte_bounds,
 		  sizeof(batch_byte_bounds) / sizeof(batch_byte_bounds[0]));
+	hist_init(&m->owal_put_us, lat_bounds_us,
+		  sizeof(lat_bounds_us) / sizeof(lat_bounds_us[0]));
 }
 
 void nrs_hist_observe(struct nrs_hist *h, uint64_t v)
@@ -251,6 +253,18 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 		  &m->batch_appends, 1.0);
 	histogram(&t, "batch_bytes", "Payload bytes per group commit.",
 		  &m->batch_bytes, 1.0);
+	counter(&t, "object_wal_objects_total",
+		"Object WAL objects stored and proven.",
+		nrs_counter(&m->owal_objects));
+	counter(&t, "object_wal_bytes_total",
+		"Bytes of the object WAL objects proven.",
+		nrs_counter(&m->owal_bytes));
+	counter(&t, "object_wal_put_retries_total",
+		"Object WAL PUTs not proven, sent again (same bytes, same key).",
+		nrs_counter(&m->owal_retries));
+	histogram(&t, "object_wal_put_seconds",
+		  "Time of one object WAL PUT and the HEAD that proves it.",
+		  &m->owal_put_us, 1e-6);
 	gauge(&t, "wal_bytes", "Bytes held in WAL segment files.",
 	      g->wal_bytes);
 	gauge(&t, "wal_live_bytes",

@@ -72,6 +72,11 @@ struct nrs_metrics {
 	struct nrs_hist commit_latency;		/* microseconds, submit->reply */
 	struct nrs_hist batch_appends;		/* appends per batch */
 	struct nrs_hist batch_bytes;		/* payload bytes per batch */
+	/* wal_object.c */
+	atomic_uint_fast64_t owal_objects;	/* WAL objects proven */
+	atomic_uint_fast64_t owal_bytes;
+	atomic_uint_fast64_t owal_retries;	/* PUTs not proven, sent again */
+	struct nrs_hist owal_put_us;		/* PUT + HEAD, microseconds */
 };
 
 /* Gauges that belong to other modules, sampled at render time. */

@@ -8,25 +8,20 @@
  * (DESIGN.md section 1: a provider's completed I/O never makes anything
  * visible).  A position is (segment, byte offset); a batch never spans two
  * segments.  The pipeline holds one provider per stream profile
- * (pipeline.h, profile_wal; pipeline.c PW1); today local-wal is behind
- * every profile.
+ * (pipeline.h, profile_wal; pipeline.c PW1).
  *
  * PROVIDERS
  *
  *   local-wal   (wal_local.c) segment files in one directory.  write() is
  *               pwritev into the current segment; a "segment" is a file.
- *   object-wal  (not built yet) a segment is a bucket object, or a run of
- *               them: write() stages the batch in memory (or a spill file)
- *               and returns its position in the object being built; sync()
- *               PUTs every staged byte before end as one object (key: the
- *               segment number and first offset) and returns 0 only once a
- *               HEAD of that key answers the expected length and checksum,
- *               so a PUT the store acknowledged but lost is not durable;
- *               cut() drops staged bytes (nothing was PUT) or, after a PUT
- *               whose proof failed, deletes the key, else refuses later
- *               writes as local-wal does (WA3); read() is a ranged GET (or
- *               the staged copy); scan() LISTs the keys in order; seal()
- *               ends the object being built; reclaim() deletes keys.
+ *   object-wal  (wal_object.c) a segment is one bucket object: write()
+ *               makes the batch an object and starts its PUT (ops.async);
+ *               sync() waits until the HEAD that follows proves it; cut()
+ *               records the objects from pos on as abandoned in the next
+ *               object (OW4), since a PUT already sent may still land;
+ *               read() is the copy in memory or a ranged GET; scan() probes
+ *               keys in order from a floor, never lists; reclaim() deletes
+ *               keys; seal() has nothing to do.
  *
  * DURABLE means, for each provider, that the bytes survive power loss of
  * this host and any crash of the daemon, and that a later scan() returns
@@ -34,7 +29,8 @@
  *   local-wal   an fdatasync of the segment returned 0 (and the segment's
  *               creation was made durable with its directory, WA1);
  *   object-wal  the PUT returned success and the HEAD that follows proves
- *               the object holds exactly those bytes (length and CRC32C).
+ *               the object holds exactly those bytes (length and SHA-256,
+ *               objstore.h OB1).
  *
  * RECORDS.  Every provider stores the same bytes: walrec.c's records,
  * back to back, each padded to 8.  Today a record is kind DATA (the
@@ -112,6 +108,12 @@ struct nrs_wal_stats {
 
 struct nrs_wal_ops {
 	const char *name;
+	/*
+	 * write() starts making the batch durable and sync() waits for it
+	 * (the object WAL's PUTs): the pipeline hands every batch to its
+	 * syncer thread, so that several are in flight at once.
+	 */
+	bool async;
 	/*
 	 * Write the iovecs back to back at the end of the log; *pos is the
 	 * position of the first byte.  They are not durable until a sync()
@@ -301,6 +303,29 @@ struct nrs_wal_local_opts {
  */
 int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 		       struct nrs_wal **out);
+
+struct nrs_objstore;
+struct nrs_metrics;
+
+struct nrs_wal_object_opts {
+	struct nrs_objstore *store;	/* where the WAL objects go */
+	const char *dir;		/* a local directory for the state file
+					 * (wal_object_scan.c OW6), created */
+	unsigned int inflight_max;	/* unproven objects at once (0: 8) */
+	uint64_t timeout_ms;		/* a sync waits at most this (0: 30 s) */
+	uint64_t cache_bytes;		/* proven objects kept for reads
+					 * (0: 64 MiB) */
+	/* The owner gate (DESIGN I8): sync() fails -ESTALE once it returns
+	 * false.  NULL: always allowed. */
+	bool (*may_ack)(void *ctx);
+	void *may_ack_ctx;
+	struct nrs_metrics *metrics;	/* may be NULL */
+};
+
+/* Open the object WAL (wal_object.c); its workers start at once.  Nothing
+ * is PUT before the first write.  Returns 0 or -errno. */
+int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
+			struct nrs_wal **out);
 
 /* The least default reserve (WA5): what SQLite's own WAL grows by between
  * checkpoints (1000 pages of 4 KiB). */

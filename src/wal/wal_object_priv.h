@@ -1,0 +1,134 @@
+/*
+ * wal_object_priv.h - private to src/wal/: the object WAL's state and the
+ * functions its files share.
+ *
+ *   wal_object.c       the provider: the append path (OW1-OW5), reads,
+ *                      stats, reclaim (OW7), open and close, the
+ *                      operations table; the format of a WAL object
+ *   wal_object_scan.c  the state file (OW6) and the recovery scan (OW8)
+ *
+ * The formats and the rules are in wal_object.c's top comment.
+ */
+#ifndef NRS_WAL_OBJECT_PRIV_H
+#define NRS_WAL_OBJECT_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "obj/objstore.h"
+#include "wal/wal.h"
+
+#define OW_HDR		128		/* bytes of an object's header */
+#define OW_MAGIC	"NRSOWAL1"
+#define OW_VERSION	1u
+#define OW_ABAND_MAX	5		/* abandoned ranges one header holds */
+#define OW_SEQ_BITS	40		/* a position's segment: run << 40 | seq */
+#define OW_SEQ_MAX	((1ull << OW_SEQ_BITS) - 1)
+#define OW_RUN_MAX	((1ull << (64 - OW_SEQ_BITS)) - 1)
+
+static inline uint64_t ow_seg(uint64_t run, uint64_t seq)
+{
+	return run << OW_SEQ_BITS | seq;
+}
+
+static inline uint64_t ow_run_of(uint64_t seg)
+{
+	return seg >> OW_SEQ_BITS;
+}
+
+static inline uint64_t ow_seq_of(uint64_t seg)
+{
+	return seg & OW_SEQ_MAX;
+}
+
+/* An inclusive range of segments (objects) recorded as abandoned. */
+struct ow_range {
+	uint64_t lo, hi;
+};
+
+/* A WAL object's decoded header. */
+struct ow_hdr {
+	uint64_t seg;			/* run << 40 | seq */
+	uint64_t rec_len;		/* record bytes after the header */
+	uint32_t n_aband;
+	struct ow_range aband[OW_ABAND_MAX];
+};
+
+enum ow_state {
+	OW_PUTTING = 1,		/* a worker PUTs it until proven */
+	OW_PROVEN,		/* stored and proven (OW1) */
+	OW_BAD,			/* other bytes under its key: quarantined */
+};
+
+/* One WAL object this run wrote or the scan found. */
+struct ow_obj {
+	uint64_t seg;
+	uint64_t size;			/* header + records */
+	unsigned char *buf;		/* its bytes; NULL once evicted */
+	unsigned char sha256[NRS_SHA256_LEN];
+	enum ow_state state;
+	bool taken;			/* a worker has it */
+	bool abandoned;			/* cut (OW4) */
+	uint64_t t_write_ns;		/* when write() made it */
+	struct ow_obj *next;		/* in seg order */
+};
+
+struct wal_object {
+	struct nrs_wal base;
+	struct nrs_objstore *store;
+	char *state_path;		/* DIR/state (OW6) */
+	char *dir;
+	unsigned int inflight_max;	/* unproven objects at most (OW5) */
+	uint64_t timeout_ns;		/* OW2 */
+	uint64_t cache_bytes;
+	bool (*may_ack)(void *ctx);
+	void *may_ack_ctx;
+	struct nrs_metrics *metrics;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;		/* an object's state changed; work */
+	struct ow_obj *head, *tail;	/* every object held, seg order */
+	uint64_t floor;			/* OW6, OW7: objects below are gone */
+	uint64_t run;			/* this run (0: none yet, OW3) */
+	uint64_t last_run;		/* the highest run the state names */
+	uint64_t next_seq;		/* of this run */
+	uint64_t last_seg;		/* highest segment held or written */
+	struct ow_range pend[OW_ABAND_MAX];	/* OW4: not yet recorded */
+	unsigned int n_pend;
+	unsigned int unproven;		/* objects PUTTING (OW5) */
+	uint64_t held_bytes;		/* bytes of every object held */
+	uint64_t cached_bytes;		/* bytes of bufs of proven objects */
+	bool broken;			/* OW1: a quarantine */
+	bool stop;
+	pthread_t *workers;
+	unsigned int nworkers;
+};
+
+/* Encode h (n_aband <= OW_ABAND_MAX) into out[OW_HDR]. */
+void ow_hdr_encode(const struct ow_hdr *h, unsigned char out[OW_HDR]);
+/* Decode and verify (magic, version, CRC, fields); 0 or -EBADMSG. */
+int ow_hdr_decode(const unsigned char in[OW_HDR], struct ow_hdr *out);
+/* The key of segment seg: "owal/<run, 6 hex>/<seq, 10 hex>". */
+void ow_key(char key[NRS_OBJKEY_MAX], uint64_t seg);
+
+/* OW6: read the state file (absent: floor 0, last_run 0); 0 or -errno. */
+int ow_state_read(const char *path, uint64_t *floor, uint64_t *last_run);
+/* OW6: replace it durably; 0 or -errno. */
+int ow_state_write(const char *path, const char *dir, uint64_t floor,
+		   uint64_t last_run);
+
+/* Insert o in seg order (lock held). */
+void ow_insert(struct wal_object *w, struct ow_obj *o);
+/* The object of segment seg, or NULL (lock held). */
+struct ow_obj *ow_find(struct wal_object *w, uint64_t seg);
+
+/* OW4: add [lo, hi] to the abandoned ranges not yet recorded (lock held);
+ * -EOVERFLOW if they do not fit a header. */
+int ow_pend_add(struct wal_object *w, uint64_t lo, uint64_t hi);
+/* Drop the bytes of the oldest proven objects past cache_bytes (lock held). */
+void ow_evict(struct wal_object *w);
+
+int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx);
+
+#endif

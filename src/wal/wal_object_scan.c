@@ -1,0 +1,305 @@
+/*
+ * wal_object_scan.c - the object WAL's state file and its recovery scan
+ * (wal_object.c has the object format and OW1-OW5, OW7).
+ *
+ *  OW6 The state file DIR/state says where the WAL's objects are without
+ *      a listing: the floor (every object below it is gone or abandoned)
+ *      and the last run that may have written one.  32 bytes:
+ *        0  magic "NRSOWST1"   8  u64 floor   16  u64 last run
+ *        24 u32 CRC32C of [0, 24)   28 u32 0
+ *      It is replaced whole (a temporary file, fsync, rename, fsync of
+ *      the directory) before a run's first PUT (OW3) and before a reclaim
+ *      deletes anything (OW7).  A state file that fails its checks is
+ *      damage: the open fails (-EUCLEAN) rather than start from a guess,
+ *      which could reuse a key or miss objects.
+ *  OW8 Scan.  For each run from the floor's to the last, keys are probed
+ *      by HEAD in seq order (from the floor's seq in its run, else 1) and
+ *      the probe of a run ends after inflight_max missing keys in a row
+ *      (OW5).  A found object is read whole and accepted only if its
+ *      length and SHA-256 are those of its HEAD, its header verifies and
+ *      names its own key, and its length is header + rec_len: else it is
+ *      damage, logged, never used or deleted, and its records are not
+ *      returned (their ranges read EIO, recovery.c RC5b).  The abandoned
+ *      ranges of every accepted header are gathered first; then the
+ *      records of every accepted object no range names are returned in
+ *      log order, each with its chunk CRCs checked (data_ok).  A store
+ *      that does not answer fails the scan (the mount): object-wal heads
+ *      cannot be known without it.  The seqs the last run may still have
+ *      had in flight are recorded abandoned by the next object (OW4).
+ *      A WAL that never wrote (no state file) scans nothing and touches
+ *      no store.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "obj/objfmt.h"
+#include "obj/objstore.h"
+#include "util/crc32c.h"
+#include "util/fileio.h"
+#include "util/grow.h"
+#include "util/le.h"
+#include "util/log.h"
+#include "wal/wal.h"
+#include "wal/wal_object_priv.h"
+#include "wal/walrec.h"
+
+#define ST_LEN		32
+#define ST_MAGIC	"NRSOWST1"
+/* The largest WAL object a scan reads: a batch (pipeline.c, 16 MiB at
+ * most by default, 1 GiB by any option) and its header.  A length from
+ * the store above it is damage, never an allocation. */
+#define OBJ_MAX		((1ull << 30) + OW_HDR)
+
+int ow_state_read(const char *path, uint64_t *floor, uint64_t *last_run)
+{
+	unsigned char b[ST_LEN];
+	ssize_t n;
+	int fd;
+
+	*floor = 0;
+	*last_run = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	n = nrs_pread_full(fd, b, sizeof(b), 0);
+	close(fd);
+	if (n < 0)
+		return (int)n;
+	if (n != ST_LEN || memcmp(b, ST_MAGIC, 8) != 0 ||
+	    nrs_le32_get(b + 24) != nrs_crc32c(0, b, 24) ||
+	    nrs_le32_get(b + 28) != 0 ||
+	    nrs_le64_get(b + 16) > OW_RUN_MAX ||
+	    ow_run_of(nrs_le64_get(b + 8)) > nrs_le64_get(b + 16)) {
+		nrs_err("object WAL: state file %s is damaged (OW6); the mount"
+			" stops rather than guess where the objects are", path);
+		return -EUCLEAN;
+	}
+	*floor = nrs_le64_get(b + 8);
+	*last_run = nrs_le64_get(b + 16);
+	return 0;
+}
+
+int ow_state_write(const char *path, const char *dir, uint64_t floor,
+		   uint64_t last_run)
+{
+	unsigned char b[ST_LEN] = { 0 };
+	char tmp[4096];
+	int fd, err = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(b, ST_MAGIC, 8);
+	nrs_le64_put(b + 8, floor);
+	nrs_le64_put(b + 16, last_run);
+	nrs_le32_put(b + 24, nrs_crc32c(0, b, 24));
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (pwrite(fd, b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		err = errno ? -errno : -EIO;
+	if (!err && fsync(fd) < 0)
+		err = -errno;
+	close(fd);
+	if (!err && rename(tmp, path) < 0)
+		err = -errno;
+	if (!err) {
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		if (fsync(fd) < 0)
+			err = -errno;
+		close(fd);
+	}
+	if (err)
+		(void)unlink(tmp);
+	return err;
+}
+
+/* OW8: fetch and check the object of seg, whose HEAD answered m. */
+static int fetch(struct wal_object *w, uint64_t seg,
+		 const struct nrs_obj_meta *m, struct ow_obj **out)
+{
+	unsigned char sha[NRS_SHA256_LEN];
+	char key[NRS_OBJKEY_MAX];
+	const char *why = NULL;
+	struct ow_hdr h;
+	struct ow_obj *o;
+	ssize_t n;
+
+	ow_key(key, seg);
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->seg = seg;
+	o->state = OW_BAD;
+	o->size = m->length;
+	if (m->length < OW_HDR || m->length > OBJ_MAX || !m->has_sha256) {
+		why = "its length or SHA-256 metadata is impossible";
+		goto damaged;
+	}
+	o->buf = malloc(m->length);
+	if (!o->buf) {
+		free(o);
+		return -ENOMEM;
+	}
+	n = nrs_obj_get(w->store, key, 0, o->buf, m->length);
+	if (n < 0 && n != -ENOENT) {
+		nrs_err("object WAL scan: GET %s: %s", key, strerror((int)-n));
+		free(o->buf);
+		free(o);
+		return (int)n;
+	}
+	if (n != (ssize_t)m->length) {
+		why = "it is shorter than its HEAD said";
+		goto damaged;
+	}
+	if (nrs_objfmt_digest(o->buf, o->size, sha, NULL) != 0 ||
+	    memcmp(sha, m->sha256, sizeof(sha)) != 0) {
+		why = "its bytes fail the SHA-256 stored with it";
+		goto damaged;
+	}
+	if (ow_hdr_decode(o->buf, &h) != 0 || h.seg != seg ||
+	    h.rec_len != o->size - OW_HDR) {
+		why = "its header fails (magic, CRC, key or length)";
+		goto damaged;
+	}
+	memcpy(o->sha256, sha, sizeof(sha));
+	o->state = OW_PROVEN;
+	*out = o;
+	return 0;
+damaged:
+	nrs_err("object WAL scan: %s is damaged: %s; kept, never used; the "
+		"ranges it held read EIO", key, why);
+	free(o->buf);
+	o->buf = NULL;
+	*out = o;
+	return 0;
+}
+
+/* OW8: probe run from seq on; *last: the highest seq found (0: none). */
+static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
+		     uint64_t *last)
+{
+	unsigned int misses = 0;
+
+	*last = 0;
+	for (; misses < w->inflight_max && seq <= OW_SEQ_MAX; seq++) {
+		uint64_t seg = ow_seg(run, seq);
+		struct nrs_obj_meta m = { 0 };
+		char key[NRS_OBJKEY_MAX];
+		struct ow_obj *o = NULL;
+		int err;
+
+		ow_key(key, seg);
+		err = nrs_obj_head(w->store, key, &m);
+		if (err == -ENOENT) {
+			misses++;
+			continue;
+		}
+		if (err) {
+			nrs_err("object WAL scan: HEAD %s: %s: the object store"
+				" must answer for object-wal streams to be"
+				" recovered", key, strerror(-err));
+			return err;
+		}
+		misses = 0;
+		*last = seq;
+		err = fetch(w, seg, &m, &o);
+		if (err)
+			return err;
+		ow_insert(w, o);
+		if (o->buf)
+			w->cached_bytes += o->size;
+	}
+	return 0;
+}
+
+static bool abandoned(const struct ow_range *r, size_t n, uint64_t seg)
+{
+	for (size_t i = 0; i < n; i++)
+		if (seg >= r[i].lo && seg <= r[i].hi)
+			return true;
+	return false;
+}
+
+/* OW8: the records of object o, in order. */
+static int walk(const struct ow_obj *o, nrs_wal_scan_cb cb, void *ctx)
+{
+	uint64_t len = o->size - OW_HDR, off = 0;
+	const unsigned char *p = o->buf + OW_HDR;
+
+	while (off < len) {
+		struct nrs_wal_rec_info ri = { 0 };
+		uint64_t total;
+		int err;
+
+		err = nrs_walrec_decode_hdr(p + off, len - off, &ri.rec);
+		total = err ? 0 : nrs_walrec_total_len(ri.rec.len);
+		if (err || total > len - off) {
+			nrs_err("object WAL scan: object %016" PRIx64 " has no "
+				"valid record at offset %" PRIu64 "; the rest "
+				"of it is not used", o->seg, off);
+			return 0;
+		}
+		ri.pos.seg = o->seg;
+		ri.pos.off = off;
+		ri.data_ok = nrs_walrec_verify_chunks(p + off, &ri.rec, 0,
+			nrs_walrec_nchunks(ri.rec.len),
+			p + off + nrs_walrec_hdr_len(ri.rec.len), NULL) == 0;
+		err = cb(ctx, &ri);
+		if (err)
+			return err;
+		off += total;
+	}
+	return 0;
+}
+
+int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
+{
+	struct wal_object *w = (struct wal_object *)wal;
+	struct ow_range *ab = NULL;
+	size_t nab = 0, cap = 0;
+	uint64_t run, last = 0;
+	int err = 0;
+
+	if (w->last_run == 0)
+		return 0;			/* never written */
+	pthread_mutex_lock(&w->lock);
+	run = ow_run_of(w->floor) ? ow_run_of(w->floor) : 1;
+	for (; !err && run <= w->last_run; run++)
+		err = probe_run(w, run, run == ow_run_of(w->floor) &&
+				ow_seq_of(w->floor) ? ow_seq_of(w->floor) : 1,
+				&last);
+	for (struct ow_obj *o = w->head; !err && o; o = o->next) {
+		struct ow_hdr h;
+
+		if (o->state != OW_PROVEN || ow_hdr_decode(o->buf, &h) != 0)
+			continue;
+		for (uint32_t i = 0; !err && i < h.n_aband; i++) {
+			err = nrs_grow((void **)&ab, &cap, nab + 1, sizeof(*ab));
+			if (!err)
+				ab[nab++] = h.aband[i];
+		}
+	}
+	for (struct ow_obj *o = w->head; !err && o; o = o->next)
+		if (o->state == OW_PROVEN && !abandoned(ab, nab, o->seg))
+			err = walk(o, cb, ctx);
+	if (!err) {
+		/* OW4: what the last run may have had in flight */
+		run = w->last_run;
+		err = ow_pend_add(w, ow_seg(run, last + 1),
+				     ow_seg(run, last + w->inflight_max));
+	}
+	if (!err)
+		ow_evict(w);
+	pthread_mutex_unlock(&w->lock);
+	free(ab);
+	return err;
+}

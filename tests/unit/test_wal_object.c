@@ -1,0 +1,528 @@
+/*
+ * test_wal_object.c - the object WAL (wal_object.c OW1-OW8) over the real
+ * embedded directory store, behind a wrapper that injects the faults an
+ * object store has: PUTs that fail, answers lost after the bytes were
+ * stored, a store that does not answer, other bytes under a key.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "obj/objfmt.h"
+#include "obj/objstore.h"
+#include "util/clock.h"
+#include "wal/wal.h"
+#include "wal/walrec.h"
+#include "wal_append.h"
+
+/* ---- a store with faults ------------------------------------------------ */
+
+struct faulty {
+	struct nrs_objstore base;
+	struct nrs_objstore *real;
+	atomic_int fail_puts;		/* the next n PUTs fail, nothing stored */
+	atomic_int lose_answers;	/* the next n PUTs store, then fail */
+	atomic_bool down;		/* every call: -ECONNREFUSED */
+	atomic_int puts;		/* PUTs that reached the real store */
+	const char *squat;		/* PUTs of this key answer 0, store
+					 * nothing: another writer's bytes
+					 * stay there */
+};
+
+static struct faulty *fy(struct nrs_objstore *s)
+{
+	return (struct faulty *)s;
+}
+
+static int f_put(struct nrs_objstore *s, const char *key, const void *buf,
+		 size_t len, const unsigned char md5[NRS_MD5_LEN],
+		 const unsigned char sha[NRS_SHA256_LEN])
+{
+	struct faulty *f = fy(s);
+	int err;
+
+	if (atomic_load(&f->down))
+		return -ECONNREFUSED;
+	if (f->squat && strcmp(key, f->squat) == 0)
+		return 0;
+	if (atomic_load(&f->fail_puts) > 0) {
+		atomic_fetch_sub(&f->fail_puts, 1);
+		return -EIO;
+	}
+	err = nrs_obj_put(f->real, key, buf, len, md5, sha);
+	atomic_fetch_add(&f->puts, 1);
+	if (!err && atomic_load(&f->lose_answers) > 0) {
+		atomic_fetch_sub(&f->lose_answers, 1);
+		return -ETIMEDOUT;
+	}
+	return err;
+}
+
+static int f_head(struct nrs_objstore *s, const char *key,
+		  struct nrs_obj_meta *out)
+{
+	if (atomic_load(&fy(s)->down))
+		return -ECONNREFUSED;
+	return nrs_obj_head(fy(s)->real, key, out);
+}
+
+static ssize_t f_get(struct nrs_objstore *s, const char *key, uint64_t off,
+		     void *buf, size_t len)
+{
+	if (atomic_load(&fy(s)->down))
+		return -ECONNREFUSED;
+	return nrs_obj_get(fy(s)->real, key, off, buf, len);
+}
+
+static int f_del(struct nrs_objstore *s, const char *key)
+{
+	if (atomic_load(&fy(s)->down))
+		return -ECONNREFUSED;
+	return nrs_obj_del(fy(s)->real, key);
+}
+
+static void f_close(struct nrs_objstore *s)
+{
+	(void)s;
+}
+
+static const struct nrs_objstore_ops faulty_ops = {
+	.name = "faulty", .put = f_put, .head = f_head, .get = f_get,
+	.del = f_del, .close = f_close,
+};
+
+/* ---- fixture -------------------------------------------------------------- */
+
+struct fx {
+	char root[4096], objs[4200], state[4200];
+	struct nrs_objstore *real;
+	struct faulty store;
+	bool gate_open;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	if (!f || nrs_fixture_mkdtemp(f->root, sizeof(f->root), "owal"))
+		return -1;
+	snprintf(f->objs, sizeof(f->objs), "%s/objects", f->root);
+	snprintf(f->state, sizeof(f->state), "%s/owal", f->root);
+	if (nrs_objstore_dir_open(f->objs, &f->real))
+		return -1;
+	f->store.base.ops = &faulty_ops;
+	f->store.real = f->real;
+	f->gate_open = true;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	int rc;
+
+	nrs_obj_close(f->real);
+	rc = nrs_fixture_rmtree(f->root);
+	free(f);
+	return rc;
+}
+
+static bool gate(void *ctx)
+{
+	return ((struct fx *)ctx)->gate_open;
+}
+
+static uint64_t cache_bytes;	/* 0: the default */
+
+static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
+			     uint64_t timeout_ms)
+{
+	struct nrs_wal_object_opts o = {
+		.store = &f->store.base, .dir = f->state,
+		.inflight_max = inflight, .timeout_ms = timeout_ms,
+		.cache_bytes = cache_bytes,
+		.may_ack = gate, .may_ack_ctx = f,
+	};
+	struct nrs_wal *w = NULL;
+
+	assert_int_equal(nrs_wal_object_open(&o, &w), 0);
+	return w;
+}
+
+/* A whole record whose bytes derive from lsn. */
+struct rec {
+	unsigned char *buf;
+	size_t len;
+};
+
+static struct rec mkrec(uint64_t lsn, uint32_t plen)
+{
+	struct nrs_walrec r = {
+		.kind = NRS_WALREC_DATA, .lsn = lsn, .stream_id = 9,
+		.base = (lsn - 1) * plen, .len = plen, .n_appends = 1,
+		.epoch = 1, .prev_lsn = lsn - 1,
+	};
+	size_t hl = nrs_walrec_hdr_len(plen);
+	struct rec x;
+	struct iovec iov;
+
+	x.len = nrs_walrec_total_len(plen);
+	x.buf = calloc(1, x.len);
+	assert_non_null(x.buf);
+	for (uint32_t i = 0; i < plen; i++)
+		x.buf[hl + i] = (unsigned char)(lsn * 31 + i * 7);
+	iov.iov_base = x.buf + hl;
+	iov.iov_len = plen;
+	assert_int_equal(nrs_walrec_encode_hdr(&r, &iov, 1, x.buf, hl),
+			 (ssize_t)hl);
+	return x;
+}
+
+static int append(struct nrs_wal *w, uint64_t lsn, struct nrs_wal_pos *pos)
+{
+	struct rec r = mkrec(lsn, 3000);
+	struct iovec iov = { r.buf, r.len };
+	int err = nrs_wal_append(w, &iov, 1, pos);
+
+	free(r.buf);
+	return err;
+}
+
+struct seen {
+	size_t n;
+	uint64_t lsn[64];
+	struct nrs_wal_pos pos[64];
+	bool ok[64];
+};
+
+static int collect(void *ctx, const struct nrs_wal_rec_info *ri)
+{
+	struct seen *s = ctx;
+
+	if (s->n == 64)
+		return -ENOSPC;
+	s->lsn[s->n] = ri->rec.lsn;
+	s->pos[s->n] = ri->pos;
+	s->ok[s->n++] = ri->data_ok;
+	return 0;
+}
+
+static void scan(struct fx *f, struct seen *s)
+{
+	struct nrs_wal *w = wopen(f, 4, 2000);
+
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(nrs_wal_scan(w, collect, s), 0);
+	nrs_wal_close(w);
+}
+
+static void expect_lsns(const struct seen *s, const uint64_t *want, size_t n)
+{
+	assert_int_equal(s->n, n);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(s->lsn[i], want[i]);
+		assert_true(s->ok[i]);
+	}
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* OW1, OW8: appends are objects; read back before and after a reopen. */
+static void test_roundtrip(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_pos pos[3];
+	struct rec r = mkrec(2, 3000);
+	unsigned char buf[8192];
+	struct nrs_wal_stats st;
+	struct seen s;
+	const uint64_t want[] = { 1, 2, 3 };
+
+	for (uint64_t i = 0; i < 3; i++)
+		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	assert_true(pos[0].seg < pos[1].seg && pos[1].seg < pos[2].seg);
+	assert_int_equal(nrs_wal_read(w, pos[1], buf, sizeof(buf)),
+			 (ssize_t)r.len);
+	assert_memory_equal(buf, r.buf, r.len);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.segments, 3);
+	assert_int_equal(st.cur_seg, 0);
+	nrs_wal_close(w);
+
+	cache_bytes = 1;	/* keeps no proven object: reads GET */
+	w = wopen(f, 4, 5000);
+	cache_bytes = 0;
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(nrs_wal_scan(w, collect, &s), 0);
+	expect_lsns(&s, want, 3);
+	assert_int_equal(s.pos[1].seg, pos[1].seg);
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(nrs_wal_read(w, pos[1], buf, sizeof(buf)),
+			 (ssize_t)r.len);
+	assert_memory_equal(buf, r.buf, r.len);
+	nrs_wal_close(w);
+	free(r.buf);
+}
+
+/* OW1, OB1: a PUT whose answer was lost is proven by HEAD: one object. */
+static void test_lost_answer(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_pos pos;
+	struct seen s;
+	const uint64_t want[] = { 1 };
+
+	atomic_store(&f->store.lose_answers, 1);
+	assert_int_equal(append(w, 1, &pos), 0);
+	assert_int_equal(atomic_load(&f->store.puts), 1);
+	nrs_wal_close(w);
+	scan(f, &s);
+	expect_lsns(&s, want, 1);
+}
+
+/* OW2: failed PUTs are sent again until proven, within the deadline. */
+static void test_retry(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 10000);
+	struct nrs_wal_pos pos;
+
+	atomic_store(&f->store.fail_puts, 3);
+	assert_int_equal(append(w, 1, &pos), 0);
+	assert_int_equal(atomic_load(&f->store.fail_puts), 0);
+	nrs_wal_close(w);
+}
+
+/* OW2, OW4: a sync that times out fails; its object, which lands later,
+ * is recorded abandoned by the next one and never scanned. */
+static void test_abandon(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 300);
+	struct nrs_wal_pos pos;
+	struct seen s;
+	const uint64_t want[] = { 1, 3 };
+
+	assert_int_equal(append(w, 1, &pos), 0);
+	atomic_store(&f->store.down, true);
+	assert_int_equal(append(w, 2, &pos), -ETIMEDOUT);	/* cut */
+	atomic_store(&f->store.down, false);
+	/* OW2: the abandoned object is still PUT, and lands */
+	for (int i = 0; i < 200 && atomic_load(&f->store.puts) < 2; i++)
+		usleep(10000);
+	assert_int_equal(atomic_load(&f->store.puts), 2);
+	assert_int_equal(append(w, 3, &pos), 0);
+	nrs_wal_close(w);
+	scan(f, &s);
+	expect_lsns(&s, want, 2);
+}
+
+/* OW3: every open that writes is a new run; keys are never reused. */
+static void test_runs(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w;
+	struct nrs_wal_pos a, b;
+	struct seen s;
+	const uint64_t want[] = { 1, 2 };
+
+	w = wopen(f, 4, 5000);
+	assert_int_equal(append(w, 1, &a), 0);
+	nrs_wal_close(w);
+	w = wopen(f, 4, 5000);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(nrs_wal_scan(w, collect, &s), 0);
+	assert_int_equal(append(w, 2, &b), 0);
+	nrs_wal_close(w);
+	assert_true(b.seg >> 40 == (a.seg >> 40) + 1);
+	scan(f, &s);
+	expect_lsns(&s, want, 2);
+	assert_int_equal(atomic_load(&f->store.puts), 2);
+}
+
+/* OW7, OW6: reclaim deletes below a durable floor; a scan starts there. */
+static void test_reclaim(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_pos pos[5];
+	struct nrs_obj_meta m;
+	char key[NRS_OBJKEY_MAX];
+	uint64_t bytes = 0;
+	struct seen s;
+	const uint64_t want[] = { 4, 5 };
+
+	for (uint64_t i = 0; i < 5; i++)
+		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 3);
+	assert_true(bytes > 9000);
+	nrs_wal_close(w);
+	snprintf(key, sizeof(key), "owal/%06" PRIx64 "/%010" PRIx64,
+		 pos[0].seg >> 40, pos[0].seg & (((uint64_t)1 << 40) - 1));
+	assert_int_equal(nrs_obj_head(f->real, key, &m), -ENOENT);
+	scan(f, &s);
+	expect_lsns(&s, want, 2);
+}
+
+/* OW1: other bytes under the key are quarantined; the WAL then refuses. */
+static void test_quarantine(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	unsigned char junk[100] = { 1 }, sha[NRS_SHA256_LEN];
+	struct nrs_wal_pos pos;
+
+	assert_int_equal(nrs_objfmt_digest(junk, sizeof(junk), sha, NULL), 0);
+	/* run 1, seq 1: what the first write will use */
+	assert_int_equal(nrs_obj_put(f->real, "owal/000001/0000000001", junk,
+				     sizeof(junk), NULL, sha), 0);
+	f->store.squat = "owal/000001/0000000001";
+	assert_int_equal(append(w, 1, &pos), -EIO);
+	assert_int_equal(append(w, 2, &pos), -EIO);
+	nrs_wal_close(w);
+}
+
+/* OW8: a damaged object is not used; the others are. */
+static void test_damaged(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_pos pos;
+	unsigned char b[4096];
+	char path[8192];
+	struct seen s;
+	const uint64_t want[] = { 1, 3 };
+	int fd;
+
+	for (uint64_t i = 0; i < 3; i++)
+		assert_int_equal(append(w, i + 1, &pos), 0);
+	nrs_wal_close(w);
+	snprintf(path, sizeof(path), "%s/owal/000001/0000000002", f->objs);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, b, 1, 1000), 1);
+	b[0] ^= 0x40;
+	assert_int_equal(pwrite(fd, b, 1, 1000), 1);
+	close(fd);
+	scan(f, &s);
+	expect_lsns(&s, want, 2);
+}
+
+/* OW5, OW8: a run's objects past a gap of fewer than inflight_max
+ * missing keys are found. */
+static void test_gap(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_pos pos[4];
+	char path[8192];
+	struct seen s;
+	const uint64_t want[] = { 1, 4 };
+
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	nrs_wal_close(w);
+	/* as if seqs 2 and 3 never landed (in flight at a crash) */
+	for (int q = 2; q <= 3; q++) {
+		snprintf(path, sizeof(path), "%s/owal/000001/%010x", f->objs, q);
+		assert_int_equal(unlink(path), 0);
+	}
+	scan(f, &s);
+	expect_lsns(&s, want, 2);
+}
+
+/* OW1, I8: once the owner gate closes, nothing more is acknowledged. */
+static void test_gate(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_pos pos;
+
+	assert_int_equal(append(w, 1, &pos), 0);
+	f->gate_open = false;
+	assert_int_equal(append(w, 2, &pos), -ESTALE);
+	nrs_wal_close(w);
+}
+
+/* OW5: at most inflight_max unproven objects; a write past waits, then
+ * fails with nothing written. */
+static void test_window(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 2, 300);
+	struct rec r = mkrec(1, 100);
+	struct iovec iov = { r.buf, r.len };
+	struct nrs_wal_pos pos;
+	uint64_t t0;
+
+	atomic_store(&f->store.down, true);
+	assert_int_equal(nrs_wal_write(w, &iov, 1, &pos), 0);
+	assert_int_equal(nrs_wal_write(w, &iov, 1, &pos), 0);
+	t0 = nrs_now_mono_ns();
+	assert_int_equal(nrs_wal_write(w, &iov, 1, &pos), -ETIMEDOUT);
+	assert_true(nrs_now_mono_ns() - t0 >= 250000000ull);
+	atomic_store(&f->store.down, false);
+	nrs_wal_close(w);
+	free(r.buf);
+}
+
+/* OW6: a damaged state file stops the open. */
+static void test_bad_state(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_object_opts o = { .store = &f->store.base,
+					 .dir = f->state };
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_pos pos;
+	char path[8192];
+	int fd;
+
+	assert_int_equal(append(w, 1, &pos), 0);
+	nrs_wal_close(w);
+	snprintf(path, sizeof(path), "%s/state", f->state);
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "X", 1, 9), 1);
+	close(fd);
+	w = NULL;
+	assert_int_equal(nrs_wal_object_open(&o, &w), -EUCLEAN);
+	assert_null(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lost_answer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_retry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_abandon, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_runs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quarantine, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_damaged, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_window, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_state, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
