@@ -315,12 +315,20 @@ struct nrs_wal_object_opts {
 	uint64_t timeout_ms;		/* a sync waits at most this (0: 30 s) */
 	uint64_t cache_bytes;		/* proven objects kept for reads
 					 * (0: 64 MiB) */
+	uint64_t flush_bytes;		/* seal an object at this size
+					 * (wal_object.c OW9; 0: 512 KiB) */
+	uint64_t linger_ms;		/* or this long after its first write
+					 * (0: none; NRS_WAL_OBJECT_LINGER_MS
+					 * is the daemon's default) */
 	/* The owner gate (DESIGN I8): sync() fails -ESTALE once it returns
 	 * false.  NULL: always allowed. */
 	bool (*may_ack)(void *ctx);
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;	/* may be NULL */
 };
+
+#define NRS_WAL_OBJECT_FLUSH_BYTES	(512u << 10)
+#define NRS_WAL_OBJECT_LINGER_MS	5
 
 /* Open the object WAL (wal_object.c); its workers start at once.  Nothing
  * is PUT before the first write.  Returns 0 or -errno. */

@@ -5,10 +5,10 @@
  * to an object-wal stream is acknowledged only once the object holding it
  * is stored and proven.
  *
- * SEGMENTS.  Every write() is one segment and one object: the batch the
- * pipeline wrote (the records of all object-wal streams it took, so a WAL
- * object is multi-stream), under a header.  A segment number is
- * run << 40 | seq: a run is one open of the WAL that wrote something
+ * SEGMENTS.  A segment is one object: the batches the pipeline wrote
+ * (the records of every object-wal stream it took, so a WAL object is
+ * multi-stream) while it was open, under a header (OW9).  A segment number
+ * is run << 40 | seq: a run is one open of the WAL that wrote something
  * (numbered 1, 2, ... in the state file, OW6), seq counts its objects from
  * 1.  A position (seg, off) names byte off of the records of object seg.
  *
@@ -21,11 +21,12 @@
  *   16  u64 seg (run << 40 | seq; must match the key)
  *   24  u64 rec_len: bytes of records after the header
  *   32  u64 reserved, 0
- *   40  5 x { u64 lo, u64 hi }: segments recorded as abandoned (OW4),
- *       inclusive ranges; unused entries 0
- *   120 u32 CRC32C of bytes [0, 120)
- *   124 u32 reserved, 0
- *   128 records, back to back: walrec.c's format (each slice's commit
+ *   40  5 x { u64 lo_seg, u64 lo_off, u64 hi_seg }: records abandoned
+ *       (OW4), every one at a position >= (lo_seg, lo_off) in a segment
+ *       <= hi_seg; unused entries 0
+ *   160 u32 CRC32C of bytes [0, 160)
+ *   164 28 bytes reserved, 0
+ *   192 records, back to back: walrec.c's format (each slice's commit
  *       intent -- stream id, base offset, length, epoch, previous commit --
  *       under a header CRC32C, and a CRC32C per 64 KiB block of payload)
  *
@@ -36,7 +37,7 @@
  * RULES
  *
  *  OW1 Proof.  sync(end) returns 0 only once every object of this run up
- *      to end.seg that was not cut is stored and proven by OB1 (objstore.h:
+ *      to end.seg not wholly cut is stored and proven by OB1 (objstore.h:
  *      HEAD shows the exact length and SHA-256 sent), and, if the owner
  *      gate is set, the gate still allows acknowledging (else -ESTALE,
  *      DESIGN I8).  A HEAD that shows other bytes under the key is a
@@ -51,15 +52,17 @@
  *  OW3 A key is never reused.  Each run takes a new run number, recorded
  *      durably in the state file (OW6) before its first PUT; its seqs only
  *      grow.  A past run's PUT that lands late cannot hit a key of ours.
- *  OW4 Abandon.  cut(pos) marks every object from pos.seg on as abandoned:
- *      its appends failed, and it must never be published, even if its
- *      PUT lands later (by OW2).  Every abandoned range not yet recorded is
- *      written into the header of each later object, and it counts as
- *      recorded once one of those is proven -- so before any later append
- *      is acknowledged.  After a scan, the seqs a crashed run may still
- *      have had in flight (the inflight_max seqs above the last it left)
- *      are recorded abandoned the same way.  The scan (OW8) never returns
- *      a record of an object any found header names abandoned.
+ *  OW4 Abandon.  cut(pos) drops what is still in the open object from
+ *      pos on (nothing of it was sent), and marks every record from pos
+ *      on in objects already sealed as abandoned: their appends failed,
+ *      and they must never be published, even if a PUT lands later (by
+ *      OW2).  Every abandoned range not yet recorded is written into the
+ *      header of each object sealed later, and counts as recorded once one
+ *      of those is proven -- so before any later append is acknowledged.
+ *      After a scan, the seqs a crashed run may still have had in flight
+ *      (the inflight_max seqs above the last it left) are recorded
+ *      abandoned the same way.  The scan (OW8) never returns a record that
+ *      a range of any found header names.
  *  OW5 Window.  At most inflight_max objects are unproven at a time (a
  *      write beyond waits, at most timeout_ms, then fails -ETIMEDOUT with
  *      nothing written).  So a run leaves at most inflight_max missing
@@ -72,7 +75,15 @@
  *      quarantined or damaged object is never deleted (an operator looks
  *      at it), but does not hold the floor.
  *
- * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c.)
+ *  OW9 Flush.  Batches go into the open object until it holds
+ *      flush_bytes (a batch never spans two objects), or until the sync
+ *      of one of them finds it open for linger_ms: then it is sealed --
+ *      its header made, its SHA-256 computed -- and PUT.  Several objects
+ *      are PUT at once (OW5); the pipeline syncs batches in log order, so
+ *      heads are published in log order whatever order the PUTs end in.
+ *
+ * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
+ * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c.)
  *
  * READS: from the bytes in memory -- every object is kept until proven,
  * then while the proven ones take at most cache_bytes (oldest dropped
@@ -109,8 +120,6 @@
 #define DEFAULT_INFLIGHT	8
 #define DEFAULT_TIMEOUT_MS	30000
 #define DEFAULT_CACHE		(64ull << 20)
-#define BACKOFF_BASE_MS		50
-#define BACKOFF_CAP_MS		2000
 
 static struct wal_object *wo(struct nrs_wal *w)
 {
@@ -132,10 +141,11 @@ void ow_hdr_encode(const struct ow_hdr *h, unsigned char out[OW_HDR])
 	nrs_le64_put(out + 16, h->seg);
 	nrs_le64_put(out + 24, h->rec_len);
 	for (uint32_t i = 0; i < h->n_aband && i < OW_ABAND_MAX; i++) {
-		nrs_le64_put(out + 40 + 16 * i, h->aband[i].lo);
-		nrs_le64_put(out + 48 + 16 * i, h->aband[i].hi);
+		nrs_le64_put(out + 40 + 24 * i, h->aband[i].lo_seg);
+		nrs_le64_put(out + 48 + 24 * i, h->aband[i].lo_off);
+		nrs_le64_put(out + 56 + 24 * i, h->aband[i].hi_seg);
 	}
-	nrs_le32_put(out + 120, nrs_crc32c(0, out, 120));
+	nrs_le32_put(out + 160, nrs_crc32c(0, out, 160));
 }
 
 int ow_hdr_decode(const unsigned char in[OW_HDR], struct ow_hdr *out)
@@ -143,20 +153,24 @@ int ow_hdr_decode(const unsigned char in[OW_HDR], struct ow_hdr *out)
 	struct ow_hdr h = { 0 };
 
 	if (memcmp(in, OW_MAGIC, 8) != 0 ||
-	    nrs_le32_get(in + 120) != nrs_crc32c(0, in, 120) ||
+	    nrs_le32_get(in + 160) != nrs_crc32c(0, in, 160) ||
 	    nrs_le32_get(in + 8) != OW_VERSION)
 		return -EBADMSG;
+	for (size_t i = 164; i < OW_HDR; i++)
+		if (in[i] != 0)
+			return -EBADMSG;
 	h.n_aband = nrs_le32_get(in + 12);
 	h.seg = nrs_le64_get(in + 16);
 	h.rec_len = nrs_le64_get(in + 24);
 	if (h.n_aband > OW_ABAND_MAX || nrs_le64_get(in + 32) != 0 ||
-	    nrs_le32_get(in + 124) != 0 || ow_run_of(h.seg) == 0 ||
-	    ow_seq_of(h.seg) == 0 || h.rec_len > UINT64_MAX - OW_HDR)
+	    ow_run_of(h.seg) == 0 || ow_seq_of(h.seg) == 0 ||
+	    h.rec_len > UINT64_MAX - OW_HDR)
 		return -EBADMSG;
 	for (uint32_t i = 0; i < h.n_aband; i++) {
-		h.aband[i].lo = nrs_le64_get(in + 40 + 16 * i);
-		h.aband[i].hi = nrs_le64_get(in + 48 + 16 * i);
-		if (h.aband[i].lo > h.aband[i].hi)
+		h.aband[i].lo_seg = nrs_le64_get(in + 40 + 24 * i);
+		h.aband[i].lo_off = nrs_le64_get(in + 48 + 24 * i);
+		h.aband[i].hi_seg = nrs_le64_get(in + 56 + 24 * i);
+		if (h.aband[i].lo_seg > h.aband[i].hi_seg)
 			return -EBADMSG;
 	}
 	*out = h;
@@ -191,41 +205,28 @@ struct ow_obj *ow_find(struct wal_object *w, uint64_t seg)
 }
 
 /* OW4: add [lo, hi] to the ranges not yet recorded, merging neighbours. */
-int ow_pend_add(struct wal_object *w, uint64_t lo, uint64_t hi)
+int ow_pend_add(struct wal_object *w, const struct ow_range *add)
 {
 	for (unsigned int i = 0; i < w->n_pend; i++) {
 		struct ow_range *r = &w->pend[i];
 
-		if (lo <= r->hi + 1 && hi + 1 >= r->lo) {
-			r->lo = lo < r->lo ? lo : r->lo;
-			r->hi = hi > r->hi ? hi : r->hi;
-			return 0;
+		if (add->lo_seg > r->hi_seg + 1 || add->hi_seg + 1 < r->lo_seg)
+			continue;
+		if (add->lo_seg < r->lo_seg ||
+		    (add->lo_seg == r->lo_seg && add->lo_off < r->lo_off)) {
+			r->lo_seg = add->lo_seg;
+			r->lo_off = add->lo_off;
 		}
+		if (add->hi_seg > r->hi_seg)
+			r->hi_seg = add->hi_seg;
+		return 0;
 	}
 	if (w->n_pend == OW_ABAND_MAX)
 		return -EOVERFLOW;
-	w->pend[w->n_pend++] = (struct ow_range){ lo, hi };
+	w->pend[w->n_pend++] = *add;
 	return 0;
 }
 
-/* OW4: o is proven: the ranges its header carried are recorded. */
-static void pend_recorded(struct wal_object *w, const struct ow_hdr *h)
-{
-	for (uint32_t k = 0; k < h->n_aband; k++) {
-		for (unsigned int i = 0; i < w->n_pend; i++) {
-			struct ow_range *r = &w->pend[i];
-
-			if (h->aband[k].lo > r->lo || h->aband[k].hi < r->lo)
-				continue;
-			if (h->aband[k].hi >= r->hi) {
-				w->pend[i] = w->pend[--w->n_pend];
-				i--;
-			} else {
-				r->lo = h->aband[k].hi + 1;
-			}
-		}
-	}
-}
 
 /* Drop the bytes of the oldest proven objects past cache_bytes. */
 void ow_evict(struct wal_object *w)
@@ -240,134 +241,9 @@ void ow_evict(struct wal_object *w)
 	}
 }
 
-/* Sleep ms unless stopping (lock held); true if stopping. */
-static bool nap(struct wal_object *w, unsigned int ms)
-{
-	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	while (!w->stop)
-		if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT)
-			break;
-	return w->stop;
-}
 
-static unsigned int backoff_ms(unsigned int attempt)
-{
-	unsigned int d = BACKOFF_BASE_MS;
 
-	while (attempt-- > 0 && d < BACKOFF_CAP_MS)
-		d *= 2;
-	if (d > BACKOFF_CAP_MS)
-		d = BACKOFF_CAP_MS;
-	return d / 2 + (unsigned int)random() % (d / 2 + 1);
-}
-
-/* One PUT and its proof (OW1, OB1); no lock held. */
-static enum nrs_put_verdict put_once(struct wal_object *w, struct ow_obj *o,
-				     int *perr, int *herr,
-				     struct nrs_obj_meta *got)
-{
-	unsigned char md5[NRS_MD5_LEN];
-	bool want_md5 = nrs_obj_wants_md5(w->store);
-	char key[NRS_OBJKEY_MAX];
-
-	ow_key(key, o->seg);
-	*perr = nrs_failpoint(NRS_FP_OWAL_BEFORE_PUT);
-	if (!*perr && want_md5)
-		*perr = nrs_objfmt_digest(o->buf, o->size, NULL, md5);
-	if (!*perr)
-		*perr = nrs_obj_put(w->store, key, o->buf, o->size,
-				    want_md5 ? md5 : NULL, o->sha256);
-	if (!*perr)
-		*perr = nrs_failpoint(NRS_FP_OWAL_AFTER_PUT);
-	*herr = nrs_obj_head(w->store, key, got);
-	return nrs_put_decide(*herr, got, o->size, o->sha256);
-}
-
-/* OW1, OW2: a worker takes the oldest object no one PUTs, until proven. */
-static void *worker(void *arg)
-{
-	struct wal_object *w = arg;
-
-	pthread_mutex_lock(&w->lock);
-	while (!w->stop) {
-		struct ow_obj *o;
-		unsigned int attempt = 0;
-
-		for (o = w->head; o; o = o->next)
-			if (o->state == OW_PUTTING && !o->taken)
-				break;
-		if (!o) {
-			pthread_cond_wait(&w->cond, &w->lock);
-			continue;
-		}
-		o->taken = true;
-		for (;;) {
-			struct nrs_obj_meta got = { 0 };
-			enum nrs_put_verdict v;
-			char key[NRS_OBJKEY_MAX];
-			uint64_t t0 = nrs_now_mono_ns();
-			int perr, herr;
-
-			pthread_mutex_unlock(&w->lock);
-			v = put_once(w, o, &perr, &herr, &got);
-			ow_key(key, o->seg);
-			pthread_mutex_lock(&w->lock);
-			if (w->metrics)
-				nrs_hist_observe(&w->metrics->owal_put_us,
-					     (nrs_now_mono_ns() - t0) / 1000);
-			if (v == NRS_PUT_PROVEN) {
-				struct ow_hdr h;
-
-				o->state = OW_PROVEN;
-				if (ow_hdr_decode(o->buf, &h) == 0)
-					pend_recorded(w, &h);
-				w->cached_bytes += o->size;
-				if (w->metrics) {
-					nrs_count(&w->metrics->owal_objects, 1);
-					nrs_count(&w->metrics->owal_bytes,
-						  o->size);
-				}
-				break;
-			}
-			if (v == NRS_PUT_QUARANTINE) {
-				nrs_err("object WAL: %s holds %" PRIu64 " bytes"
-					" %s, not the %" PRIu64 " sent: "
-					"quarantined, never used; the object WAL"
-					" refuses appends until a remount", key,
-					got.length, got.has_sha256 ?
-					"with another SHA-256" : "without a SHA-256",
-					o->size);
-				o->state = OW_BAD;
-				w->broken = true;
-				break;
-			}
-			if (w->metrics)
-				nrs_count(&w->metrics->owal_retries, 1);
-			if (attempt % 10 == 0)
-				nrs_warn("object WAL: %s not proven (PUT: %s, "
-					 "HEAD: %s); retrying with back-off",
-					 key, perr ? strerror(-perr) : "ok",
-					 herr ? strerror(-herr) : "other bytes");
-			if (nap(w, backoff_ms(attempt++)))
-				break;
-		}
-		o->taken = false;
-		if (o->state != OW_PUTTING)
-			w->unproven--;
-		ow_evict(w);
-		pthread_cond_broadcast(&w->cond);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
-}
 
 /* OW3, OW6: start this run (lock held). */
 static int start_run(struct wal_object *w)
@@ -394,87 +270,149 @@ static int wait_window(struct wal_object *w, uint64_t deadline)
 	while (w->unproven >= w->inflight_max && !w->broken && !w->stop) {
 		if (nrs_now_mono_ns() >= deadline)
 			return -ETIMEDOUT;
-		(void)nap(w, 10);
+		(void)ow_nap(w, 5);
 	}
 	if (w->broken)
 		return -EIO;
 	return w->stop ? -ESHUTDOWN : 0;
 }
 
+/*
+ * OW9: close the open object o to writes and hand it to the workers: its
+ * header (with the abandoned ranges not yet recorded, OW4) and SHA-256
+ * are made without the lock.  Lock held; dropped and taken again.
+ */
+static void seal_open(struct wal_object *w, struct ow_obj *o)
+{
+	struct ow_hdr h = { .seg = o->seg, .rec_len = o->size - OW_HDR,
+			    .n_aband = w->n_pend };
+	int err;
+
+	memcpy(h.aband, w->pend, sizeof(h.aband));
+	o->state = OW_SEALING;
+	w->open = NULL;
+	w->unproven++;
+	pthread_mutex_unlock(&w->lock);
+	ow_hdr_encode(&h, o->buf);
+	err = nrs_objfmt_digest(o->buf, o->size, o->sha256, NULL);
+	pthread_mutex_lock(&w->lock);
+	if (err) {		/* nothing was sent: the crypto library failed */
+		nrs_err("object WAL: digest of object %016" PRIx64 ": %s",
+			o->seg, strerror(-err));
+		o->state = OW_BAD;
+		w->unproven--;
+		w->broken = true;
+	} else {
+		o->state = OW_PUTTING;
+	}
+	pthread_cond_broadcast(&w->cond);
+}
+
+/* A new open object for the next seq of this run (lock held). */
+static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
+{
+	struct ow_obj *o;
+	int err = 0;
+
+	if (w->run == 0)
+		err = start_run(w);
+	if (!err && w->next_seq > OW_SEQ_MAX)
+		err = -EOVERFLOW;
+	if (err)
+		return err;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->cap = OW_HDR + (len > w->flush_bytes ? len : w->flush_bytes);
+	o->buf = malloc(o->cap);
+	if (!o->buf) {
+		free(o);
+		return -ENOMEM;
+	}
+	o->seg = ow_seg(w->run, w->next_seq++);
+	o->size = OW_HDR;
+	o->state = OW_OPEN;
+	o->aband_from = UINT64_MAX;
+	o->t_write_ns = now;
+	ow_insert(w, o);
+	w->open = o;
+	return 0;
+}
+
+/* OW9: a batch goes into the open object, which is sealed once it holds
+ * flush_bytes; a batch never spans two objects. */
 static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
 		    struct nrs_wal_pos *pos)
 {
 	struct wal_object *w = wo(wal);
 	uint64_t now = nrs_now_mono_ns(), len = 0;
-	struct ow_hdr h = { 0 };
 	struct ow_obj *o;
 	unsigned char *p;
 	int err;
 
 	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len > SIZE_MAX - OW_HDR - len)
+		if (iov[i].iov_len > OW_OBJ_MAX - len)
 			return -EINVAL;
 		len += iov[i].iov_len;
 	}
-	o = calloc(1, sizeof(*o));
-	if (!o)
-		return -ENOMEM;
-	o->buf = malloc(OW_HDR + len);
-	if (!o->buf) {
-		free(o);
-		return -ENOMEM;
-	}
 	pthread_mutex_lock(&w->lock);
 	err = w->broken ? -EIO : 0;
-	if (!err && w->run == 0)
-		err = start_run(w);
-	if (!err)
+	o = w->open;
+	if (!err && o && o->size > OW_HDR && o->size - OW_HDR + len >
+	    w->flush_bytes) {
 		err = wait_window(w, now + w->timeout_ns);
-	if (!err && w->next_seq > OW_SEQ_MAX)
-		err = -EOVERFLOW;
+		if (!err && w->open == o)
+			seal_open(w, o);
+		o = w->open;
+	}
+	if (!err && !o) {
+		err = wait_window(w, now + w->timeout_ns);
+		if (!err)
+			err = new_open(w, len, now);
+		o = w->open;
+	}
+	if (!err && o->size + len > o->cap) {
+		uint64_t cap = o->size + len;
+
+		if (cap < 2 * o->cap && 2 * o->cap <= OW_HDR + OW_OBJ_MAX)
+			cap = 2 * o->cap;
+		p = realloc(o->buf, cap);
+		if (!p) {
+			err = -ENOMEM;
+		} else {
+			o->buf = p;
+			o->cap = cap;
+		}
+	}
 	if (err) {
 		pthread_mutex_unlock(&w->lock);
-		free(o->buf);
-		free(o);
 		return err;
 	}
-	h.seg = ow_seg(w->run, w->next_seq++);
-	h.rec_len = len;
-	h.n_aband = w->n_pend;
-	memcpy(h.aband, w->pend, sizeof(h.aband));
-	pthread_mutex_unlock(&w->lock);
-
-	ow_hdr_encode(&h, o->buf);
-	p = o->buf + OW_HDR;
+	pos->seg = o->seg;
+	pos->off = o->size - OW_HDR;
+	p = o->buf + o->size;
 	for (int i = 0; i < iovcnt; i++) {
 		memcpy(p, iov[i].iov_base, iov[i].iov_len);
 		p += iov[i].iov_len;
 	}
-	o->seg = h.seg;
-	o->size = OW_HDR + len;
-	o->state = OW_PUTTING;
-	o->t_write_ns = now;
-	err = nrs_objfmt_digest(o->buf, o->size, o->sha256, NULL);
-
-	pthread_mutex_lock(&w->lock);
-	if (err) {
-		/* the seq is never used: it is recorded abandoned (OW4) */
-		(void)ow_pend_add(w, h.seg, h.seg);
-		pthread_mutex_unlock(&w->lock);
-		free(o->buf);
-		free(o);
-		return err;
-	}
-	w->unproven++;
-	ow_insert(w, o);
-	pthread_cond_broadcast(&w->cond);
+	o->size += len;
+	w->held_bytes += len;
+	if (o->size - OW_HDR >= w->flush_bytes &&
+	    wait_window(w, now + w->timeout_ns) == 0 && w->open == o)
+		seal_open(w, o);
 	pthread_mutex_unlock(&w->lock);
-	pos->seg = h.seg;
-	pos->off = 0;
 	return 0;
 }
 
-/* OW1: every object of this run up to end.seg, not cut, is proven. */
+/* Whether o must be proven for a sync (lock held): not wholly cut. */
+static bool needed(const struct wal_object *w, const struct ow_obj *o)
+{
+	return o->aband_from != 0 && ow_run_of(o->seg) == w->run &&
+	       o->state != OW_PROVEN;
+}
+
+/* OW1, OW9: every object of this run up to end.seg, not wholly cut, is
+ * proven; the open one is sealed after linger_ms (or once it is full). */
 static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 {
 	struct wal_object *w = wo(wal);
@@ -482,28 +420,40 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
-		struct ow_obj *wait = NULL;
+		struct ow_obj *wait = NULL, *o;
+		uint64_t now = nrs_now_mono_ns();
 
 		if (w->broken) {
 			err = -EIO;
 			break;
 		}
-		for (struct ow_obj *o = w->head; o && o->seg <= end.seg;
-		     o = o->next) {
-			if (o->abandoned || ow_run_of(o->seg) != w->run)
-				continue;
-			if (o->state != OW_PROVEN) {
+		o = w->open;
+		if (o && o->seg <= end.seg && o->size > OW_HDR) {
+			if (now >= o->t_write_ns + w->linger_ns || w->stop) {
+				err = wait_window(w, o->t_write_ns +
+						  w->timeout_ns);
+				if (err)
+					break;
+				if (w->open == o)
+					seal_open(w, o);
+			} else {
+				(void)ow_nap(w, 1);
+			}
+			continue;
+		}
+		for (o = w->head; o && o->seg <= end.seg; o = o->next) {
+			if (needed(w, o)) {
 				wait = o;
 				break;
 			}
 		}
 		if (!wait)
 			break;
-		if (nrs_now_mono_ns() >= wait->t_write_ns + w->timeout_ns) {
+		if (now >= wait->t_write_ns + w->timeout_ns) {
 			err = -ETIMEDOUT;
 			break;
 		}
-		if (nap(w, 5)) {
+		if (ow_nap(w, 2)) {
 			err = -ESHUTDOWN;
 			break;
 		}
@@ -518,23 +468,34 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 static int ow_cut(struct nrs_wal *wal, struct nrs_wal_pos pos, int why)
 {
 	struct wal_object *w = wo(wal);
-	uint64_t lo = UINT64_MAX, hi = 0;
+	struct ow_range r = { pos.seg, pos.off, 0 };
+	bool any = false;
 	int err = 0;
 
 	pthread_mutex_lock(&w->lock);
 	for (struct ow_obj *o = w->head; o; o = o->next) {
-		if (o->seg < pos.seg || o->abandoned)
+		uint64_t from = o->seg == pos.seg ? pos.off : 0;
+
+		if (o->seg < pos.seg)
 			continue;
-		o->abandoned = true;
-		lo = o->seg < lo ? o->seg : lo;
-		hi = o->seg > hi ? o->seg : hi;
+		if (o->state == OW_OPEN) {
+			/* nothing of it was sent: the bytes just go */
+			w->held_bytes -= o->size - (OW_HDR + from);
+			o->size = OW_HDR + from;
+			continue;
+		}
+		if (from < o->aband_from)
+			o->aband_from = from;
+		r.hi_seg = o->seg;
+		any = true;
 	}
-	if (lo <= hi) {
-		err = ow_pend_add(w, lo, hi);
+	if (any) {
+		err = ow_pend_add(w, &r);
 		if (err)
 			w->broken = true;	/* cannot record it: refuse */
-		nrs_warn("object WAL: objects %016" PRIx64 "-%016" PRIx64
-			 " abandoned (%s); the next object records it", lo, hi,
+		nrs_warn("object WAL: records from %016" PRIx64 ":%" PRIu64
+			 " to object %016" PRIx64 " abandoned (%s); the next "
+			 "object records it", r.lo_seg, r.lo_off, r.hi_seg,
 			 strerror(-why));
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -619,7 +580,7 @@ static int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes)
 
 		*pp = o->next;
 		w->held_bytes -= o->size;
-		if (o->buf)
+		if (o->buf && o->state == OW_PROVEN)
 			w->cached_bytes -= o->size;
 		o->next = gone;
 		gone = o;
@@ -664,7 +625,7 @@ static void ow_close(struct nrs_wal *wal)
 	/* a clean close lets PUTs in flight finish (OW2), within a deadline */
 	while (w->unproven > 0 && !w->broken &&
 	       nrs_now_mono_ns() < deadline)
-		(void)nap(w, 10);
+		(void)ow_nap(w, 10);
 	if (w->unproven > 0)
 		nrs_warn("object WAL: closing with %u objects not proven",
 			 w->unproven);
@@ -724,6 +685,11 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->timeout_ns = (o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS) *
 			1000000ull;
 	w->cache_bytes = o->cache_bytes ? o->cache_bytes : DEFAULT_CACHE;
+	w->flush_bytes = o->flush_bytes ? o->flush_bytes :
+			 NRS_WAL_OBJECT_FLUSH_BYTES;
+	if (w->flush_bytes > OW_OBJ_MAX)
+		w->flush_bytes = OW_OBJ_MAX;
+	w->linger_ns = o->linger_ms * 1000000ull;
 	w->may_ack = o->may_ack;
 	w->may_ack_ctx = o->may_ack_ctx;
 	w->metrics = o->metrics;
@@ -738,7 +704,7 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	if (!err)
 		err = ow_state_read(w->state_path, &w->floor, &w->last_run);
 	for (unsigned int i = 0; !err && i < w->inflight_max; i++) {
-		err = -pthread_create(&w->workers[i], NULL, worker, w);
+		err = -pthread_create(&w->workers[i], NULL, ow_worker, w);
 		if (!err)
 			w->nworkers++;
 	}

@@ -2,9 +2,10 @@
  * wal_object_priv.h - private to src/wal/: the object WAL's state and the
  * functions its files share.
  *
- *   wal_object.c       the provider: the append path (OW1-OW5), reads,
- *                      stats, reclaim (OW7), open and close, the
+ *   wal_object.c       the provider: the append path (OW1, OW3-OW5, OW9),
+ *                      reads, stats, reclaim (OW7), open and close, the
  *                      operations table; the format of a WAL object
+ *   wal_object_put.c   the workers: PUT, proof (OW1) and retries (OW2)
  *   wal_object_scan.c  the state file (OW6) and the recovery scan (OW8)
  *
  * The formats and the rules are in wal_object.c's top comment.
@@ -19,10 +20,11 @@
 #include "obj/objstore.h"
 #include "wal/wal.h"
 
-#define OW_HDR		128		/* bytes of an object's header */
+#define OW_HDR		192		/* bytes of an object's header */
 #define OW_MAGIC	"NRSOWAL1"
 #define OW_VERSION	1u
 #define OW_ABAND_MAX	5		/* abandoned ranges one header holds */
+#define OW_OBJ_MAX	(1ull << 30)	/* record bytes of one object, at most */
 #define OW_SEQ_BITS	40		/* a position's segment: run << 40 | seq */
 #define OW_SEQ_MAX	((1ull << OW_SEQ_BITS) - 1)
 #define OW_RUN_MAX	((1ull << (64 - OW_SEQ_BITS)) - 1)
@@ -42,10 +44,18 @@ static inline uint64_t ow_seq_of(uint64_t seg)
 	return seg & OW_SEQ_MAX;
 }
 
-/* An inclusive range of segments (objects) recorded as abandoned. */
+/* Records abandoned (OW4): every one at a position >= (lo_seg, lo_off)
+ * in a segment <= hi_seg. */
 struct ow_range {
-	uint64_t lo, hi;
+	uint64_t lo_seg, lo_off, hi_seg;
 };
+
+static inline bool ow_range_has(const struct ow_range *r, uint64_t seg,
+				uint64_t off)
+{
+	return seg <= r->hi_seg &&
+	       (seg > r->lo_seg || (seg == r->lo_seg && off >= r->lo_off));
+}
 
 /* A WAL object's decoded header. */
 struct ow_hdr {
@@ -56,7 +66,9 @@ struct ow_hdr {
 };
 
 enum ow_state {
-	OW_PUTTING = 1,		/* a worker PUTs it until proven */
+	OW_OPEN = 1,		/* batches are written into it (OW9) */
+	OW_SEALING,		/* its header and digest are being made */
+	OW_PUTTING,		/* a worker PUTs it until proven */
 	OW_PROVEN,		/* stored and proven (OW1) */
 	OW_BAD,			/* other bytes under its key: quarantined */
 };
@@ -66,11 +78,13 @@ struct ow_obj {
 	uint64_t seg;
 	uint64_t size;			/* header + records */
 	unsigned char *buf;		/* its bytes; NULL once evicted */
+	uint64_t cap;			/* of buf, while OW_OPEN */
 	unsigned char sha256[NRS_SHA256_LEN];
 	enum ow_state state;
 	bool taken;			/* a worker has it */
-	bool abandoned;			/* cut (OW4) */
-	uint64_t t_write_ns;		/* when write() made it */
+	uint64_t aband_from;		/* records from this offset on are
+					 * cut (OW4); UINT64_MAX: none */
+	uint64_t t_write_ns;		/* its first write() */
 	struct ow_obj *next;		/* in seg order */
 };
 
@@ -82,6 +96,8 @@ struct wal_object {
 	unsigned int inflight_max;	/* unproven objects at most (OW5) */
 	uint64_t timeout_ns;		/* OW2 */
 	uint64_t cache_bytes;
+	uint64_t flush_bytes;		/* OW9 */
+	uint64_t linger_ns;		/* OW9 */
 	bool (*may_ack)(void *ctx);
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;
@@ -89,6 +105,7 @@ struct wal_object {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* an object's state changed; work */
 	struct ow_obj *head, *tail;	/* every object held, seg order */
+	struct ow_obj *open;		/* the one being filled, or NULL */
 	uint64_t floor;			/* OW6, OW7: objects below are gone */
 	uint64_t run;			/* this run (0: none yet, OW3) */
 	uint64_t last_run;		/* the highest run the state names */
@@ -123,11 +140,16 @@ void ow_insert(struct wal_object *w, struct ow_obj *o);
 /* The object of segment seg, or NULL (lock held). */
 struct ow_obj *ow_find(struct wal_object *w, uint64_t seg);
 
-/* OW4: add [lo, hi] to the abandoned ranges not yet recorded (lock held);
+/* OW4: add a range to the abandoned ranges not yet recorded (lock held);
  * -EOVERFLOW if they do not fit a header. */
-int ow_pend_add(struct wal_object *w, uint64_t lo, uint64_t hi);
+int ow_pend_add(struct wal_object *w, const struct ow_range *add);
 /* Drop the bytes of the oldest proven objects past cache_bytes (lock held). */
 void ow_evict(struct wal_object *w);
+
+/* Wait ms on cond unless stopping (lock held); true if stopping. */
+bool ow_nap(struct wal_object *w, unsigned int ms);
+/* A worker thread (wal_object_put.c); arg: the WAL. */
+void *ow_worker(void *arg);
 
 int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx);
 

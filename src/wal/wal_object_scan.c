@@ -52,10 +52,10 @@
 
 #define ST_LEN		32
 #define ST_MAGIC	"NRSOWST1"
-/* The largest WAL object a scan reads: a batch (pipeline.c, 16 MiB at
- * most by default, 1 GiB by any option) and its header.  A length from
- * the store above it is damage, never an allocation. */
-#define OBJ_MAX		((1ull << 30) + OW_HDR)
+/* The largest WAL object a scan reads: what a writer may put in one
+ * (OW_OBJ_MAX) and its header.  A length from the store above it is
+ * damage, never an allocation. */
+#define OBJ_MAX		(OW_OBJ_MAX + OW_HDR)
 
 int ow_state_read(const char *path, uint64_t *floor, uint64_t *last_run)
 {
@@ -221,16 +221,18 @@ static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
 	return 0;
 }
 
-static bool abandoned(const struct ow_range *r, size_t n, uint64_t seg)
+static bool abandoned(const struct ow_range *r, size_t n, uint64_t seg,
+		      uint64_t off)
 {
 	for (size_t i = 0; i < n; i++)
-		if (seg >= r[i].lo && seg <= r[i].hi)
+		if (ow_range_has(&r[i], seg, off))
 			return true;
 	return false;
 }
 
-/* OW8: the records of object o, in order. */
-static int walk(const struct ow_obj *o, nrs_wal_scan_cb cb, void *ctx)
+/* OW8: the records of object o that no range of ab names, in order. */
+static int walk(const struct ow_obj *o, const struct ow_range *ab, size_t nab,
+		nrs_wal_scan_cb cb, void *ctx)
 {
 	uint64_t len = o->size - OW_HDR, off = 0;
 	const unsigned char *p = o->buf + OW_HDR;
@@ -250,6 +252,10 @@ static int walk(const struct ow_obj *o, nrs_wal_scan_cb cb, void *ctx)
 		}
 		ri.pos.seg = o->seg;
 		ri.pos.off = off;
+		if (abandoned(ab, nab, o->seg, off)) {
+			off += total;
+			continue;
+		}
 		ri.data_ok = nrs_walrec_verify_chunks(p + off, &ri.rec, 0,
 			nrs_walrec_nchunks(ri.rec.len),
 			p + off + nrs_walrec_hdr_len(ri.rec.len), NULL) == 0;
@@ -289,13 +295,16 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 		}
 	}
 	for (struct ow_obj *o = w->head; !err && o; o = o->next)
-		if (o->state == OW_PROVEN && !abandoned(ab, nab, o->seg))
-			err = walk(o, cb, ctx);
+		if (o->state == OW_PROVEN)
+			err = walk(o, ab, nab, cb, ctx);
 	if (!err) {
 		/* OW4: what the last run may have had in flight */
-		run = w->last_run;
-		err = ow_pend_add(w, ow_seg(run, last + 1),
-				     ow_seg(run, last + w->inflight_max));
+		struct ow_range r = {
+			.lo_seg = ow_seg(w->last_run, last + 1),
+			.hi_seg = ow_seg(w->last_run, last + w->inflight_max),
+		};
+
+		err = ow_pend_add(w, &r);
 	}
 	if (!err)
 		ow_evict(w);

@@ -149,6 +149,8 @@ static bool gate(void *ctx)
 }
 
 static uint64_t cache_bytes;	/* 0: the default */
+static uint64_t flush_bytes;	/* 0: the default */
+static uint64_t linger_ms = 5;
 
 static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 			     uint64_t timeout_ms)
@@ -156,7 +158,8 @@ static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 	struct nrs_wal_object_opts o = {
 		.store = &f->store.base, .dir = f->state,
 		.inflight_max = inflight, .timeout_ms = timeout_ms,
-		.cache_bytes = cache_bytes,
+		.cache_bytes = cache_bytes, .flush_bytes = flush_bytes,
+		.linger_ms = linger_ms,
 		.may_ack = gate, .may_ack_ctx = f,
 	};
 	struct nrs_wal *w = NULL;
@@ -473,6 +476,10 @@ static void test_window(void **state)
 	struct nrs_wal_pos pos;
 	uint64_t t0;
 
+	flush_bytes = 1;		/* every batch an object */
+	nrs_wal_close(w);
+	w = wopen(f, 2, 300);
+	flush_bytes = 0;
 	atomic_store(&f->store.down, true);
 	assert_int_equal(nrs_wal_write(w, &iov, 1, &pos), 0);
 	assert_int_equal(nrs_wal_write(w, &iov, 1, &pos), 0);
@@ -482,6 +489,96 @@ static void test_window(void **state)
 	atomic_store(&f->store.down, false);
 	nrs_wal_close(w);
 	free(r.buf);
+}
+
+static void write_rec(struct nrs_wal *w, uint64_t lsn, struct nrs_wal_pos *pos,
+		      struct nrs_wal_pos *end)
+{
+	struct rec r = mkrec(lsn, 3000);
+	struct iovec iov = { r.buf, r.len };
+
+	assert_int_equal(nrs_wal_write(w, &iov, 1, pos), 0);
+	*end = *pos;
+	end->off += r.len;
+	free(r.buf);
+}
+
+/* OW9: batches written while an object is open share it; one sync seals
+ * it after the linger, and proves both. */
+static void test_flush(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos a, b, ea, eb;
+	struct nrs_wal *w;
+	struct seen s;
+	const uint64_t want[] = { 1, 2 };
+
+	w = wopen(f, 4, 5000);
+	write_rec(w, 1, &a, &ea);
+	write_rec(w, 2, &b, &eb);
+	assert_int_equal(a.seg, b.seg);
+	assert_int_equal(b.off, ea.off);
+	assert_int_equal(nrs_wal_sync(w, eb), 0);
+	assert_int_equal(atomic_load(&f->store.puts), 1);
+	nrs_wal_close(w);
+	scan(f, &s);
+	expect_lsns(&s, want, 2);
+	/* flush_bytes: an object that reached it is sealed at once */
+	flush_bytes = 3000;
+	w = wopen(f, 4, 5000);
+	flush_bytes = 0;
+	assert_int_equal(nrs_wal_scan(w, collect, &s), 0);
+	write_rec(w, 3, &a, &ea);
+	write_rec(w, 4, &b, &eb);
+	assert_true(a.seg < b.seg);
+	assert_int_equal(nrs_wal_sync(w, eb), 0);
+	nrs_wal_close(w);
+}
+
+/* OW4: a cut inside the open object drops its bytes, nothing sent. */
+static void test_cut_open(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos a, b, c, ea, eb, ec;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct seen s;
+	const uint64_t want[] = { 1, 3 };
+
+	write_rec(w, 1, &a, &ea);
+	write_rec(w, 2, &b, &eb);
+	assert_int_equal(nrs_wal_cut(w, b, -EIO), 0);
+	write_rec(w, 3, &c, &ec);
+	assert_int_equal(c.seg, a.seg);
+	assert_int_equal(c.off, b.off);
+	assert_int_equal(nrs_wal_sync(w, ec), 0);
+	nrs_wal_close(w);
+	scan(f, &s);
+	expect_lsns(&s, want, 2);
+}
+
+/* OW4: records cut out of an object already proven (its sync refused by
+ * the owner gate) are recorded abandoned from their offset on. */
+static void test_cut_partial(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos a, b, c, ea, eb, ec;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct seen s;
+	const uint64_t want[] = { 1, 3 };
+
+	write_rec(w, 1, &a, &ea);
+	write_rec(w, 2, &b, &eb);
+	assert_int_equal(nrs_wal_sync(w, ea), 0);
+	f->gate_open = false;
+	assert_int_equal(nrs_wal_sync(w, eb), -ESTALE);
+	assert_int_equal(nrs_wal_cut(w, b, -ESTALE), 0);
+	f->gate_open = true;
+	write_rec(w, 3, &c, &ec);
+	assert_true(c.seg > b.seg);
+	assert_int_equal(nrs_wal_sync(w, ec), 0);
+	nrs_wal_close(w);
+	scan(f, &s);
+	expect_lsns(&s, want, 2);
 }
 
 /* OW6: a damaged state file stops the open. */
@@ -522,6 +619,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_gate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_window, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_state, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cut_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cut_partial, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
