@@ -45,7 +45,9 @@ struct nrs_mat {
 	struct nrs_obj_row *orphans;
 	size_t norphans;
 	size_t orphans_next;		/* the first not removed yet */
-	struct nrs_walgc walgc;		/* MZ5, MZ7 (walgc.c) */
+	struct nrs_walgc walgc[2];	/* MZ5, MZ7 (walgc.c): the local
+					 * WAL's, the object WAL's */
+	int nwalgc;
 };
 
 struct pick {

@@ -389,6 +389,13 @@ static bool other_due(struct nrs_mat *m, uint64_t id)
  * with the worker while it is due and has whole objects to make, or up to
  * RUN_MAX objects when another stream is due too.
  */
+/* MZ5 on every WAL (walgc.c) */
+static void walgc_reclaim(struct nrs_mat *m)
+{
+	for (int i = 0; i < m->nwalgc; i++)
+		nrs_walgc_reclaim(&m->walgc[i]);
+}
+
 static void materialize(struct worker *w, struct nrs_stream *st)
 {
 	struct nrs_mat *m = w->m;
@@ -435,7 +442,7 @@ static void materialize(struct worker *w, struct nrs_stream *st)
 		j.last = !ok || nrs_mat_stopping(m) || is_broken(w, st->id) ||
 			 (run >= RUN_MAX && other_due(m, st->id));
 		nrs_mat_hand(w, &j);
-		nrs_walgc_reclaim(&m->walgc);	/* the builder has the time: MW2 */
+		walgc_reclaim(m);	/* the builder has the time: MW2 */
 		if (j.last)
 			return;
 	}
@@ -500,8 +507,9 @@ static void *builder_main(void *arg)
 		struct nrs_stream *st = pick(m);
 
 		if (!st) {
-			nrs_walgc_seal_dead(&m->walgc);
-			nrs_walgc_reclaim(&m->walgc);
+			for (int i = 0; i < m->nwalgc; i++)
+				nrs_walgc_seal_dead(&m->walgc[i]);
+			walgc_reclaim(m);
 			if (!nrs_mat_compact_some(w))
 				idle_wait(m, TICK_MS);
 			continue;
@@ -569,7 +577,9 @@ int nrs_mat_start(const struct nrs_services *svc,
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
 	pthread_cond_init(&m->idle, NULL);
-	nrs_walgc_init(&m->walgc, svc);
+	nrs_walgc_init(&m->walgc[m->nwalgc++], svc, svc->wal, false);
+	if (svc->owal)
+		nrs_walgc_init(&m->walgc[m->nwalgc++], svc, svc->owal, true);
 	/* MZ6: the orphans are the intents there are before any thread runs */
 	err = nrs_meta_obj_rows(svc->meta, 0, NRS_OBJ_PREPARED, &m->orphans,
 				&m->norphans);
@@ -612,7 +622,8 @@ void nrs_mat_stop(struct nrs_mat *m)
 		pthread_cond_destroy(&w->cond);
 		pthread_mutex_destroy(&w->lock);
 	}
-	nrs_walgc_destroy(&m->walgc);
+	for (int i = 0; i < m->nwalgc; i++)
+		nrs_walgc_destroy(&m->walgc[i]);
 	pthread_cond_destroy(&m->idle);
 	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->lock);

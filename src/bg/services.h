@@ -14,7 +14,9 @@
  *             from.
  *   bcache    the verified block cache, whose blocks of a deleted object
  *             are forgotten (lifecycle G2); NULL: none.
- *   wal       the WAL: stats, read (through reader) and reclaim.
+ *   wal       the local WAL: stats, read (through reader) and reclaim;
+ *   owal      the object WAL of object-wal streams, NULL: none.  A
+ *             stream's records are in the WAL of its profile.
  *   reader    how committed bytes are read (stream/reader.h); a service
  *             copies it and may clear its metrics.
  *   streams   the stream table (stream/table.h: its lock, then st->lock).
@@ -31,11 +33,12 @@
  *             finished (the read gate taken exclusively and let go,
  *             reader.h): after changing an index, before deleting the
  *             copies it no longer names (walgc.c MZ5, lifecycle.c G2).
- *   wal_floor WAL segments numbered below it hold no record the commit
- *             pipeline wrote and has not yet indexed; read it before the
- *             indexes (commit/pipeline.h nrs_pipeline_wal_floor, PL4).
- *   wal_seal  seal WAL segment seg if the pipeline has been idle for
- *             idle_ns (nrs_pipeline_wal_seal): 1 sealed, 0 not, -errno.
+ *   wal_floor segments of WAL w numbered below it hold no record the
+ *             commit pipeline wrote and has not yet indexed; read it
+ *             before the indexes (commit/pipeline.h
+ *             nrs_pipeline_wal_floor_of, PL4).
+ *   wal_seal  seal segment seg of WAL w if its pipeline has been idle for
+ *             idle_ns (nrs_pipeline_wal_seal_of): 1 sealed, 0 not, -errno.
  */
 #ifndef NRS_SERVICES_H
 #define NRS_SERVICES_H
@@ -56,6 +59,7 @@ struct nrs_services {
 	struct nrs_objstore *store;
 	struct nrs_bcache *bcache;		/* NULL: none */
 	struct nrs_wal *wal;
+	struct nrs_wal *owal;			/* NULL: none */
 	const struct nrs_reader *reader;
 	struct nrs_streams *streams;
 	struct nrs_metrics *metrics;
@@ -64,8 +68,9 @@ struct nrs_services {
 	int (*trim)(void *ctx, struct nrs_stream *st, uint64_t v);
 	void (*poke)(void *ctx, uint64_t stream_id);
 	void (*drain)(void *ctx);
-	uint64_t (*wal_floor)(void *ctx);
-	int (*wal_seal)(void *ctx, uint64_t seg, uint64_t idle_ns);
+	uint64_t (*wal_floor)(void *ctx, struct nrs_wal *w);
+	int (*wal_seal)(void *ctx, struct nrs_wal *w, uint64_t seg,
+			uint64_t idle_ns);
 };
 
 #endif

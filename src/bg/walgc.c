@@ -15,6 +15,11 @@
  *     read gate exclusively once: every read that started with an older
  *     index snapshot has finished by then (reader.h).  Trimmed and unlinked
  *     ranges drop out of the indexes the same way, so their segments go too.
+ *     Each WAL is collected on its own (struct nrs_walgc per WAL): only
+ *     the streams whose profile writes to it name its segments.  The
+ *     object WAL has no current segment (every object is sealed before
+ *     it is PUT); a segment made after the stats were read is above
+ *     their last_seg, so it is never below the bound.
  *  MZ7 Seal (issue 12).  MZ5 never deletes the segment appends go to, so on
  *     an idle mount the space of its dead records would stay taken for
  *     good.  When the current segment holds a record, the pipeline holds
@@ -35,6 +40,7 @@
 
 #include "bg/services.h"
 #include "bg/walgc.h"
+#include "meta/meta.h"	/* NRS_PROFILE_OBJECT_WAL */
 #include "stream/index.h"
 #include "stream/table.h"
 #include "util/clock.h"
@@ -46,9 +52,12 @@
 #define SEAL_RETRY_MS		10000	/* MZ7 */
 #define SEAL_IDLE_MS		1000	/* MZ7: no append for this long */
 
-void nrs_walgc_init(struct nrs_walgc *g, const struct nrs_services *svc)
+void nrs_walgc_init(struct nrs_walgc *g, const struct nrs_services *svc,
+		    struct nrs_wal *wal, bool object)
 {
 	g->svc = svc;
+	g->wal = wal;
+	g->object = object;
 	pthread_mutex_init(&g->lock, NULL);
 	g->reclaimed_below = 0;
 	g->seal_after_ns = 0;
@@ -59,12 +68,22 @@ void nrs_walgc_destroy(struct nrs_walgc *g)
 	pthread_mutex_destroy(&g->lock);
 }
 
+struct oldest {
+	uint64_t below;
+	bool object;		/* of object-wal streams only, else the rest */
+};
+
+/* MZ5: a stream's records are in the WAL of its profile (st->lock held) */
 static void oldest_seg(void *ctx, struct nrs_stream *st)
 {
-	uint64_t *below = ctx, s = nrs_index_min_seg(&st->index);
+	struct oldest *o = ctx;
+	uint64_t s;
 
-	if (s < *below)
-		*below = s;
+	if ((st->profile == NRS_PROFILE_OBJECT_WAL) != o->object)
+		return;
+	s = nrs_index_min_seg(&st->index);
+	if (s < o->below)
+		o->below = s;
 }
 
 /*
@@ -87,28 +106,31 @@ void nrs_walgc_reclaim(struct nrs_walgc *g)
 {
 	const struct nrs_services *svc = g->svc;
 	struct nrs_wal_stats ws;
+	struct oldest old = { UINT64_MAX, g->object };
 	uint64_t below, floor, bytes = 0;
 	int n;
 
-	nrs_wal_stats(svc->wal, &ws);
+	nrs_wal_stats(g->wal, &ws);
 	below = nrs_mat_reclaim_bound(&ws);
-	floor = svc->wal_floor(svc->ctx);
+	floor = svc->wal_floor(svc->ctx, g->wal);
 	if (floor < below)
 		below = floor;
-	nrs_streams_each(svc->streams, oldest_seg, &below);
+	nrs_streams_each(svc->streams, oldest_seg, &old);
+	if (old.below < below)
+		below = old.below;
 
 	pthread_mutex_lock(&g->lock);
 	/* nothing but the current segment; or nothing new since last time
 	 * (with no current segment, `below` says nothing: no appends yet) */
 	if (ws.segments <= (ws.cur_seg ? 1u : 0u) ||
-	    (ws.cur_seg && below <= g->reclaimed_below)) {
+	    ((ws.cur_seg || g->object) && below <= g->reclaimed_below)) {
 		pthread_mutex_unlock(&g->lock);
 		return;
 	}
 	if (nrs_failpoint(NRS_FP_WAL_BEFORE_RECLAIM) == 0) {
 		/* readers holding an older index snapshot finish first */
 		svc->drain(svc->ctx);
-		n = nrs_wal_reclaim(svc->wal, below, &bytes);
+		n = nrs_wal_reclaim(g->wal, below, &bytes);
 		if (n > 0) {
 			nrs_count(&svc->metrics->wal_reclaimed_segments,
 				  (uint64_t)n);
@@ -116,7 +138,7 @@ void nrs_walgc_reclaim(struct nrs_walgc *g)
 			nrs_debug("reclaimed %d WAL segments below %016" PRIx64
 				  " (%" PRIu64 " bytes)", n, below, bytes);
 		}
-		if (n >= 0 && ws.cur_seg)
+		if (n >= 0 && (ws.cur_seg || g->object))
 			g->reclaimed_below = below;
 	}
 	pthread_mutex_unlock(&g->lock);
@@ -127,22 +149,23 @@ void nrs_walgc_seal_dead(struct nrs_walgc *g)
 {
 	const struct nrs_services *svc = g->svc;
 	struct nrs_wal_stats ws;
-	uint64_t floor, named = UINT64_MAX, now = nrs_now_mono_ns();
+	struct oldest named = { UINT64_MAX, g->object };
+	uint64_t floor, now = nrs_now_mono_ns();
 	int rc;
 
-	nrs_wal_stats(svc->wal, &ws);
+	nrs_wal_stats(g->wal, &ws);
 	if (!ws.cur_seg || ws.cur_bytes == 0)
 		return;
-	floor = svc->wal_floor(svc->ctx);
+	floor = svc->wal_floor(svc->ctx, g->wal);
 	nrs_streams_each(svc->streams, oldest_seg, &named);
-	if (floor <= ws.cur_seg || named <= ws.cur_seg)
+	if (floor <= ws.cur_seg || named.below <= ws.cur_seg)
 		return;		/* a live record in it: MZ7 */
 	pthread_mutex_lock(&g->lock);
 	if (now < g->seal_after_ns) {
 		pthread_mutex_unlock(&g->lock);
 		return;
 	}
-	rc = svc->wal_seal(svc->ctx, ws.cur_seg,
+	rc = svc->wal_seal(svc->ctx, g->wal, ws.cur_seg,
 			   (uint64_t)SEAL_IDLE_MS * 1000000);
 	if (rc > 0)
 		nrs_count(&svc->metrics->wal_sealed_segments, 1);

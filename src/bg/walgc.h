@@ -11,20 +11,26 @@
 #define NRS_WALGC_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct nrs_services;
+struct nrs_wal;
 struct nrs_wal_stats;
 
 struct nrs_walgc {
 	const struct nrs_services *svc;
+	struct nrs_wal *wal;		/* the WAL it collects */
+	bool object;			/* wal holds object-wal streams' records */
 	pthread_mutex_t lock;		/* one reclaimer at a time */
 	uint64_t reclaimed_below;	/* protected by lock */
 	uint64_t seal_after_ns;		/* protected by lock: MZ7 */
 };
 
-/* svc (services.h) stays alive and unchanged until nrs_walgc_destroy. */
-void nrs_walgc_init(struct nrs_walgc *g, const struct nrs_services *svc);
+/* svc (services.h) stays alive and unchanged until nrs_walgc_destroy;
+ * wal is svc->wal or svc->owal (object: the latter). */
+void nrs_walgc_init(struct nrs_walgc *g, const struct nrs_services *svc,
+		    struct nrs_wal *wal, bool object);
 void nrs_walgc_destroy(struct nrs_walgc *g);
 /* MZ5: delete the WAL segments nothing needs any more. */
 void nrs_walgc_reclaim(struct nrs_walgc *g);

@@ -57,6 +57,10 @@
  *       has bytes to work on: a lone sync waits for its data and then for
  *       the disk's flush, during which nothing else is written (1 MiB
  *       appends by 8 writers gain 9-14% of MB/s, measured side by side).
+ *     - Every batch to a WAL whose write() starts the I/O and whose sync()
+ *       only waits (wal.h, ops.async: the object WAL's PUTs) goes to the
+ *       syncer, so that the commit role writes the next batches -- whose
+ *       PUTs then run at once -- while the syncer waits for the first.
  *     A failed write was undone by the provider (or it refuses all later
  *     writes), so the batch's requests fail with its error and each
  *     stream's ordering view goes back to what it was before the batch.
@@ -114,6 +118,13 @@
  *     Traffic that alternates between two WALs makes small batches; a
  *     provider that wants larger ones may take every queued request of its
  *     WAL once a stream's profile is fixed at create.
+ *
+ *  PL7 LSNs.  A pipeline takes its LSNs from cfg.lsn_source when set, one
+ *     counter shared by the pipelines of every WAL a recovery reads
+ *     together (core.c runs one pipeline per WAL, so that a batch that
+ *     waits for the bucket never holds a local-wal batch behind it):
+ *     every LSN is unique across those WALs, as recovery's LSN order and
+ *     commit chains (recovery.c RC3, RC5a) need.
  *
  * Appends to one stream are therefore published in the order they were
  * submitted, and a request is completed only after both its WAL write is
@@ -445,7 +456,8 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 	struct nrs_pipeline *p;
 	int err;
 
-	if (!cfg->wal || !cfg->meta || !cfg->put || cfg->next_lsn == 0)
+	if (!cfg->wal || !cfg->meta || !cfg->put ||
+	    (cfg->next_lsn == 0 && !cfg->lsn_source))
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -458,7 +470,8 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 		p->cfg.max_batch_bytes = DEFAULT_MAX_BATCH;
 	if (!p->cfg.group_sync_min)
 		p->cfg.group_sync_min = GROUP_SYNC_MIN;
-	p->next_lsn = cfg->next_lsn;
+	atomic_init(&p->own_lsn, cfg->next_lsn);
+	p->lsn = cfg->lsn_source ? cfg->lsn_source : &p->own_lsn;
 	p->qtail = &p->qhead;
 	atomic_init(&p->sfail, 0);
 	atomic_init(&p->failed, false);

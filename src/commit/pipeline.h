@@ -83,6 +83,12 @@ struct nrs_pipeline_cfg {
 	struct nrs_meta *meta;
 	struct nrs_metrics *metrics;	/* may be NULL */
 	uint64_t next_lsn;		/* first LSN to assign, > 0 */
+	/*
+	 * PL7: if set, LSNs come from here, not from next_lsn: pipelines
+	 * whose WALs one recovery reads together (one per WAL, core.c) share
+	 * it, so an LSN is unique across them.  Holds the next LSN.
+	 */
+	_Atomic uint64_t *lsn_source;
 	size_t max_batch_bytes;		/* 0: 16 MiB */
 	size_t group_sync_min;		/* 0: 256 KiB (pipeline.c) */
 	bool lead;			/* let nrs_pipeline_try_lead lead */

@@ -58,7 +58,7 @@ static int lsn_exhausted(struct nrs_pipeline *p)
 		p->lsn_warned = true;
 		nrs_err("pipeline: the next LSN %" PRIu64 " is above the largest"
 			" one (%" PRIu64 "): appends fail EOVERFLOW; reads "
-			"work; see nereusfs-fsck(8)", p->next_lsn,
+			"work; see nereusfs-fsck(8)", atomic_load(p->lsn),
 			NRS_WALREC_LSN_MAX);
 	}
 	return -EOVERFLOW;
@@ -80,7 +80,7 @@ static int order_append(struct nrs_pipeline *p, struct batch *b,
 		return -EFBIG;					/* PL1 */
 	if ((st->batch_slot < 0 ||
 	     b->recs[st->batch_slot].rec.len + r->len > NRS_WALREC_MAX_LEN) &&
-	    p->next_lsn > NRS_WALREC_LSN_MAX)			/* PL1 */
+	    atomic_load(p->lsn) > NRS_WALREC_LSN_MAX)		/* PL1 */
 		return lsn_exhausted(p);
 	err = upd_slot(b, st);
 	if (err < 0)
@@ -96,7 +96,7 @@ static int order_append(struct nrs_pipeline *p, struct batch *b,
 		memset(br, 0, sizeof(*br));
 		br->st = st;
 		br->rec.kind = NRS_WALREC_DATA;
-		br->rec.lsn = p->next_lsn++;
+		br->rec.lsn = atomic_fetch_add(p->lsn, 1);	/* PL7 */
 		br->rec.stream_id = st->id;
 		br->rec.base = st->ord_head;
 		br->rec.epoch = st->ord_epoch;

@@ -86,7 +86,9 @@ struct nrs_pipeline {
 	atomic_bool failed;
 	_Atomic uint64_t last_batch_ns;	/* when a batch was last taken: PL6 */
 	/* owned by the commit role */
-	uint64_t next_lsn;
+	_Atomic uint64_t own_lsn;	/* cfg.next_lsn on: the source unless
+					 * cfg.lsn_source (PL7) */
+	_Atomic uint64_t *lsn;
 	bool lsn_warned;		/* lsn_exhausted() said it */
 	int cur;			/* the batch buffer it fills next */
 	uint64_t avg_wlen;		/* running average of batch bytes */

@@ -231,7 +231,8 @@ void pl_run_batch(struct nrs_pipeline *p, struct nrs_req *list,
 	p->cur = (i + 1) % NBUF;
 	if (b->written)
 		p->avg_wlen = p->avg_wlen - p->avg_wlen / 8 + b->wlen / 8;
-	if (p->avg_wlen > p->cfg.group_sync_min && overlaps(p)) {
+	if (w->ops->async ||					/* PL2 */
+	    (p->avg_wlen > p->cfg.group_sync_min && overlaps(p))) {
 		to_syncer(p, i);	/* a failure is settled later */
 		return;
 	}

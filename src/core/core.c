@@ -474,14 +474,49 @@ static void append_done(struct nrs_req *r, int err)
 {
 	struct append_req *ar = (struct append_req *)r;
 
+	atomic_fetch_sub(&r->st->appends_out, 1);	/* XA2 */
 	ar->done(ar->cookie, err, r->len);
 	free(ar);
+}
+
+struct nrs_pipeline *nrs_core_pipe_of(struct nrs_core *c,
+				      struct nrs_stream *st)
+{
+	int profile;
+
+	if (!c->opipe)
+		return c->pipe;
+	pthread_mutex_lock(&st->lock);
+	profile = st->profile;
+	pthread_mutex_unlock(&st->lock);
+	return profile == NRS_PROFILE_OBJECT_WAL ? c->opipe : c->pipe;
+}
+
+/* XA2: the pipeline of st's profile, for an append: counted out under the
+ * lock the profile's change takes, so the profile stays until it is
+ * completed; NULL (-EBUSY) while a change is under way. */
+static struct nrs_pipeline *append_pipe(struct nrs_core *c,
+					struct nrs_stream *st)
+{
+	int profile;
+
+	pthread_mutex_lock(&st->lock);
+	if (st->profile_busy) {
+		pthread_mutex_unlock(&st->lock);
+		return NULL;
+	}
+	atomic_fetch_add(&st->appends_out, 1);
+	profile = st->profile;
+	pthread_mutex_unlock(&st->lock);
+	return profile == NRS_PROFILE_OBJECT_WAL && c->opipe ? c->opipe
+							     : c->pipe;
 }
 
 int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 		    size_t len, uint64_t off, bool at_head, bool privileged,
 		    nrs_append_done done, void *cookie)
 {
+	struct nrs_pipeline *pipe;
 	struct append_req *ar;
 	bool lead;
 
@@ -500,11 +535,15 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 			return err;
 	}
 	/* Leading, this thread writes the bytes before it returns: no copy */
-	lead = nrs_pipeline_try_lead(c->pipe);
+	pipe = append_pipe(c, h->st);
+	if (!pipe)
+		return -EBUSY;		/* XA2 */
+	lead = nrs_pipeline_try_lead(pipe);
 	ar = malloc(sizeof(*ar) + (lead ? 0 : len));
 	if (!ar) {
 		if (lead)
-			nrs_pipeline_lead(c->pipe, NULL);	/* gives it back */
+			nrs_pipeline_lead(pipe, NULL);	/* gives it back */
+		atomic_fetch_sub(&h->st->appends_out, 1);
 		return -ENOMEM;
 	}
 	if (!lead)
@@ -530,11 +569,11 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 	} else {
 		ar->req.expect = at_head ? NRS_EXPECT_ANY : off;
 	}
-	nrs_pipeline_submit(c->pipe, &ar->req);
+	nrs_pipeline_submit(pipe, &ar->req);
 	pthread_mutex_unlock(&h->lock);
 	handle_put(h);
 	if (lead)	/* the pipeline was idle: commit it in this thread */
-		nrs_pipeline_lead(c->pipe, &ar->req);
+		nrs_pipeline_lead(pipe, &ar->req);
 	return 0;
 }
 
@@ -561,6 +600,7 @@ static void fence_done(struct nrs_req *r, int err)
 int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
 		   bool bind)
 {
+	struct nrs_pipeline *pipe = nrs_core_pipe_of(c, st);
 	struct fence_wait fw;
 	bool lead;
 	int err;
@@ -574,10 +614,10 @@ int nrs_core_fence(struct nrs_core *c, struct nrs_stream *st, uint64_t epoch,
 	fw.req.epoch = epoch;
 	fw.req.bind = bind;
 	fw.req.done = fence_done;
-	lead = nrs_pipeline_try_lead(c->pipe);
-	nrs_pipeline_submit(c->pipe, &fw.req);
+	lead = nrs_pipeline_try_lead(pipe);
+	nrs_pipeline_submit(pipe, &fw.req);
 	if (lead)
-		nrs_pipeline_lead(c->pipe, &fw.req);
+		nrs_pipeline_lead(pipe, &fw.req);
 	pthread_mutex_lock(&fw.lock);
 	while (!fw.done)
 		pthread_cond_wait(&fw.cond, &fw.lock);
@@ -736,23 +776,31 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	rec = (struct nrs_recover_env){
 		.meta = c->meta,
 		.wal = c->wal,
+		.owal = c->owal,
 		.streams = &c->streams,
 		.data_dir = c->data_dir,
 	};
 	err = nrs_recover(&rec, &next_lsn);
 	if (err)
 		goto out_free;
+	/* One pipeline per WAL (pipeline.c PL7): a batch that waits for
+	 * the bucket never holds a local-wal batch behind it. */
+	atomic_init(&c->lsn, next_lsn);
 	memset(&pc, 0, sizeof(pc));
 	pc.wal = c->wal;
 	pc.meta = c->meta;
 	pc.metrics = &c->metrics;
-	pc.next_lsn = next_lsn;
+	pc.lsn_source = &c->lsn;
 	pc.max_batch_bytes = o->max_batch_bytes;
 	pc.lead = !o->no_commit_lead;
 	pc.hook = commit_hook;
 	pc.hook_ctx = c;
 	pc.put = nrs_stream_put;
 	err = nrs_pipeline_start(&pc, &c->pipe);
+	if (!err && c->owal) {
+		pc.wal = c->owal;
+		err = nrs_pipeline_start(&pc, &c->opipe);
+	}
 	if (err)
 		goto out_free;
 	err = nrs_core_obj_start(c, o);
@@ -804,12 +852,14 @@ static int core_free(struct nrs_core *c, bool sync)
 
 	nrs_core_obj_close(c);
 	nrs_pipeline_stop(c->pipe);
+	nrs_pipeline_stop(c->opipe);
 	/* handles the kernel did not release before the session ended */
 	while (c->handles)
 		nrs_core_release(c, c->handles);
 	nrs_streams_destroy(&c->streams);
 	if (c->bcache)
 		nrs_bcache_close(c->bcache);
+	nrs_wal_close(c->owal);		/* before the store it PUTs to */
 	nrs_obj_close(c->store);
 	if (sync && c->wal)
 		err = nrs_wal_sync_all(c->wal);		/* U1 */

@@ -56,6 +56,12 @@ struct nrs_core_opts {
 	uint64_t gc_grace_ms;		/* lifecycle.c G2; 0: default */
 	uint64_t compact_size;		/* compaction.c CP1; 0: default,
 					 * UINT64_MAX: off */
+	const char *objects_dir;	/* the embedded store's directory;
+					 * NULL: DATA/objects */
+	/* the object WAL (wal.h nrs_wal_object_opts; 0: defaults) */
+	unsigned int owal_inflight;
+	uint64_t owal_timeout_ms, owal_bytes, owal_linger_ms;
+	bool owal_linger_set;		/* owal_linger_ms given (0 allowed) */
 };
 
 /* Invalidate cached file data of ino from byte off to the end. */

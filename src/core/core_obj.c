@@ -12,6 +12,10 @@
  * mount; a store that is down at mount only delays materialization
  * (appends go on from the WAL, up to its budget).
  *
+ * The object WAL (wal/wal_object.c) of object-wal streams keeps its
+ * objects in the same store, bucket or directory, under owal/; -o
+ * objects=DIR puts the embedded store on another disk or a shared mount.
+ *
  * The services get c->svc (bg/services.h), never the core itself: its
  * upcalls are here, and the one "drain the readers" barrier (svc_drain)
  * is the only place outside reader.c that takes the read gate.
@@ -29,6 +33,27 @@
 #include "obj/bcache.h"
 #include "obj/objstore.h"
 #include "util/log.h"
+#include "wal/wal.h"
+
+/* The object WAL of object-wal streams, on the same store (its state in
+ * DATA/owal, wal_object_scan.c OW6). */
+static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
+{
+	struct nrs_wal_object_opts wo = {
+		.store = c->store,
+		.inflight_max = o->owal_inflight,
+		.timeout_ms = o->owal_timeout_ms,
+		.flush_bytes = o->owal_bytes,
+		.linger_ms = o->owal_linger_set ? o->owal_linger_ms :
+			     NRS_WAL_OBJECT_LINGER_MS,
+		.metrics = &c->metrics,
+	};
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/owal", c->data_dir);
+	wo.dir = path;
+	return nrs_wal_object_open(&wo, &c->owal);
+}
 
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 {
@@ -49,7 +74,10 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	} else {
 		char path[4096];
 
-		snprintf(path, sizeof(path), "%s/objects", c->data_dir);
+		if (o->objects_dir)
+			snprintf(path, sizeof(path), "%s", o->objects_dir);
+		else
+			snprintf(path, sizeof(path), "%s/objects", c->data_dir);
 		err = nrs_objstore_dir_open(path, &c->store);
 		if (err)
 			nrs_err("cannot open object directory %s: %s", path,
@@ -62,7 +90,11 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 		nrs_err("cannot set up the block cache: %s", strerror(-err));
 		return err;
 	}
+	err = owal_open(c, o);
+	if (err)
+		return err;
 	c->reader.wal = c->wal;
+	c->reader.owal = c->owal;
 	c->reader.bcache = c->bcache;
 	c->reader.metrics = &c->metrics;
 	c->reader.gate = &c->gate;
@@ -90,18 +122,25 @@ static void svc_drain(void *ctx)
 	pthread_rwlock_unlock(&c->gate);
 }
 
-static uint64_t svc_wal_floor(void *ctx)
+/* The pipeline that writes to w (core.c: one per WAL). */
+static struct nrs_pipeline *pipe_for(struct nrs_core *c, struct nrs_wal *w)
 {
-	struct nrs_core *c = ctx;
-
-	return nrs_pipeline_wal_floor(c->pipe);
+	return w == c->owal && c->opipe ? c->opipe : c->pipe;
 }
 
-static int svc_wal_seal(void *ctx, uint64_t seg, uint64_t idle_ns)
+static uint64_t svc_wal_floor(void *ctx, struct nrs_wal *w)
 {
 	struct nrs_core *c = ctx;
 
-	return nrs_pipeline_wal_seal(c->pipe, seg, idle_ns);
+	return nrs_pipeline_wal_floor_of(pipe_for(c, w), w);
+}
+
+static int svc_wal_seal(void *ctx, struct nrs_wal *w, uint64_t seg,
+			uint64_t idle_ns)
+{
+	struct nrs_core *c = ctx;
+
+	return nrs_pipeline_wal_seal_of(pipe_for(c, w), w, seg, idle_ns);
 }
 
 int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
@@ -119,6 +158,7 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 		.store = c->store,
 		.bcache = c->bcache,
 		.wal = c->wal,
+		.owal = c->owal,
 		.reader = &c->reader,
 		.streams = &c->streams,
 		.metrics = &c->metrics,

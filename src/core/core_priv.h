@@ -33,12 +33,19 @@ struct nrs_objstore;
 struct nrs_pipeline;
 struct nrs_wal;
 
+/* The pipeline of st's profile (core.c). */
+struct nrs_pipeline *nrs_core_pipe_of(struct nrs_core *c,
+				      struct nrs_stream *st);
+
 struct nrs_core {
 	char *data_dir;
 	int lock_fd;			/* flock'd data_dir/lock */
 	struct nrs_meta *meta;
-	struct nrs_wal *wal;
-	struct nrs_pipeline *pipe;
+	struct nrs_wal *wal;		/* the local WAL */
+	struct nrs_pipeline *pipe;	/* its pipeline */
+	struct nrs_wal *owal;		/* the object WAL (core_obj.c) */
+	struct nrs_pipeline *opipe;	/* its pipeline; NULL: none */
+	_Atomic uint64_t lsn;		/* both pipelines' LSNs (PL7) */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */

@@ -69,7 +69,18 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 	g->wal_bytes = ws->bytes;
 	g->wal_segments = ws->segments;
 	g->wal_broken = ws->broken;
-	g->pipeline_failed = c->pipe ? nrs_pipeline_failed(c->pipe) : 0;
+	if (c->owal) {
+		struct nrs_wal_stats os;
+
+		nrs_wal_stats(c->owal, &os);
+		g->owal_bytes = os.bytes;
+		g->owal_objects = os.segments;
+		g->owal_inflight = os.inflight;
+		g->owal_waiting_bytes = os.waiting_bytes;
+		g->wal_broken |= os.broken;
+	}
+	g->pipeline_failed = (c->pipe && nrs_pipeline_failed(c->pipe)) ||
+			     (c->opipe && nrs_pipeline_failed(c->opipe));
 	nrs_meta_counts(c->meta, &g->dirs, &g->streams);
 	g->chain_steps = nrs_meta_chain_steps(c->meta);
 	g->now_ns = nrs_now_mono_ns();
@@ -135,6 +146,14 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 		", \"segments\": %" PRIu64 ", \"current_segment\": %" PRIu64
 		", \"broken\": %s},\n", ws.bytes, g.wal_live_bytes, ws.segments,
 		ws.cur_seg, ws.broken ? "true" : "false");
+	fprintf(f, "  \"object_wal\": {\"objects\": %" PRIu64 ", \"bytes\": %"
+		PRIu64 ", \"inflight\": %" PRIu64 ", \"waiting_bytes\": %"
+		PRIu64 ", \"proven_objects\": %" PRIu64 ", \"proven_bytes\": %"
+		PRIu64 ", \"retries\": %" PRIu64 "},\n", g.owal_objects,
+		g.owal_bytes, g.owal_inflight, g.owal_waiting_bytes,
+		(uint64_t)nrs_counter(&m->owal_objects),
+		(uint64_t)nrs_counter(&m->owal_bytes),
+		(uint64_t)nrs_counter(&m->owal_retries));
 	space_status(c, f);
 	fprintf(f, "  \"pipeline\": {\"failed\": %s, \"batches\": %" PRIu64
 		"},\n", g.pipeline_failed ? "true" : "false",

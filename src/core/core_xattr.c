@@ -11,9 +11,13 @@
  *    write-only: get is -ENODATA and it is not listed.
  *  - epoch: a larger value fences; the same value is a no-op; a smaller
  *    one is -EINVAL.
- *  - profile object-wal is refused with -EOPNOTSUPP until an object WAL
- *    exists; on a stream, profile is settable only while it is empty
- *    (-EINVAL otherwise).
+ *  - XA2 On a stream, profile is settable only while it is empty -- else
+ *    -EINVAL -- and no append is submitted and not yet completed
+ *    (st->appends_out, counted under st->lock) -- else -EBUSY; an append
+ *    submitted while the change is under way fails -EBUSY too
+ *    (profile_busy).  So a stream's records are all in the WAL of its
+ *    profile (recovery.c RC8).  On a directory it is inherited by streams
+ *    created below.
  *  - materialized is the offset up to which every readable byte is in the
  *    object store: with no object store yet, that is start.
  *  - retention.bytes and retention.ms: -1 (what Kafka writes for "forever")
@@ -78,7 +82,9 @@ static ssize_t get_stream_attr(struct nrs_stream *st, int id, uint64_t from,
 	case NRS_XA_MATERIALIZED: v = nrs_stream_mat_point(st); break;
 	case NRS_XA_WAL_BYTES: v = st->head - nrs_stream_mat_point(st); break;
 	case NRS_XA_INDEX:
-		n = nrs_index_format(&st->index, st->id, from, buf, size);
+		n = nrs_index_format(&st->index, st->id,
+				     st->profile == NRS_PROFILE_OBJECT_WAL,
+				     from, buf, size);
 		pthread_mutex_unlock(&st->lock);
 		return n;
 	default:
@@ -241,7 +247,7 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 		err = nrs_xattr_parse_profile(value, size, &p);
 		if (err)
 			return err;
-		if (p == NRS_PROFILE_OBJECT_WAL)
+		if (p == NRS_PROFILE_OBJECT_WAL && !c->owal)
 			return -EOPNOTSUPP;
 	} else if ((id == NRS_XA_RET_BYTES || id == NRS_XA_RET_MS) &&
 		   nrs_xattr_is_forever(value, size)) {
@@ -273,16 +279,22 @@ static int set_nereus(struct nrs_core *c, const struct nrs_attr *a, int id,
 		err = nrs_core_trim(c, st, v);
 		break;
 	case NRS_XA_PROFILE:
+		/* XA2: no append is submitted while the store changes */
 		pthread_mutex_lock(&st->lock);
-		err = st->head == 0 ? 0 : -EINVAL;
-		pthread_mutex_unlock(&st->lock);
+		err = st->head != 0 ? -EINVAL :
+		      atomic_load(&st->appends_out) || st->profile_busy ?
+		      -EBUSY : 0;
 		if (!err)
-			err = nrs_meta_set_profile(c->meta, a->ino, p);
-		if (!err) {
-			pthread_mutex_lock(&st->lock);
+			st->profile_busy = true;
+		pthread_mutex_unlock(&st->lock);
+		if (err)
+			break;
+		err = nrs_meta_set_profile(c->meta, a->ino, p);
+		pthread_mutex_lock(&st->lock);
+		if (!err)
 			st->profile = p;
-			pthread_mutex_unlock(&st->lock);
-		}
+		st->profile_busy = false;
+		pthread_mutex_unlock(&st->lock);
 		break;
 	default:
 		err = -EINVAL;

@@ -44,7 +44,8 @@
 enum num_opt {
 	NO_SEGMENT_SIZE, NO_RESERVE, NO_BUDGET, NO_CACHE, NO_DISK_CACHE,
 	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_GC_GRACE,
-	NO_COMPACT, NO_COMMIT_LEAD, NO_COUNT
+	NO_COMPACT, NO_COMMIT_LEAD, NO_OWAL_BYTES, NO_OWAL_LINGER,
+	NO_OWAL_INFLIGHT, NO_OWAL_TIMEOUT, NO_COUNT
 };
 
 static const struct {
@@ -63,12 +64,17 @@ static const struct {
 	[NO_GC_GRACE] = { "gc_grace_ms", 1, UINT64_MAX / 1000000 },
 	[NO_COMPACT] = { "compact_size", 0, UINT32_MAX },
 	[NO_COMMIT_LEAD] = { "commit_lead", 0, 1 },
+	[NO_OWAL_BYTES] = { "object_wal_bytes", 4096, 1u << 30 },
+	[NO_OWAL_LINGER] = { "object_wal_linger_ms", 0, 60000 },
+	[NO_OWAL_INFLIGHT] = { "object_wal_inflight", 1, 64 },
+	[NO_OWAL_TIMEOUT] = { "object_wal_timeout_ms", 100,
+			      UINT64_MAX / 1000000 },
 };
 
 struct options {
 	char *data;
 	char *num[NO_COUNT];
-	char *s3, *s3_credentials, *s3_ca, *disk_cache;
+	char *s3, *s3_credentials, *s3_ca, *disk_cache, *objects;
 	char *s3_region, *s3_style, *s3_signature;
 	char *log_level;
 };
@@ -88,6 +94,11 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("gc_grace_ms=%s", num[NO_GC_GRACE]),
 	OPT("compact_size=%s", num[NO_COMPACT]),
 	OPT("commit_lead=%s", num[NO_COMMIT_LEAD]),
+	OPT("object_wal_bytes=%s", num[NO_OWAL_BYTES]),
+	OPT("object_wal_linger_ms=%s", num[NO_OWAL_LINGER]),
+	OPT("object_wal_inflight=%s", num[NO_OWAL_INFLIGHT]),
+	OPT("object_wal_timeout_ms=%s", num[NO_OWAL_TIMEOUT]),
+	OPT("objects=%s", objects),
 	OPT("s3=%s", s3),
 	OPT("s3_credentials=%s", s3_credentials),
 	OPT("s3_ca=%s", s3_ca),
@@ -112,6 +123,8 @@ static void usage(const char *prog)
 	       "                             fail ENOSPC (default 4 GiB, 0: no limit)\n"
 	       "    -o s3=URL                objects go to http[s]://HOST[:PORT]/BUCKET\n"
 	       "                             (default: the directory DIR/objects)\n"
+	       "    -o objects=DIR           the embedded store's directory (default\n"
+	       "                             DATA/objects): another disk, a shared mount\n"
 	       "    -o s3_credentials=FILE   0600 file with AWS_ACCESS_KEY_ID= and\n"
 	       "                             AWS_SECRET_ACCESS_KEY= (default: environment)\n"
 	       "    -o s3_ca=FILE            CA certificates for https (default: system)\n"
@@ -133,6 +146,12 @@ static void usage(const char *prog)
 	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
 	       "    -o commit_lead=0|1       an append to an idle pipeline is committed\n"
 	       "                             by the thread that received it (default 1)\n"
+	       "    -o object_wal_bytes=N    object-wal: PUT a WAL object once it holds\n"
+	       "                             N bytes (default 512 KiB)\n"
+	       "    -o object_wal_linger_ms=N  ... or N ms after its first append (5)\n"
+	       "    -o object_wal_inflight=N WAL objects PUT at once (default 8)\n"
+	       "    -o object_wal_timeout_ms=N an object-wal append not proven stored\n"
+	       "                             after N ms fails ETIMEDOUT (30000)\n"
 	       "    -o log=LEVEL             error, warning, info (default), debug\n\n",
 	       prog, "/var/lib/nereusfs, or ~/.local/share/nereusfs if not root");
 	fuse_cmdline_help();
@@ -254,7 +273,7 @@ static int parse_s3(const struct options *o, struct nrs_core_opts *co)
 /* Every numeric option into co. */
 static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 {
-	uint64_t threads = 0, lead = 1;
+	uint64_t threads = 0, lead = 1, inflight = 0;
 	int err;
 
 	err = parse_num(o, NO_SEGMENT_SIZE, &co->wal_segment_size) ?:
@@ -268,8 +287,14 @@ static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 	      parse_num(o, NO_MAT_THREADS, &threads) ?:
 	      parse_num(o, NO_GC_GRACE, &co->gc_grace_ms) ?:
 	      parse_num(o, NO_COMPACT, &co->compact_size) ?:
-	      parse_num(o, NO_COMMIT_LEAD, &lead);
+	      parse_num(o, NO_COMMIT_LEAD, &lead) ?:
+	      parse_num(o, NO_OWAL_BYTES, &co->owal_bytes) ?:
+	      parse_num(o, NO_OWAL_LINGER, &co->owal_linger_ms) ?:
+	      parse_num(o, NO_OWAL_INFLIGHT, &inflight) ?:
+	      parse_num(o, NO_OWAL_TIMEOUT, &co->owal_timeout_ms);
 	co->mat_threads = (unsigned int)threads;
+	co->owal_inflight = (unsigned int)inflight;
+	co->owal_linger_set = o->num[NO_OWAL_LINGER] != NULL;
 	co->no_commit_lead = lead == 0;
 	if (err || !o->num[NO_COMPACT])
 		return err;
@@ -376,6 +401,13 @@ int main(int argc, char *argv[])
 			" not '%s'\n", o.disk_cache);
 		goto out_args;
 	}
+	co.objects_dir = o.objects;
+	if (o.objects && (o.objects[0] != '/' || o.s3)) {
+		fprintf(stderr, "nereusfs: objects must be an absolute path,"
+			" and names the embedded store (not with s3=): '%s'\n",
+			o.objects);
+		goto out_args;
+	}
 	if (parse_nums(&o, &co))
 		goto out_args;
 	/* The kernel checks permissions from the attributes we report. */
@@ -456,6 +488,7 @@ out_args:
 	free(o.s3_style);
 	free(o.s3_signature);
 	free(o.disk_cache);
+	free(o.objects);
 	free(o.log_level);
 	fuse_opt_free_args(&args);
 	return ret;

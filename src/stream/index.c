@@ -15,6 +15,8 @@
  *   X3 Adjacent WAL entries in one segment are one line: "start end 0
  *      wal:SEG:OFF", OFF where its first record starts.  Thousands of
  *      small appends not yet materialized are then a line per segment.
+ *   X4 A WAL entry of an object-wal stream names the WAL object and the
+ *      offset in its records: "walobj:KEY:OFF" (wal_object.c's keys).
  */
 #include "config.h"
 
@@ -27,6 +29,7 @@
 #include "obj/objfmt.h"
 #include "stream/index.h"
 #include "util/grow.h"
+#include "wal/wal.h"
 #include "wal/walrec.h"
 
 int nrs_index_append(struct nrs_index *ix, const struct nrs_index_ent *e)
@@ -113,7 +116,8 @@ size_t nrs_index_collect(const struct nrs_index *ix, uint64_t off, uint64_t end,
 }
 
 static int format_line(char *line, size_t len, uint64_t start, uint64_t end,
-		       const struct nrs_index_ent *e, uint64_t stream_id)
+		       const struct nrs_index_ent *e, uint64_t stream_id,
+		       bool owal)
 {
 	if (!e)
 		return snprintf(line, len, "%" PRIu64 " %" PRIu64 " 0 missing\n",
@@ -126,6 +130,14 @@ static int format_line(char *line, size_t len, uint64_t start, uint64_t end,
 		nrs_objfmt_key(key, &h);
 		return snprintf(line, len, "%" PRIu64 " %" PRIu64 " %" PRIu64
 				" obj:%s\n", start, end, e->gen, key);
+	}
+	if (owal) {		/* X4 */
+		char key[NRS_OBJKEY_MAX];
+
+		nrs_wal_object_key(key, e->seg);
+		return snprintf(line, len, "%" PRIu64 " %" PRIu64 " %" PRIu64
+				" walobj:%s:%" PRIu64 "\n", start, end, e->gen,
+				key, e->off);
 	}
 	return snprintf(line, len, "%" PRIu64 " %" PRIu64 " %" PRIu64
 			" wal:%" PRIu64 ":%" PRIu64 "\n",
@@ -182,7 +194,7 @@ static int put(char *buf, size_t size, size_t *total, const char *line,
 }
 
 ssize_t nrs_index_format(const struct nrs_index *ix, uint64_t stream_id,
-			 uint64_t from, char *buf, size_t size)
+			 bool owal, uint64_t from, char *buf, size_t size)
 {
 	char line[128 + NRS_OBJKEY_MAX];
 	size_t i = nrs_index_find(ix, from), total = 0, left = 0;
@@ -202,7 +214,7 @@ ssize_t nrs_index_format(const struct nrs_index *ix, uint64_t stream_id,
 			continue;
 		}
 		n = format_line(line, sizeof(line), l.start, l.end, l.e,
-				stream_id);
+				stream_id, owal);
 		if (n < 0 || (size_t)n >= sizeof(line))
 			return -EOVERFLOW;
 		if (total + (size_t)n > NRS_INDEX_TEXT_MAX - TRAILER_MAX) {

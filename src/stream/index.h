@@ -71,14 +71,15 @@ size_t nrs_index_collect(const struct nrs_index *ix, uint64_t off, uint64_t end,
 /*
  * Text form for user.nereus.index of stream stream_id, from the range
  * holding offset from (or the first above it) on: "start end gen
- * target\n" per range, target "wal:SEG:OFF" or "obj:KEY" (objfmt.h); gaps
+ * target\n" per range, target "wal:SEG:OFF" (owal: "walobj:KEY:OFF", the
+ * object WAL's key, X4) or "obj:KEY" (objfmt.h); gaps
  * are shown as target "missing"; adjacent WAL entries of one segment are
  * one line (X3).  At most NRS_INDEX_TEXT_MAX bytes: what does not fit is
  * counted in a last line "# N more ranges" (X2).  Returns the length
  * (copies when size > 0), -ERANGE if size is too small.
  */
 ssize_t nrs_index_format(const struct nrs_index *ix, uint64_t stream_id,
-			 uint64_t from, char *buf, size_t size);
+			 bool owal, uint64_t from, char *buf, size_t size);
 /* Audit: sorted, non-overlapping, non-empty entries. */
 bool nrs_index_check(const struct nrs_index *ix);
 void nrs_index_free(struct nrs_index *ix);

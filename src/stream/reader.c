@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "obj/bcache.h"
+#include "meta/meta.h"
 #include "obj/objfmt.h"
 #include "stream/reader.h"
 #include "stream/stream.h"
@@ -171,15 +172,15 @@ static void hint_next(const struct nrs_reader *r, struct nrs_stream *st,
 		nrs_bcache_follow(r->bcache, &h, next, k);
 }
 
-static int read_ent(const struct nrs_reader *r, const struct nrs_stream *st,
-		    const struct nrs_index_ent *e, uint64_t a, uint64_t b,
-		    char *dst)
+static int read_ent(const struct nrs_reader *r, struct nrs_wal *wal,
+		    const struct nrs_stream *st, const struct nrs_index_ent *e,
+		    uint64_t a, uint64_t b, char *dst)
 {
 	struct nrs_objhdr h = { .stream_id = st->id, .start = e->ostart,
 				.end = e->oend, .gen = e->gen };
 
-	if (e->kind == NRS_TARGET_WAL)
-		return read_record(r->wal, st, e, a, b, dst);
+	if (e->kind == NRS_TARGET_WAL)	/* the WAL of st's profile */
+		return read_record(wal, st, e, a, b, dst);
 	if (e->kind != NRS_TARGET_OBJ || !r->bcache)
 		return -EUCLEAN;
 	return nrs_bcache_read(r->bcache, &h, a, b - a, dst);
@@ -192,12 +193,16 @@ static ssize_t read_locked(const struct nrs_reader *r, struct nrs_stream *st,
 	struct nrs_metrics *m = r->metrics;
 	struct nrs_index_ent ents[ENTS_PER_ROUND];
 	uint64_t head, start, end, cur;
+	struct nrs_wal *wal;
 	size_t n;
 	int err = 0;
 
 	pthread_mutex_lock(&st->lock);
 	head = st->read_limit;	/* >= st->head: see pipeline.c, PL4 */
 	start = st->start;
+	/* the WAL that holds st's records: fixed while it has any */
+	wal = st->profile == NRS_PROFILE_OBJECT_WAL && r->owal ? r->owal
+							       : r->wal;
 	/* The kernel may cache the page holding the head, zero-filled past
 	 * it; the next commit must invalidate it (see core.c).  Set under
 	 * the lock that the commit's head change takes. */
@@ -237,7 +242,7 @@ static ssize_t read_locked(const struct nrs_reader *r, struct nrs_stream *st,
 			}
 			if (e->kind == NRS_TARGET_OBJ && r->bcache)
 				hint_next(r, st, e, b);
-			err = read_ent(r, st, e, cur, b,
+			err = read_ent(r, wal, st, e, cur, b,
 				       (char *)buf + (cur - off));
 			if (err) {
 				log_failure(st, e, cur, err);

@@ -25,7 +25,9 @@ struct nrs_wal;
  * before deleting the copies it replaced (walgc.c MZ5).
  */
 struct nrs_reader {
-	struct nrs_wal *wal;
+	struct nrs_wal *wal;		/* the local WAL */
+	struct nrs_wal *owal;		/* the object WAL: object-wal streams'
+					 * records; NULL: none */
 	struct nrs_bcache *bcache;	/* object copies; NULL: none */
 	struct nrs_metrics *metrics;	/* may be NULL */
 	pthread_rwlock_t *gate;		/* may be NULL (no reclaimer) */

@@ -1,5 +1,5 @@
 /*
- * recovery.c - start-up recovery of the local-wal profile (DESIGN.md
+ * recovery.c - start-up recovery of both profiles' WALs (DESIGN.md
  * section 6).
  *
  * Why it is shaped so.  An append is acknowledged after (a) its WAL record
@@ -54,6 +54,13 @@
  *     never shortened.  (An orphan whose committed twin is lost whole
  *     and that the walk back does not reach cannot be told from it.)
  *  RC6 The next LSN is larger than every LSN in the WAL and the store.
+ *  RC8 Two WALs.  The local WAL and the object WAL (wal_object.c) are
+ *     scanned one after the other into one list, sorted by LSN (LSNs are
+ *     unique across them, pipeline.c PL7).  A record counts only in the
+ *     WAL of its stream's profile -- a stream's profile changes only
+ *     while it is empty, so its records are all in one -- and one found
+ *     in the other is an orphan (whose LSN RC6 still counts).  RC3-RC6
+ *     then run as for one WAL.
  *  RC7 A stream whose metadata row fails its checksum (meta_sqlite.c CK3)
  *     has no head to start from: it takes no part in RC3-RC6 (nothing is
  *     re-published onto it, no index is built), is logged, and stays
@@ -102,6 +109,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "meta/meta.h"
 #include "obj/objfmt.h"
 #include "stream/recovery.h"
 #include "stream/table.h"
@@ -114,6 +122,10 @@
 struct scan {
 	struct nrs_wal_rec_info *v;	/* data records; sorted by LSN */
 	size_t n, cap;
+	struct nrs_streams *streams;
+	bool object;			/* scanning the object WAL (RC8) */
+	bool filter;			/* two WALs: RC8 applies */
+	uint64_t other_lsn;		/* the largest LSN RC8 left out (RC6) */
 };
 
 static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
@@ -131,6 +143,17 @@ static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
 			ri->rec.stream_id, ri->rec.lsn, ri->rec.base,
 			ri->rec.len, why);
 		return 0;
+	}
+	if (s->filter) {					/* RC8 */
+		struct nrs_stream *st = nrs_streams_peek(s->streams,
+							 ri->rec.stream_id);
+
+		if (st && !st->corrupt &&
+		    (st->profile == NRS_PROFILE_OBJECT_WAL) != s->object) {
+			if (ri->rec.lsn > s->other_lsn)
+				s->other_lsn = ri->rec.lsn;
+			return 0;
+		}
 	}
 	if (nrs_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)))
 		return -ENOMEM;
@@ -232,6 +255,8 @@ static int sync_scanned(const struct nrs_recover_env *e)
 {
 	int err = nrs_wal_sync_all(e->wal);
 
+	if (!err && e->owal)
+		err = nrs_wal_sync_all(e->owal);
 	if (err)
 		nrs_err("recovery: cannot make the WAL in %s/wal durable: %s; "
 			"nothing is re-published", e->data_dir, strerror(-err));
@@ -618,9 +643,16 @@ int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn)
 	err = nrs_meta_stream_foreach(e->meta, load_stream, (void *)e);
 	if (err)
 		goto out;
+	s.streams = e->streams;
+	s.filter = e->owal != NULL;
 	err = nrs_wal_scan(e->wal, scan_cb, &s);
+	if (!err && e->owal) {
+		s.object = true;
+		err = nrs_wal_scan(e->owal, scan_cb, &s);
+	}
 	if (err) {
-		nrs_err("recovery: WAL scan failed: %s", strerror(-err));
+		nrs_err("recovery: %s WAL scan failed: %s",
+			s.object ? "object" : "local", strerror(-err));
 		goto out;
 	}
 	err = sync_scanned(e);
@@ -665,6 +697,8 @@ int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn)
 	}
 	if (s.n && s.v[s.n - 1].rec.lsn > max_lsn)
 		max_lsn = s.v[s.n - 1].rec.lsn;
+	if (s.other_lsn > max_lsn)		/* RC8's too */
+		max_lsn = s.other_lsn;
 	*next_lsn = max_lsn + 1;	/* RC6; no wrap: RD1, RD2 */
 out:
 	if (err)

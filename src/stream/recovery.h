@@ -36,7 +36,9 @@ struct nrs_streams;
  */
 struct nrs_recover_env {
 	struct nrs_meta *meta;
-	struct nrs_wal *wal;
+	struct nrs_wal *wal;		/* the local WAL */
+	struct nrs_wal *owal;		/* the object WAL; NULL: none (then
+					 * every record is taken from wal) */
 	struct nrs_streams *streams;
 	const char *data_dir;
 };

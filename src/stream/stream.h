@@ -43,7 +43,12 @@ struct nrs_stream {
 				 * head, which stat shows only once the
 				 * commit hook ran (pipeline.c, PL4) */
 	int64_t mtime_ns;
-	int profile;
+	int profile;		/* changes only while empty, with no append
+				 * submitted and not yet completed
+				 * (appends_out: core_xattr.c XA2) */
+	atomic_uint appends_out;	/* submitted, not yet completed: raised
+					 * under lock, lowered without it */
+	bool profile_busy;	/* under lock: profile being changed (XA2) */
 	uint64_t wal_bytes;	/* on-disk WAL record bytes of live ranges */
 	uint64_t materialized;	/* [0, materialized) has published object
 				 * generations (or lies below start) */

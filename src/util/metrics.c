@@ -271,6 +271,17 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	      "WAL record bytes of committed, still readable ranges.",
 	      g->wal_live_bytes);
 	gauge(&t, "wal_segments", "WAL segment files.", g->wal_segments);
+	gauge(&t, "object_wal_held_bytes",
+	      "Bytes of the object WAL objects held (not yet reclaimed).",
+	      g->owal_bytes);
+	gauge(&t, "object_wal_held_objects", "Object WAL objects held.",
+	      g->owal_objects);
+	gauge(&t, "object_wal_inflight",
+	      "Object WAL objects sealed and not yet proven stored.",
+	      g->owal_inflight);
+	gauge(&t, "object_wal_waiting_bytes",
+	      "Bytes of object-wal appends waiting for their WAL object.",
+	      g->owal_waiting_bytes);
 	gauge(&t, "materialize_lag_bytes",
 	      "Committed bytes not yet in the object store.", g->mat_lag_bytes);
 	gauge(&t, "materialize_lag_seconds",

@@ -83,6 +83,8 @@ struct nrs_metrics {
 struct nrs_metrics_gauges {
 	uint64_t wal_bytes;
 	uint64_t wal_segments;
+	uint64_t owal_bytes, owal_objects;	/* the object WAL holds */
+	uint64_t owal_inflight, owal_waiting_bytes;
 	uint64_t streams;
 	uint64_t streams_damaged;	/* offline: metadata row fails its crc */
 	uint64_t dirs;

@@ -104,6 +104,8 @@ struct nrs_wal_stats {
 	uint64_t last_seg;	/* the highest segment number held (0: none) */
 	uint64_t cur_bytes;	/* record bytes in cur_seg (0: none yet) */
 	bool broken;		/* a failed append could not be undone */
+	uint64_t inflight;	/* object WAL: objects sealed, not yet proven */
+	uint64_t waiting_bytes;	/* object WAL: their bytes and the open one's */
 };
 
 struct nrs_wal_ops {
@@ -326,6 +328,10 @@ struct nrs_wal_object_opts {
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;	/* may be NULL */
 };
+
+/* The key of the object WAL's segment seg (wal_object.c): for
+ * user.nereus.index and nereusfs-fsck.  NRS_OBJKEY_MAX (objstore.h) bytes. */
+void nrs_wal_object_key(char *key, uint64_t seg);
 
 #define NRS_WAL_OBJECT_FLUSH_BYTES	(512u << 10)
 #define NRS_WAL_OBJECT_LINGER_MS	5

@@ -132,6 +132,11 @@ void ow_key(char key[NRS_OBJKEY_MAX], uint64_t seg)
 		 ow_run_of(seg), ow_seq_of(seg));
 }
 
+void nrs_wal_object_key(char *key, uint64_t seg)
+{
+	ow_key(key, seg);
+}
+
 void ow_hdr_encode(const struct ow_hdr *h, unsigned char out[OW_HDR])
 {
 	memset(out, 0, OW_HDR);
@@ -542,8 +547,13 @@ static void ow_stats(struct nrs_wal *wal, struct nrs_wal_stats *out)
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&w->lock);
 	out->bytes = w->held_bytes;
-	for (struct ow_obj *o = w->head; o; o = o->next)
+	for (struct ow_obj *o = w->head; o; o = o->next) {
 		out->segments++;
+		if (o->state == OW_OPEN || o->state == OW_SEALING ||
+		    o->state == OW_PUTTING)
+			out->waiting_bytes += o->size;
+	}
+	out->inflight = w->unproven;
 	out->last_seg = w->last_seg;
 	out->broken = w->broken;
 	pthread_mutex_unlock(&w->lock);
@@ -560,7 +570,8 @@ static int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes)
 	*bytes = 0;
 	pthread_mutex_lock(&w->lock);
 	for (struct ow_obj *o = w->head; o && o->seg < below; o = o->next)
-		if (o->state == OW_PUTTING && o->seg < floor)
+		if (o->state != OW_PROVEN && o->state != OW_BAD &&
+		    o->seg < floor)
 			floor = o->seg;
 	if (floor <= w->floor) {
 		pthread_mutex_unlock(&w->lock);

@@ -188,14 +188,16 @@ static void up_drain(void *ctx)
 	pthread_mutex_unlock(&f->mu);
 }
 
-static uint64_t up_wal_floor(void *ctx)
+static uint64_t up_wal_floor(void *ctx, struct nrs_wal *w)
 {
 	struct bgfake *f = ctx;
 
+	(void)w;
 	return atomic_load(&f->floor);
 }
 
-static int up_wal_seal(void *ctx, uint64_t seg, uint64_t idle_ns)
+static int up_wal_seal(void *ctx, struct nrs_wal *w, uint64_t seg,
+		       uint64_t idle_ns)
 {
 	struct bgfake *f = ctx;
 	int err;
@@ -206,7 +208,7 @@ static int up_wal_seal(void *ctx, uint64_t seg, uint64_t idle_ns)
 	f->seal_seg = seg;
 	err = f->seal_err;
 	pthread_mutex_unlock(&f->mu);
-	return err < 0 ? err : nrs_wal_seal(f->wal, seg);
+	return err < 0 ? err : nrs_wal_seal(w, seg);
 }
 
 /* ---- setup ------------------------------------------------------------ */

@@ -109,13 +109,13 @@ static void test_format(void **state)
 
 	(void)state;
 	build(&ix, 7);
-	n = nrs_index_format(&ix, 7, 0, NULL, 0);
+	n = nrs_index_format(&ix, 7, false, 0, NULL, 0);
 	assert_int_equal(n, (ssize_t)strlen(want));
-	assert_int_equal(nrs_index_format(&ix, 7, 0, buf, (size_t)n - 1), -ERANGE);
-	assert_int_equal(nrs_index_format(&ix, 7, 0, buf, sizeof(buf)), n);
+	assert_int_equal(nrs_index_format(&ix, 7, false, 0, buf, (size_t)n - 1), -ERANGE);
+	assert_int_equal(nrs_index_format(&ix, 7, false, 0, buf, sizeof(buf)), n);
 	assert_memory_equal(buf, want, (size_t)n);
 	nrs_index_free(&ix);
-	assert_int_equal(nrs_index_format(&ix, 7, 0, buf, sizeof(buf)), 0);
+	assert_int_equal(nrs_index_format(&ix, 7, false, 0, buf, sizeof(buf)), 0);
 }
 
 static struct nrs_index_ent obj(uint64_t s, uint64_t e, uint64_t gen,
@@ -192,7 +192,7 @@ static void test_format_obj(void **state)
 	assert_int_equal(nrs_index_append(&ix, &e), 0);
 	e = ent(30, 40, 4, 364);
 	assert_int_equal(nrs_index_append(&ix, &e), 0);
-	n = nrs_index_format(&ix, 7, 0, buf, sizeof(buf));
+	n = nrs_index_format(&ix, 7, false, 0, buf, sizeof(buf));
 	assert_int_equal(n, (ssize_t)strlen(want));
 	assert_memory_equal(buf, want, (size_t)n);
 	nrs_index_free(&ix);
@@ -217,20 +217,20 @@ static void test_format_merge_page(void **state)
 		e = ent(10 * i, 10 * i + 10, i < 2 ? 1 : 2, 64 + 100 * i);
 		assert_int_equal(nrs_index_append(&ix, &e), 0);
 	}
-	n = nrs_index_format(&ix, 7, 0, buf, sizeof(buf));
+	n = nrs_index_format(&ix, 7, false, 0, buf, sizeof(buf));
 	assert_int_equal(n, (ssize_t)strlen(want));
 	assert_memory_equal(buf, want, (size_t)n);
 	/* from 25: the line of [20, 40) (it holds 25) on */
-	n = nrs_index_format(&ix, 7, 25, buf, sizeof(buf));
+	n = nrs_index_format(&ix, 7, false, 25, buf, sizeof(buf));
 	assert_int_equal(n, (ssize_t)strlen(want + 16));
 	assert_memory_equal(buf, want + 16, (size_t)n);
 	/* from 45: the gap holding it, then the rest */
-	n = nrs_index_format(&ix, 7, 45, buf, sizeof(buf));
+	n = nrs_index_format(&ix, 7, false, 45, buf, sizeof(buf));
 	assert_int_equal(n, (ssize_t)strlen(want + 34));
 	assert_memory_equal(buf, want + 34, (size_t)n);
 	/* from 40: the gap starts there */
-	assert_int_equal(nrs_index_format(&ix, 7, 40, buf, sizeof(buf)), n);
-	assert_int_equal(nrs_index_format(&ix, 7, 60, buf, sizeof(buf)), 0);
+	assert_int_equal(nrs_index_format(&ix, 7, false, 40, buf, sizeof(buf)), n);
+	assert_int_equal(nrs_index_format(&ix, 7, false, 60, buf, sizeof(buf)), 0);
 	nrs_index_free(&ix);
 }
 
@@ -254,9 +254,9 @@ static void test_format_bound(void **state)
 		unsigned long long more = 0, s, t;
 
 		assert_true(page < 5000);
-		n = nrs_index_format(&ix, 7, from, NULL, 0);
+		n = nrs_index_format(&ix, 7, false, from, NULL, 0);
 		assert_true(n > 0 && n <= NRS_INDEX_TEXT_MAX);
-		assert_int_equal(nrs_index_format(&ix, 7, from, buf, sizeof(buf)), n);
+		assert_int_equal(nrs_index_format(&ix, 7, false, from, buf, sizeof(buf)), n);
 		buf[n] = '\0';
 		assert_int_equal(buf[n - 1], '\n');
 		last = NULL;

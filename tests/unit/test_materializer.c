@@ -499,7 +499,7 @@ static void test_walgc_reclaim(void **state)
 	assert_int_equal(bg_write(&f, a, 100, 'a'), 1);
 	assert_int_equal(nrs_wal_seal(f.wal, 1), 1);
 	assert_int_equal(bg_write(&f, b, 100, 'b'), 2);
-	nrs_walgc_init(&g, &f.svc);
+	nrs_walgc_init(&g, &f.svc, f.svc.wal, false);
 
 	nrs_walgc_reclaim(&g);			/* a's index names 1 */
 	assert_int_equal(segments(&f), 2);
@@ -532,7 +532,7 @@ static void test_walgc_seal(void **state)
 	(void)state;
 	bg_open(&f, "test_materializer", true);
 	st = bg_stream(&f, "s", NULL);
-	nrs_walgc_init(&g, &f.svc);
+	nrs_walgc_init(&g, &f.svc, f.svc.wal, false);
 	nrs_walgc_seal_dead(&g);		/* no current segment */
 	assert_int_equal(f.seals, 0);
 	assert_int_equal(bg_write(&f, st, 100, 's'), 1);

@@ -371,6 +371,8 @@ struct seam {
 	char db[4200];
 	struct nrs_meta *meta;
 	struct fake_wal fw;
+	struct fake_wal ofw;		/* the object WAL, if use_owal */
+	bool use_owal;
 	struct nrs_streams t;
 	bool t_live;
 	uint64_t id, ino;
@@ -425,6 +427,11 @@ static int seam_recover(struct seam *s)
 		.meta = s->meta, .wal = &s->fw.w, .streams = &s->t,
 		.data_dir = "(test)",
 	};
+
+	if (s->use_owal) {
+		s->ofw.w.ops = &fw_ops;
+		e.owal = &s->ofw.w;
+	}
 
 	if (s->t_live)
 		nrs_streams_destroy(&s->t);
@@ -513,6 +520,40 @@ static void test_seam_continuation(void **state)
 	assert_int_equal(st->materialized, 0);
 	assert_true(st->unmat_since_ns > 0);
 	/* a second recovery finds the same (a pure function) */
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 11, 2, 11);
+	seam_close(s);
+}
+
+/* A record in the object WAL (the seam's ofw). */
+static void orec_add(struct seam *s, uint64_t lsn, uint64_t base, uint32_t len,
+		     uint64_t prev)
+{
+	struct fake_wal saved = s->fw;
+
+	s->fw = s->ofw;
+	rec_add(s, lsn, s->id, base, len, 3, prev, true);
+	s->ofw = s->fw;
+	s->fw = saved;
+	s->use_owal = true;
+}
+
+/* RC8: a record counts only in the WAL of its stream's profile. */
+static void test_seam_two_wals(void **state)
+{
+	struct seam *s = seam_open(state);
+
+	/* local-wal stream: the object WAL's continuation is an orphan */
+	orec_add(s, 11, 5, 6, 10);
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 5, 1, 10);
+	assert_int_equal(s->next_lsn, 12);	/* RC6 counts it all the same */
+	assert_int_equal(s->ofw.syncs, 1);	/* RC4: both WALs */
+	/* object-wal: the object WAL's record continues it, the local one's
+	 * (LSN 12, the same base) does not count */
+	assert_int_equal(nrs_meta_set_profile(s->meta, s->ino,
+					      NRS_PROFILE_OBJECT_WAL), 0);
+	rec_add(s, 12, s->id, 5, 2, 3, 10, true);
 	assert_int_equal(seam_recover(s), 0);
 	assert_head(s, 11, 2, 11);
 	seam_close(s);
@@ -809,6 +850,7 @@ int main(void)
 #define SEAM(t) cmocka_unit_test_setup_teardown(t, fix_setup, fix_teardown)
 		SEAM(test_seam_continuation),
 		SEAM(test_seam_lsn_order),
+		SEAM(test_seam_two_wals),
 		SEAM(test_seam_base_below),
 		SEAM(test_seam_base_above),
 		SEAM(test_seam_wrong_prev),

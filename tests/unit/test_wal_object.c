@@ -535,6 +535,64 @@ static void test_flush(void **state)
 	nrs_wal_close(w);
 }
 
+/* OW9: an object that reached flush_bytes is PUT at once, before any
+ * sync; one below it waits for the linger. */
+static void test_seal_at_size(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos a, ea;
+	struct nrs_wal *w;
+	uint64_t t0;
+
+	flush_bytes = 3000;
+	linger_ms = 60000;
+	w = wopen(f, 4, 5000);
+	flush_bytes = 0;
+	linger_ms = 5;
+	write_rec(w, 1, &a, &ea);	/* 3000 payload bytes and a header */
+	for (int i = 0; i < 500 && atomic_load(&f->store.puts) < 1; i++)
+		usleep(10000);
+	assert_int_equal(atomic_load(&f->store.puts), 1);
+	assert_int_equal(nrs_wal_sync(w, ea), 0);
+	nrs_wal_close(w);
+
+	linger_ms = 300;
+	w = wopen(f, 4, 5000);
+	linger_ms = 5;
+	write_rec(w, 2, &a, &ea);
+	t0 = nrs_now_mono_ns();
+	assert_int_equal(nrs_wal_sync(w, ea), 0);
+	assert_true(nrs_now_mono_ns() - t0 >= 250000000ull);	/* lingered */
+	nrs_wal_close(w);
+}
+
+/* OW7: an object not yet proven holds the floor: never dropped. */
+static void test_reclaim_unproven(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos a, ea;
+	struct nrs_wal_stats st;
+	uint64_t bytes = 0;
+	struct nrs_wal *w;
+
+	flush_bytes = 1;
+	w = wopen(f, 4, 300);
+	flush_bytes = 0;
+	atomic_store(&f->store.down, true);
+	write_rec(w, 1, &a, &ea);
+	assert_int_equal(nrs_wal_sync(w, ea), -ETIMEDOUT);
+	assert_int_equal(nrs_wal_reclaim(w, a.seg + 1, &bytes), 0);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.segments, 1);
+	assert_int_equal(st.inflight, 1);
+	atomic_store(&f->store.down, false);
+	/* OW2: the PUT goes on after its sync gave up */
+	for (int i = 0; i < 1000 && atomic_load(&f->store.puts) < 1; i++)
+		usleep(10000);
+	assert_int_equal(atomic_load(&f->store.puts), 1);
+	nrs_wal_close(w);
+}
+
 /* OW4: a cut inside the open object drops its bytes, nothing sent. */
 static void test_cut_open(void **state)
 {
@@ -597,7 +655,7 @@ static void test_bad_state(void **state)
 	snprintf(path, sizeof(path), "%s/state", f->state);
 	fd = open(path, O_WRONLY);
 	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, "X", 1, 9), 1);
+	assert_int_equal(pwrite(fd, "X", 1, 16), 1);	/* the last run */
 	close(fd);
 	w = NULL;
 	assert_int_equal(nrs_wal_object_open(&o, &w), -EUCLEAN);
@@ -621,6 +679,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flush, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cut_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seal_at_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reclaim_unproven, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_cut_partial, setup, teardown),
 	};
 
