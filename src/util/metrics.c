@@ -262,6 +262,9 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	counter(&t, "object_wal_put_retries_total",
 		"Object WAL PUTs not proven, sent again (same bytes, same key).",
 		nrs_counter(&m->owal_retries));
+	counter(&t, "object_wal_put_hedges_total",
+		"Object WAL PUTs slower than the hedge delay, sent a second time.",
+		nrs_counter(&m->owal_hedges));
 	histogram(&t, "object_wal_put_seconds",
 		  "Time of one object WAL PUT and the HEAD that proves it.",
 		  &m->owal_put_us, 1e-6);

@@ -76,6 +76,7 @@ struct nrs_metrics {
 	atomic_uint_fast64_t owal_objects;	/* WAL objects proven */
 	atomic_uint_fast64_t owal_bytes;
 	atomic_uint_fast64_t owal_retries;	/* PUTs not proven, sent again */
+	atomic_uint_fast64_t owal_hedges;	/* second PUTs of a slow one */
 	struct nrs_hist owal_put_us;		/* PUT + HEAD, microseconds */
 };
 

@@ -238,7 +238,7 @@ void ow_evict(struct wal_object *w)
 {
 	for (struct ow_obj *o = w->head;
 	     o && w->cached_bytes > w->cache_bytes; o = o->next) {
-		if (o->state != OW_PROVEN || !o->buf)
+		if (o->state != OW_PROVEN || !o->buf || o->users)
 			continue;
 		free(o->buf);
 		o->buf = NULL;
@@ -570,8 +570,8 @@ static int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes)
 	*bytes = 0;
 	pthread_mutex_lock(&w->lock);
 	for (struct ow_obj *o = w->head; o && o->seg < below; o = o->next)
-		if (o->state != OW_PROVEN && o->state != OW_BAD &&
-		    o->seg < floor)
+		if (((o->state != OW_PROVEN && o->state != OW_BAD) ||
+		     o->users) && o->seg < floor)
 			floor = o->seg;
 	if (floor <= w->floor) {
 		pthread_mutex_unlock(&w->lock);

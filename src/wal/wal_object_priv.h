@@ -82,6 +82,9 @@ struct ow_obj {
 	unsigned char sha256[NRS_SHA256_LEN];
 	enum ow_state state;
 	bool taken;			/* a worker has it */
+	bool hedged;			/* a second worker PUTs it too (OW10) */
+	unsigned int users;		/* workers using buf: not freed */
+	uint64_t t_attempt_ns;		/* the first worker's PUT began */
 	uint64_t aband_from;		/* records from this offset on are
 					 * cut (OW4); UINT64_MAX: none */
 	uint64_t t_write_ns;		/* its first write() */
@@ -117,6 +120,8 @@ struct wal_object {
 	uint64_t held_bytes;		/* bytes of every object held */
 	uint64_t cached_bytes;		/* bytes of bufs of proven objects */
 	bool broken;			/* OW1: a quarantine */
+	uint64_t srtt_ns, rttvar_ns;	/* OW10: PUT latency */
+	uint64_t lat_samples;
 	bool stop;
 	pthread_t *workers;
 	unsigned int nworkers;

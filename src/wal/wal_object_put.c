@@ -5,6 +5,15 @@
  * bytes under its key (a quarantine), sending the same bytes again after
  * a back-off for as long as it takes (OW2) -- also after the sync that
  * waited for it gave up -- until the WAL stops.
+ *
+ *  OW10 Hedge.  The tail latency of object stores is long: a PUT that has
+ *      run longer than srtt + 4 * rttvar of the PUTs proven so far (at
+ *      least 20 ms; none before 8 were measured) gets a second, identical
+ *      PUT of the same key by a free worker.  That is safe because a key
+ *      never holds other bytes (OW3): whichever is proven first settles
+ *      the object, the other's answer is then ignored; a hedge that fails
+ *      is not retried (the first PUT is).  Both read the object's bytes,
+ *      which are not freed while a worker uses them (users).
  */
 #include "config.h"
 
@@ -25,6 +34,8 @@
 
 #define BACKOFF_BASE_MS		50	/* OW2 */
 #define BACKOFF_CAP_MS		2000
+#define HEDGE_MIN_MS		20	/* OW10 */
+#define HEDGE_SAMPLES		8
 
 /* OW4: o is proven: the ranges its header carried are recorded. */
 static void pend_recorded(struct wal_object *w, const struct ow_hdr *h)
@@ -99,31 +110,129 @@ static enum nrs_put_verdict put_once(struct wal_object *w, struct ow_obj *o,
 	return nrs_put_decide(*herr, got, o->size, o->sha256);
 }
 
-/* OW1, OW2: a worker takes the oldest object no one PUTs, until proven. */
+/*
+ * OW10: the hedge delay, from the PUT latencies measured so far (lock
+ * held): srtt + 4 * rttvar (RFC 6298's retransmission timer, over PUT +
+ * HEAD), at least HEDGE_MIN_MS; none until HEDGE_SAMPLES were measured.
+ */
+static uint64_t hedge_ns(const struct wal_object *w)
+{
+	uint64_t d;
+
+	if (w->lat_samples < HEDGE_SAMPLES)
+		return UINT64_MAX;
+	d = w->srtt_ns + 4 * w->rttvar_ns;
+	return d < HEDGE_MIN_MS * 1000000ull ? HEDGE_MIN_MS * 1000000ull : d;
+}
+
+/* Fold one proven PUT's latency into srtt and rttvar (lock held). */
+static void measured(struct wal_object *w, uint64_t ns)
+{
+	uint64_t dev;
+
+	if (w->lat_samples++ == 0) {
+		w->srtt_ns = ns;
+		w->rttvar_ns = ns / 2;
+		return;
+	}
+	dev = ns > w->srtt_ns ? ns - w->srtt_ns : w->srtt_ns - ns;
+	w->rttvar_ns = w->rttvar_ns - w->rttvar_ns / 4 + dev / 4;
+	w->srtt_ns = w->srtt_ns - w->srtt_ns / 8 + ns / 8;
+}
+
+/* The object a free worker takes (lock held): the oldest no one PUTs, or
+ * one whose PUT has run past the hedge delay and has no hedge yet.  With
+ * none, *wait_ms is how long until a PUT in flight may need a hedge (0:
+ * none in flight, wait for work). */
+static struct ow_obj *next_job(struct wal_object *w, bool *hedge,
+			       unsigned int *wait_ms)
+{
+	uint64_t now = nrs_now_mono_ns(), after = hedge_ns(w);
+	uint64_t soonest = UINT64_MAX;
+
+	*wait_ms = 0;
+	for (struct ow_obj *o = w->head; o; o = o->next) {
+		uint64_t due;
+
+		if (o->state != OW_PUTTING)
+			continue;
+		if (!o->taken) {
+			*hedge = false;
+			return o;
+		}
+		if (o->hedged || after == UINT64_MAX)
+			continue;
+		due = o->t_attempt_ns + after;
+		if (now >= due) {
+			*hedge = true;
+			return o;
+		}
+		if (due < soonest)
+			soonest = due;
+	}
+	if (soonest != UINT64_MAX)
+		*wait_ms = (unsigned int)((soonest - now) / 1000000) + 1;
+	return NULL;
+}
+
+/* o has a verdict (lock held): the first one counts. */
+static void settle(struct wal_object *w, struct ow_obj *o, enum ow_state to)
+{
+	struct ow_hdr h;
+
+	o->state = to;
+	w->unproven--;
+	if (to == OW_PROVEN) {
+		if (ow_hdr_decode(o->buf, &h) == 0)
+			pend_recorded(w, &h);
+		w->cached_bytes += o->size;
+		if (w->metrics) {
+			nrs_count(&w->metrics->owal_objects, 1);
+			nrs_count(&w->metrics->owal_bytes, o->size);
+		}
+	} else {
+		w->broken = true;
+	}
+}
+
+/* OW1, OW2, OW10: a worker PUTs an object until it is proven. */
 void *ow_worker(void *arg)
 {
 	struct wal_object *w = arg;
 
 	pthread_mutex_lock(&w->lock);
 	while (!w->stop) {
+		unsigned int attempt = 0, wait_ms;
 		struct ow_obj *o;
-		unsigned int attempt = 0;
+		bool hedge = false;
 
-		for (o = w->head; o; o = o->next)
-			if (o->state == OW_PUTTING && !o->taken)
-				break;
+		o = next_job(w, &hedge, &wait_ms);
 		if (!o) {
-			pthread_cond_wait(&w->cond, &w->lock);
+			if (wait_ms)
+				(void)ow_nap(w, wait_ms);
+			else
+				pthread_cond_wait(&w->cond, &w->lock);
 			continue;
 		}
-		o->taken = true;
-		for (;;) {
+		if (hedge) {
+			o->hedged = true;
+			if (w->metrics)
+				nrs_count(&w->metrics->owal_hedges, 1);
+		} else {
+			o->taken = true;
+			/* the idle workers now watch it for lateness */
+			pthread_cond_broadcast(&w->cond);
+		}
+		o->users++;
+		while (o->state == OW_PUTTING) {
 			struct nrs_obj_meta got = { 0 };
 			enum nrs_put_verdict v;
 			char key[NRS_OBJKEY_MAX];
 			uint64_t t0 = nrs_now_mono_ns();
 			int perr, herr;
 
+			if (!hedge)
+				o->t_attempt_ns = t0;
 			pthread_mutex_unlock(&w->lock);
 			v = put_once(w, o, &perr, &herr, &got);
 			ow_key(key, o->seg);
@@ -131,18 +240,11 @@ void *ow_worker(void *arg)
 			if (w->metrics)
 				nrs_hist_observe(&w->metrics->owal_put_us,
 					     (nrs_now_mono_ns() - t0) / 1000);
+			if (o->state != OW_PUTTING)
+				break;		/* the other PUT settled it */
 			if (v == NRS_PUT_PROVEN) {
-				struct ow_hdr h;
-
-				o->state = OW_PROVEN;
-				if (ow_hdr_decode(o->buf, &h) == 0)
-					pend_recorded(w, &h);
-				w->cached_bytes += o->size;
-				if (w->metrics) {
-					nrs_count(&w->metrics->owal_objects, 1);
-					nrs_count(&w->metrics->owal_bytes,
-						  o->size);
-				}
+				measured(w, nrs_now_mono_ns() - t0);
+				settle(w, o, OW_PROVEN);
 				break;
 			}
 			if (v == NRS_PUT_QUARANTINE) {
@@ -153,10 +255,11 @@ void *ow_worker(void *arg)
 					got.length, got.has_sha256 ?
 					"with another SHA-256" : "without a SHA-256",
 					o->size);
-				o->state = OW_BAD;
-				w->broken = true;
+				settle(w, o, OW_BAD);
 				break;
 			}
+			if (hedge)
+				break;		/* the first PUT goes on retrying */
 			if (w->metrics)
 				nrs_count(&w->metrics->owal_retries, 1);
 			if (attempt % 10 == 0)
@@ -167,9 +270,11 @@ void *ow_worker(void *arg)
 			if (ow_nap(w, backoff_ms(attempt++)))
 				break;
 		}
-		o->taken = false;
-		if (o->state != OW_PUTTING)
-			w->unproven--;
+		o->users--;
+		if (hedge)
+			o->hedged = false;
+		else
+			o->taken = false;
 		ow_evict(w);
 		pthread_cond_broadcast(&w->cond);
 	}

@@ -127,6 +127,39 @@ test_expect_success 'a lost PUT answer is resolved by HEAD, not by another objec
 		-a "$TRASH/ack.pipeline.before_reply" "$P0" "$P1" "$L0"
 '
 
+# The adapter's recipe after an uncertain outcome (README, Adapters): the
+# daemon dies once the PUT of the WAL object holding an append has landed
+# but before the write returned; after the remount, the same bytes as a
+# conditional append at the offset the adapter expected fail ESPIPE and
+# are there: the append had landed.  Dying before the PUT: the same
+# conditional append succeeds, once.
+uncertain () { # POINT NAME
+	nrs_umount &&
+	NRS_FAILPOINTS="$1=crash" &&
+	export NRS_FAILPOINTS &&
+	nrs_mount -o "$HOLD$OBJ_OPTS" &&
+	unset NRS_FAILPOINTS &&
+	: >"$K/$2" &&
+	test_must_fail sh -c "printf uncertain >>\"$K/$2\"" 2>/dev/null &&
+	nrs_kill9 &&
+	nrs_mount -o "$HOLD$OBJ_OPTS"
+}
+
+test_expect_success 'a PUT whose answer was lost: the conditional append says it landed' '
+	uncertain owal.after_put landed &&
+	test "$(cat "$K/landed")" = uncertain &&
+	expect_errno ESPIPE pwrite "$K/landed" 0 uncertain &&
+	test "$(cat "$K/landed")" = uncertain
+'
+
+test_expect_success 'a PUT never sent: the conditional append lands it, once' '
+	uncertain owal.before_put lost &&
+	test "$(stat -c %s "$K/lost")" = 0 &&
+	expect_errno ok pwrite "$K/lost" 0 uncertain >/dev/null &&
+	expect_errno ESPIPE pwrite "$K/lost" 0 uncertain &&
+	test "$(cat "$K/lost")" = uncertain
+'
+
 test_expect_success 'materialized, the WAL objects are deleted; the bytes stay' '
 	nrs_umount &&
 	nrs_mount -o "$FAST$OBJ_OPTS" &&

@@ -42,6 +42,9 @@ struct faulty {
 	const char *squat;		/* PUTs of this key answer 0, store
 					 * nothing: another writer's bytes
 					 * stay there */
+	atomic_bool stall_next;		/* the next PUT waits for release */
+	atomic_bool release;
+	atomic_int stalled;		/* PUTs waiting now */
 };
 
 static struct faulty *fy(struct nrs_objstore *s)
@@ -60,6 +63,12 @@ static int f_put(struct nrs_objstore *s, const char *key, const void *buf,
 		return -ECONNREFUSED;
 	if (f->squat && strcmp(key, f->squat) == 0)
 		return 0;
+	if (atomic_exchange(&f->stall_next, false)) {
+		atomic_fetch_add(&f->stalled, 1);
+		while (!atomic_load(&f->release))
+			usleep(1000);
+		atomic_fetch_sub(&f->stalled, 1);
+	}
 	if (atomic_load(&f->fail_puts) > 0) {
 		atomic_fetch_sub(&f->fail_puts, 1);
 		return -EIO;
@@ -566,6 +575,29 @@ static void test_seal_at_size(void **state)
 	nrs_wal_close(w);
 }
 
+/* OW10: a PUT that stalls past the hedge delay is sent again; the
+ * hedge proves the object while the first PUT still hangs. */
+static void test_hedge(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos, a, ea;
+	struct nrs_wal *w;
+
+	linger_ms = 0;
+	w = wopen(f, 4, 20000);
+	for (uint64_t i = 1; i <= 10; i++)	/* the latency it measures */
+		assert_int_equal(append(w, i, &pos), 0);
+	atomic_store(&f->store.stall_next, true);
+	write_rec(w, 11, &a, &ea);
+	assert_int_equal(nrs_wal_sync(w, ea), 0);
+	assert_int_equal(atomic_load(&f->store.stalled), 1);	/* still */
+	assert_int_equal(atomic_load(&f->store.puts), 11);	/* the hedge's */
+	atomic_store(&f->store.release, true);
+	nrs_wal_close(w);
+	linger_ms = 5;
+	assert_int_equal(atomic_load(&f->store.puts), 12);
+}
+
 /* OW7: an object not yet proven holds the floor: never dropped. */
 static void test_reclaim_unproven(void **state)
 {
@@ -682,6 +714,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_seal_at_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reclaim_unproven, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_hedge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cut_partial, setup, teardown),
 	};
 
