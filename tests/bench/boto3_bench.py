@@ -8,6 +8,10 @@
 #       x-amz-meta-sha256 computed once beforehand
 #   boto3_bench.py get P KEY...
 #       P threads get the objects KEY... whole, each every P-th one
+#   boto3_bench.py putlat N COUNT SIZE PREFIX
+#       as put, of COUNT objects of SIZE random bytes; prints
+#       "mbps=M p50_ms=A p99_ms=B", the latency of one PUT (the object
+#       WAL's baseline, tests/bench/owal.sh)
 # Prints MB/s (10^6 bytes).  Environment: NRS_S3_URL
 # (http://HOST:PORT/BUCKET), NRS_S3_ACCESS_KEY, NRS_S3_SECRET_KEY.
 import base64
@@ -28,7 +32,7 @@ def client():
                         aws_secret_access_key=os.environ["NRS_S3_SECRET_KEY"])
 
 
-def run(n, work):
+def run(n, work, quiet=False):
     clients = [client() for _ in range(n)]
     errors = []
     done = [0]
@@ -48,6 +52,8 @@ def run(n, work):
     t1 = time.monotonic()
     if errors:
         sys.exit("boto3_bench: %s" % errors[0])
+    if quiet:
+        return done[0] / (t1 - t0) / 1e6
     print("%.1f" % (done[0] / (t1 - t0) / 1e6))
 
 
@@ -65,6 +71,26 @@ if sys.argv[1] == "put" and len(sys.argv) == 6:
                          Body=body, ContentMD5=md5, Metadata={"sha256": sha})
         return k * len(body)
     run(n, put)
+elif sys.argv[1] == "putlat" and len(sys.argv) == 6:
+    n, count, size = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    body = os.urandom(size)
+    md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+    sha = hashlib.sha256(body).hexdigest()
+    lat = []
+
+    def putlat(c, w):
+        k = count // n + (w < count % n)
+        for i in range(k):
+            t = time.monotonic()
+            c.put_object(Bucket=bucket, Key="%s/%d-%d" % (sys.argv[5], w, i),
+                         Body=body, ContentMD5=md5, Metadata={"sha256": sha})
+            lat.append(time.monotonic() - t)
+        return k * len(body)
+    mb = run(n, putlat, quiet=True)
+    lat.sort()
+    print("mbps=%.2f p50_ms=%.2f p99_ms=%.2f" %
+          (mb, lat[len(lat) // 2] * 1e3, lat[min(len(lat) - 1,
+                                                  len(lat) * 99 // 100)] * 1e3))
 elif sys.argv[1] == "get" and len(sys.argv) >= 4:
     p, keys = int(sys.argv[2]), sys.argv[3:]
 
@@ -75,4 +101,5 @@ elif sys.argv[1] == "get" and len(sys.argv) >= 4:
         return got
     run(p, get)
 else:
-    sys.exit("usage: boto3_bench.py put N COUNT FILE PREFIX | get P KEY...")
+    sys.exit("usage: boto3_bench.py put N COUNT FILE PREFIX | get P KEY... |"
+             " putlat N COUNT SIZE PREFIX")

@@ -90,7 +90,8 @@
 # Environment:
 #   NEREUSFS        the daemon (default: ./nereusfs); missing -> column a n/a
 #   NRS_BENCH       the load generator (default: tests/bench/nrs-bench)
-#   BENCH_PARTS     subset of: append objects (default: both)
+#   BENCH_PARTS     subset of: append objects owal (default: all three;
+#                   owal is tests/bench/owal.sh, the object WAL)
 #   BENCH_SECONDS   seconds per append measurement (default 3)
 #   BENCH_TMPDIR    where the scratch dir goes (default /var/tmp); the data
 #                   dir, the plain baseline and passthrough's source all sit
@@ -133,7 +134,7 @@ BENCH_CASES=${BENCH_CASES:-1k-1 1k-8 1k-64 1k-8s 1m-1 1m-8}
 BENCH_SYSTEMS=${BENCH_SYSTEMS:-a h b c}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
 SYSTEMS='a h b c'	# the order of runs and of the report
-BENCH_PARTS=${BENCH_PARTS:-append objects}
+BENCH_PARTS=${BENCH_PARTS:-append objects owal}
 CC=${CC:-cc}
 PT_EXAMPLES=/usr/share/doc/libfuse3-dev/examples
 export LC_ALL=C		# dd's figures and $EPOCHREALTIME with a '.'
@@ -978,5 +979,12 @@ obj_report() {
 }
 
 want objects && obj_bench
+
+# OBJECT WAL (issue 15): tests/bench/owal.sh says what it measures.
+if want owal; then
+	echo
+	NEREUSFS=$NEREUSFS NRS_BENCH=$NRS_BENCH BENCH_SECONDS=$BENCH_SECONDS \
+		BENCH_TMPDIR=$BENCH_TMPDIR bash "$(dirname "$0")/owal.sh"
+fi
 
 exit 0

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# tests/bench/owal.sh: the object-WAL part of `make bench` (issue 15), run
+# by run.sh when BENCH_PARTS names owal.
+#
+# nereusfs mounted on an s3rver of its own (tests/fixtures/s3/s3rver.sh,
+# loopback) with one directory set to user.nereus.profile=object-wal and
+# the object WAL's defaults (object_wal_bytes 512 KiB, linger 5 ms, 8 PUTs
+# in flight).  Cases: 1 KiB and 64 KiB appends by 1, 8 and 64 writers,
+# each on a stream of its own (nrs-bench, BENCH_SECONDS each): ops/s, MB/s
+# and the ack latency (write() alone: it returns once the WAL object is
+# proven) p50/p99; and, from the metrics, the WAL objects PUT during the
+# case and their mean size.
+#
+# Beside each case, the raw cost of the same PUTs: boto3 (boto3_bench.py
+# putlat) putting objects of that mean size, with as many threads as the
+# object WAL had PUTs in flight at most (min(writers, 8)): MB/s and one
+# PUT's p50/p99.  boto3 is Python: it adds a little per PUT, so its p50 is
+# a generous baseline, not a floor.  The targets of issue 15:
+#   ack p50 <= linger + 1.5 x PUT p50;  ack p99 <= linger + 3 x PUT p99;
+#   with 64 writers, MB/s >= 0.8 x the raw PUTs' MB/s.
+# It prints and never fails over a figure.
+#
+# Environment: NEREUSFS, NRS_BENCH, BENCH_SECONDS, BENCH_TMPDIR as run.sh;
+# BENCH_OWAL_CASES (default "1k-1 1k-8 1k-64 64k-1 64k-8 64k-64").
+set -uo pipefail
+
+NEREUSFS=${NEREUSFS:-./nereusfs}
+NRS_BENCH=${NRS_BENCH:-tests/bench/nrs-bench}
+BENCH_SECONDS=${BENCH_SECONDS:-3}
+BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
+CASES=${BENCH_OWAL_CASES:-1k-1 1k-8 1k-64 64k-1 64k-8 64k-64}
+LINGER_MS=5
+INFLIGHT=8
+here=$(cd "$(dirname "$0")" && pwd)
+S3RVER_SH=${NRS_S3RVER_SH:-$here/../fixtures/s3/s3rver.sh}
+export LC_ALL=C
+
+note() { echo "bench: $*" >&2; }
+. "$here/lib.sh"	# unmount, mount_fs
+
+[ -x "$NRS_BENCH" ] || { note "no load generator at $NRS_BENCH"; exit 2; }
+[ -x "$NEREUSFS" ] || { note "no daemon at $NEREUSFS"; exit 2; }
+work=$(mktemp -d "$BENCH_TMPDIR/nrs-owal.XXXXXX") || exit 2
+mkdir -p "$work/mnt" "$work/logs"
+mkdir -m 700 "$work/data"
+pid=
+s3=
+cleanup() {
+	unmount "$work/mnt" "$pid"
+	[ -n "$s3" ] && sh "$S3RVER_SH" stop "$work/s3"
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+out=$(NRS_S3RVER_OWNER=$$ sh "$S3RVER_SH" start "$work/s3" 2>"$work/logs/s3rver.log") ||
+	{ note "s3rver did not start: the object-WAL part is n/a"; exit 0; }
+eval "$out"
+s3=1
+export AWS_ACCESS_KEY_ID=$NRS_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$NRS_S3_SECRET_KEY
+mount_fs pid "$work/mnt" "$work/logs/nereusfs.log" "$NEREUSFS" -f \
+	-o "data=$work/data,s3=$NRS_S3_URL,materialize_age_ms=3600000,materialize_bytes=1099511627776" \
+	"$work/mnt" || { note "nereusfs did not mount"; cat "$work/logs/nereusfs.log" >&2; exit 2; }
+mkdir "$work/mnt/ow"
+setfattr -n user.nereus.profile -v object-wal "$work/mnt/ow"
+
+metric() { sed -n "s/^nereus_$1 //p" "$work/mnt/.nereus/metrics"; }
+kv() { sed -n "s/.*\\<$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
+
+echo "object WAL benchmark on s3rver (loopback): ${BENCH_SECONDS}s per case; object_wal_bytes 512 KiB, linger ${LINGER_MS} ms, ${INFLIGHT} PUTs in flight; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+printf '%-7s %10s %8s %9s %9s %8s %9s | %9s %9s %9s | %s\n' case ops/s MB/s 'ack p50' 'ack p99' objects 'obj KiB' \
+	'PUT p50' 'PUT p99' 'PUT MB/s' 'targets (issue 15)'
+for c in $CASES; do
+	size=${c%-*} writers=${c#*-}
+	case $size in 1k) bytes=1024 ;; 64k) bytes=65536 ;; *) note "bad case $c"; continue ;; esac
+	mkdir -p "$work/mnt/ow/$c"
+	o0=$(metric object_wal_objects_total) b0=$(metric object_wal_bytes_total)
+	r=$("$NRS_BENCH" --dir "$work/mnt/ow/$c" --writers "$writers" --size "$bytes" \
+		--seconds "$BENCH_SECONDS" 2>>"$work/logs/bench.err") || { echo "$c: nrs-bench failed"; continue; }
+	o1=$(metric object_wal_objects_total) b1=$(metric object_wal_bytes_total)
+	objs=$((o1 - o0))
+	avg=$(( objs > 0 ? (b1 - b0) / objs : bytes ))
+	n=$(( writers < INFLIGHT ? writers : INFLIGHT ))
+	raw=$(NRS_S3_URL=$NRS_S3_URL NRS_S3_ACCESS_KEY=$NRS_S3_ACCESS_KEY NRS_S3_SECRET_KEY=$NRS_S3_SECRET_KEY \
+		python3 "$here/boto3_bench.py" putlat "$n" $((n * 24)) "$avg" "raw-$c" 2>>"$work/logs/boto3.log") ||
+		raw=
+	p50=$(kv p50_us "$r") p99=$(kv p99_us "$r") mb=$(kv mbps "$r")
+	rp50=$(kv p50_ms "$raw") rp99=$(kv p99_ms "$raw") rmb=$(kv mbps "$raw")
+	t=$(awk -v a="$p50" -v b="$p99" -v m="$mb" -v x="$rp50" -v y="$rp99" -v z="$rmb" \
+		-v l="$LINGER_MS" -v w="$writers" 'BEGIN {
+		if (x == "") { print "n/a (no baseline)"; exit }
+		s = sprintf("p50 %s (%.1f <= %.1f ms), p99 %s (%.1f <= %.1f ms)",
+			a / 1000 <= l + 1.5 * x ? "yes" : "no", a / 1000, l + 1.5 * x,
+			b / 1000 <= l + 3 * y ? "yes" : "no", b / 1000, l + 3 * y)
+		if (w >= 64) s = s sprintf(", MB/s %s (%.2fx raw)", m >= 0.8 * z ? "yes" : "no", z > 0 ? m / z : 0)
+		print s }')
+	printf '%-7s %10s %8s %7.1fms %7.1fms %8s %9.1f | %7sms %7sms %9s | %s\n' "$c" "$(kv ops_s "$r")" "$mb" \
+		"$(awk -v v="$p50" 'BEGIN { print v / 1000 }')" "$(awk -v v="$p99" 'BEGIN { print v / 1000 }')" \
+		"$objs" "$(awk -v v="$avg" 'BEGIN { print v / 1024 }')" "${rp50:-n/a}" "${rp99:-n/a}" "${rmb:-n/a}" "$t"
+done
+hedges=$(metric object_wal_put_hedges_total) retries=$(metric object_wal_put_retries_total)
+echo "  PUTs hedged: ${hedges:-0}, retried: ${retries:-0}.  ack = write() on an object-wal stream (FUSE, ordering, the WAL object's PUT and HEAD, publication)."
+exit 0
