@@ -58,6 +58,7 @@ static bool verbose;
  * no_objects. */
 struct store_opts {
 	bool no_objects;
+	const char *objects_dir;	/* --objects: the daemon's -o objects= */
 	const char *s3_url, *s3_credentials, *s3_ca;
 	struct nrs_s3_opts s3;	/* --s3-region, --s3-style, --s3-signature */
 	uint64_t gc_grace_ms;		/* F24, F26 */
@@ -191,13 +192,47 @@ static int open_store(const char *dir, const struct store_opts *so,
 		return err ? fail("cannot open the object store", name, err)
 			   : 0;
 	}
-	snprintf(name, size, "%s/objects", dir);
+	if (so->objects_dir)
+		snprintf(name, size, "%s", so->objects_dir);
+	else
+		snprintf(name, size, "%s/objects", dir);
 	err = nrs_objstore_dir_open_readonly(name, &f->store);
 	if (err == -ENOENT) {
 		f->store_absent = true;	/* every committed object is missing */
 		return 0;
 	}
 	return err ? fail("cannot open the object store", name, err) : 0;
+}
+
+/* Whether the object WAL of DIR ever wrote (its state file, wal_object_scan.c
+ * OW6): then its objects are read from the store, also with --no-objects. */
+static bool owal_used(const char *dir)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/owal/state", dir);
+	return access(path, F_OK) == 0;
+}
+
+/* The object WAL's records, from the store (F3-F13 check them as the local
+ * WAL's; a damaged WAL object is F4). */
+static int load_owal(const char *dir, struct nrs_fsck *f)
+{
+	struct nrs_wal_object_opts o = {
+		.store = f->store, .read_only = true,
+		.damage = nrs_fsck_add_damage, .damage_ctx = f,
+	};
+	struct nrs_wal *w = NULL;
+	char path[4096];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/owal", dir);
+	o.dir = path;
+	err = nrs_wal_object_open(&o, &w);
+	if (!err)
+		err = nrs_wal_scan(w, nrs_fsck_add_rec, f);
+	nrs_wal_close(w);
+	return err ? fail("cannot scan the object WAL of", path, err) : 0;
 }
 
 /* One whole check; *f is filled even when it fails. */
@@ -211,8 +246,15 @@ static int check(const char *dir, const struct store_opts *so,
 	f->ctx = f;
 	f->gc_grace_ms = so->gc_grace_ms;
 	rc = load_meta(dir, f) ?: load_wal(dir, f);
-	if (!rc && !so->no_objects)
+	if (!rc && (!so->no_objects || owal_used(dir)))
 		rc = open_store(dir, so, f, store, sizeof(store));
+	if (!rc && f->store && owal_used(dir))
+		rc = load_owal(dir, f);
+	if (!rc && so->no_objects) {	/* F21 and F23-F26 are skipped */
+		nrs_obj_close(f->store);
+		f->store = NULL;
+		f->store_absent = false;
+	}
 	if (rc)
 		return rc;
 	rc = nrs_fsck_check(f);
@@ -312,7 +354,8 @@ static int repair(const char *dir, struct nrs_fsck *f, bool *did)
 
 static void usage(FILE *to)
 {
-	fprintf(to, "usage: %s [--repair] [--no-objects] [--gc-grace-ms=N] "
+	fprintf(to, "usage: %s [--repair] [--no-objects] [--objects=DIR] "
+		"[--gc-grace-ms=N] "
 		"[--s3=URL [--s3-credentials=FILE] [--s3-ca=FILE] "
 		"[--s3-region=R] [--s3-style=path|virtual] "
 		"[--s3-signature=v4|v2]] [-v] "
@@ -323,7 +366,10 @@ static void usage(FILE *to)
 		"               objects: no object is ever deleted), then\n"
 		"               check again\n"
 		"  --no-objects do not read, look up or list the objects\n"
-		"               (their rows are still checked)\n"
+		"               (their rows are still checked; the object\n"
+		"               WAL's objects are read all the same)\n"
+		"  --objects=DIR  the embedded store is in DIR (the daemon's\n"
+		"               -o objects=DIR; default DATADIR/objects)\n"
 		"  --gc-grace-ms=N  the daemon's -o gc_grace_ms (default\n"
 		"               %d): a file in DATADIR/objects that no row\n"
 		"               names and is older is an inconsistency\n"
@@ -346,6 +392,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "repair", no_argument, NULL, 'r' },
 		{ "no-objects", no_argument, NULL, 'n' },
+		{ "objects", required_argument, NULL, 'o' },
 		{ "s3", required_argument, NULL, 's' },
 		{ "s3-credentials", required_argument, NULL, 'c' },
 		{ "s3-ca", required_argument, NULL, 'a' },
@@ -368,6 +415,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'r': do_repair = true; break;
 		case 'n': so.no_objects = true; break;
+		case 'o': so.objects_dir = optarg; break;
 		case 's': so.s3_url = optarg; break;
 		case 'c': so.s3_credentials = optarg; break;
 		case 'a': so.s3_ca = optarg; break;

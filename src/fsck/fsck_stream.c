@@ -18,9 +18,14 @@
 #include "fsck/fsck_priv.h"
 #include "stream/recovery.h"
 
-static void seg_file(char buf[40], uint64_t seg)
+/* Where a record or damaged range is: a local WAL segment file, or an
+ * object WAL object's key (NRS_OBJKEY_MAX). */
+static void seg_file(char buf[NRS_OBJKEY_MAX], uint64_t seg, bool object)
 {
-	snprintf(buf, 40, "wal/%016" PRIx64 ".seg", seg);
+	if (object)
+		nrs_wal_object_key(buf, seg);
+	else
+		snprintf(buf, NRS_OBJKEY_MAX, "wal/%016" PRIx64 ".seg", seg);
 }
 
 /* ---- F3-F6: the WAL ----------------------------------------------------- */
@@ -31,7 +36,7 @@ static void seg_file(char buf[40], uint64_t seg)
  * ends at the head, in range too. */
 void nrs_fsck_check_recs(struct nrs_fsck *f)
 {
-	char sf[40];
+	char sf[NRS_OBJKEY_MAX];
 
 	for (size_t i = 0; i < f->nrecs; i++) {
 		const struct nrs_wal_rec_info *ri = &f->recs[i];
@@ -39,7 +44,7 @@ void nrs_fsck_check_recs(struct nrs_fsck *f)
 
 		if (!why)
 			continue;
-		seg_file(sf, ri->pos.seg);
+		seg_file(sf, ri->pos.seg, ri->object);
 		ERR(f, "F29 %s at %" PRIu64 ": record LSN %" PRIu64 " of stream %"
 		    PRIu64 ", bytes [%" PRIu64 ", +%" PRIu32 "): %s: damage; "
 		    "the daemon ignores it (an orphan)", sf, ri->pos.off,
@@ -50,21 +55,27 @@ void nrs_fsck_check_recs(struct nrs_fsck *f)
 
 void nrs_fsck_check_wal(struct nrs_fsck *f)
 {
-	char sf[40], sg[40];
+	char sf[NRS_OBJKEY_MAX], sg[NRS_OBJKEY_MAX];
 
 	for (size_t i = 0; i < f->ndamage; i++) {
 		const struct nrs_wal_damage *d = &f->damage[i];
 		uint64_t n = d->end - d->start;
 
-		seg_file(sf, d->seg);
+		seg_file(sf, d->seg, d->object);
 		switch (d->kind) {
 		case NRS_WAL_BAD_SEGMENT:
 			ERR(f, "F3 %s: segment header is corrupt: all %" PRIu64
 			    " bytes of the segment are unreadable", sf, n);
 			break;
 		case NRS_WAL_CORRUPT:
-			ERR(f, "F4 %s bytes [%" PRIu64 ", %" PRIu64 "): corrupt:"
-			    " no record header verifies", sf, d->start, d->end);
+			if (d->object)
+				ERR(f, "F4 %s: the WAL object (%" PRIu64 " bytes)"
+				    " fails its SHA-256 or its header: none of "
+				    "its records is used", sf, n);
+			else
+				ERR(f, "F4 %s bytes [%" PRIu64 ", %" PRIu64 "): "
+				    "corrupt: no record header verifies", sf,
+				    d->start, d->end);
 			break;
 		case NRS_WAL_BAD_CHUNK:
 			ERR(f, "F4 %s bytes [%" PRIu64 ", %" PRIu64 "): record "
@@ -95,8 +106,8 @@ void nrs_fsck_check_wal(struct nrs_fsck *f)
 		    a->len == b->len && a->n_appends == b->n_appends &&
 		    a->epoch == b->epoch && a->prev_lsn == b->prev_lsn)
 			continue;	/* a copy of the same intent */
-		seg_file(sf, f->recs[i - 1].pos.seg);
-		seg_file(sg, f->recs[i].pos.seg);
+		seg_file(sf, f->recs[i - 1].pos.seg, f->recs[i - 1].object);
+		seg_file(sg, f->recs[i].pos.seg, f->recs[i].object);
 		ERR(f, "F6 LSN %" PRIu64 ": two different records, %s at %"
 		    PRIu64 " and %s at %" PRIu64, a->lsn, sf,
 		    f->recs[i - 1].pos.off, sg, f->recs[i].pos.off);
@@ -113,7 +124,7 @@ static void report_broken(struct nrs_fsck *f, const struct nrs_stream_row *st,
 {
 	const struct nrs_wal_rec_info *ri = ch->broken_lsn ?
 		rec_of(f, ch->broken_lsn) : NULL;
-	char sf[40], objs[64] = "";
+	char sf[NRS_OBJKEY_MAX], objs[64] = "";
 
 	if (floor > st->start && ch->miss_start == floor)
 		snprintf(objs, sizeof(objs), " (its objects end at %" PRIu64 ")",
@@ -136,7 +147,7 @@ static void report_broken(struct nrs_fsck *f, const struct nrs_stream_row *st,
 		    ") cannot be reached%s", who, ch->broken_lsn, ch->miss_start,
 		    ch->miss_end, objs);
 	} else {
-		seg_file(sf, ri->pos.seg);
+		seg_file(sf, ri->pos.seg, ri->object);
 		ERR(f, "F9 %s: commit chain broken: LSN %" PRIu64 " (%s"
 		    " at %" PRIu64 ") holds stream %" PRIu64 " bytes [%"
 		    PRIu64 ", %" PRIu64 "), but the %s is at %" PRIu64
@@ -156,7 +167,7 @@ static int check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
 {
 	uint64_t appends = 0, later_epoch = UINT64_MAX;
 	struct nrs_chain ch;
-	char sf[40];
+	char sf[NRS_OBJKEY_MAX];
 	int err;
 
 	err = nrs_recover_chain(f->recs, f->nrecs, st->id, st->head,
@@ -169,7 +180,7 @@ static int check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
 		const struct nrs_wal_rec_info *ri = &f->recs[ch.idx[i - 1]];
 		const struct nrs_walrec *r = &ri->rec;
 
-		seg_file(sf, ri->pos.seg);
+		seg_file(sf, ri->pos.seg, ri->object);
 		if (!ri->data_ok) {
 			ERR(f, "F10 %s: committed bytes [%" PRIu64 ", %" PRIu64
 			    ") fail their CRC32C in %s at %" PRIu64 " (LSN %"

@@ -92,6 +92,8 @@ struct nrs_wal_rec_info {
 	struct nrs_walrec rec;
 	struct nrs_wal_pos pos;	/* where the record starts */
 	bool data_ok;		/* every payload chunk CRC verified */
+	bool object;		/* found in the object WAL (pos names one of
+				 * its objects, wal_object.c) */
 };
 
 /* Return 0 to continue the scan, a negative errno to stop it with that. */
@@ -267,6 +269,8 @@ struct nrs_wal_damage {
 	uint64_t start, end;	/* byte range in the segment file */
 	uint64_t lsn;		/* NRS_WAL_BAD_CHUNK: the record */
 	uint32_t chunk;		/* NRS_WAL_BAD_CHUNK: the first bad chunk */
+	bool object;		/* an object WAL's object (seg), whole: kind
+				 * NRS_WAL_CORRUPT, [0, its length) */
 };
 
 struct nrs_wal_local_opts {
@@ -327,6 +331,14 @@ struct nrs_wal_object_opts {
 	bool (*may_ack)(void *ctx);
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;	/* may be NULL */
+	/*
+	 * For offline checkers: no worker starts, nothing is written (the
+	 * state file neither), write(), sync(), cut() and reclaim() fail
+	 * -EROFS; scan() reports each damaged object through damage.
+	 */
+	bool read_only;
+	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
+	void *damage_ctx;
 };
 
 /* The key of the object WAL's segment seg (wal_object.c): for

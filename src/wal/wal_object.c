@@ -355,6 +355,8 @@ static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
 	unsigned char *p;
 	int err;
 
+	if (w->read_only)
+		return -EROFS;
 	for (int i = 0; i < iovcnt; i++) {
 		if (iov[i].iov_len > OW_OBJ_MAX - len)
 			return -EINVAL;
@@ -423,6 +425,8 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 	struct wal_object *w = wo(wal);
 	int err = 0;
 
+	if (w->read_only)
+		return -EROFS;
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
 		struct ow_obj *wait = NULL, *o;
@@ -477,6 +481,8 @@ static int ow_cut(struct nrs_wal *wal, struct nrs_wal_pos pos, int why)
 	bool any = false;
 	int err = 0;
 
+	if (w->read_only)
+		return -EROFS;
 	pthread_mutex_lock(&w->lock);
 	for (struct ow_obj *o = w->head; o; o = o->next) {
 		uint64_t from = o->seg == pos.seg ? pos.off : 0;
@@ -568,6 +574,8 @@ static int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes)
 	int n = 0, err;
 
 	*bytes = 0;
+	if (w->read_only)
+		return -EROFS;
 	pthread_mutex_lock(&w->lock);
 	for (struct ow_obj *o = w->head; o && o->seg < below; o = o->next)
 		if (((o->state != OW_PROVEN && o->state != OW_BAD) ||
@@ -704,17 +712,22 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->may_ack = o->may_ack;
 	w->may_ack_ctx = o->may_ack_ctx;
 	w->metrics = o->metrics;
+	w->read_only = o->read_only;
+	w->damage = o->damage;
+	w->damage_ctx = o->damage_ctx;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	w->state_path = strdup(path);
 	w->dir = strdup(o->dir);
 	w->workers = calloc(w->inflight_max, sizeof(*w->workers));
 	err = !w->state_path || !w->dir || !w->workers ? -ENOMEM : 0;
-	if (!err && mkdir(o->dir, 0700) < 0 && errno != EEXIST)
+	if (!err && !o->read_only && mkdir(o->dir, 0700) < 0 &&
+	    errno != EEXIST)
 		err = -errno;
 	if (!err)
 		err = ow_state_read(w->state_path, &w->floor, &w->last_run);
-	for (unsigned int i = 0; !err && i < w->inflight_max; i++) {
+	for (unsigned int i = 0; !err && !o->read_only && i < w->inflight_max;
+	     i++) {
 		err = -pthread_create(&w->workers[i], NULL, ow_worker, w);
 		if (!err)
 			w->nworkers++;

@@ -104,6 +104,9 @@ struct wal_object {
 	bool (*may_ack)(void *ctx);
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;
+	bool read_only;
+	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
+	void *damage_ctx;
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* an object's state changed; work */

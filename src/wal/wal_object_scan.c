@@ -177,6 +177,14 @@ static int fetch(struct wal_object *w, uint64_t seg,
 damaged:
 	nrs_err("object WAL scan: %s is damaged: %s; kept, never used; the "
 		"ranges it held read EIO", key, why);
+	if (w->damage) {
+		struct nrs_wal_damage d = {
+			.kind = NRS_WAL_CORRUPT, .seg = seg, .start = 0,
+			.end = m->length, .object = true,
+		};
+
+		w->damage(w->damage_ctx, &d);
+	}
 	free(o->buf);
 	o->buf = NULL;
 	*out = o;
@@ -252,6 +260,7 @@ static int walk(const struct ow_obj *o, const struct ow_range *ab, size_t nab,
 		}
 		ri.pos.seg = o->seg;
 		ri.pos.off = off;
+		ri.object = true;
 		if (abandoned(ab, nab, o->seg, off)) {
 			off += total;
 			continue;
@@ -297,7 +306,7 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 	for (struct ow_obj *o = w->head; !err && o; o = o->next)
 		if (o->state == OW_PROVEN)
 			err = walk(o, ab, nab, cb, ctx);
-	if (!err) {
+	if (!err && !w->read_only) {
 		/* OW4: what the last run may have had in flight */
 		struct ow_range r = {
 			.lo_seg = ow_seg(w->last_run, last + 1),

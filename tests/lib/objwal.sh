@@ -23,6 +23,10 @@ P0=$K/orders/p0
 P1=$K/orders/p1
 L0=$MNT/local/l0
 acks=$TRASH/acks
+case $OBJ_STORE in
+s3) FSCK_STORE="--s3=$NRS_S3_URL" ;;
+*) FSCK_STORE= ;;
+esac
 
 owal_objects () {
 	obj_files | grep -c '/owal/'
@@ -84,6 +88,13 @@ test_expect_success 'kill -9 under load: every acknowledged append byte-exact, n
 	test "$arc" = 3 &&
 	nrs_mount -o "$HOLD$OBJ_OPTS" &&
 	nrs_verify_records -u 1 -a "$acks" -a "$TRASH/ack.k9" "$P0" "$P1" "$L0"
+'
+
+test_expect_success 'nereusfs-fsck reads the object WAL: every head reachable' '
+	nrs_umount &&
+	fsck_expect 0 "$DATA" $FSCK_STORE -- &&
+	fsck_expect 0 "$DATA" $FSCK_STORE --no-objects -- &&
+	nrs_mount -o "$HOLD$OBJ_OPTS"
 '
 
 # A crash at each step of an object-WAL append: before the PUT, after it
