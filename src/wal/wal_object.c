@@ -75,6 +75,15 @@
  *      quarantined or damaged object is never deleted (an operator looks
  *      at it), but does not hold the floor.
  *
+ *  OW11 Runs are found without a listing.  Before the first object of a
+ *      run, its marker -- key "owal/RUN/0000000000" (seq 0, which no
+ *      object takes), 32 bytes: "NRSOWRN1", u64 run, u64 0, u32 CRC32C of
+ *      [0, 24), u32 0 -- is stored and proven like an object (OW1, OW2).
+ *      A scan (OW8) goes on past the last run its state file names for as
+ *      long as markers are found (a gap of fewer than OW_RUN_PROBE missing
+ *      markers is crossed: a crash between the state file's update and the
+ *      marker's PUT leaves one), so a host that knows only an old floor
+ *      (a checkpoint's) finds every later run.  Markers are not deleted.
  *  OW9 Flush.  Batches go into the open object until it holds
  *      flush_bytes (a batch never spans two objects), or until the sync
  *      of one of them finds it open for linger_ms: then it is sealed --
@@ -250,23 +259,35 @@ void ow_evict(struct wal_object *w)
 
 
 
-/* OW3, OW6: start this run (lock held). */
-static int start_run(struct wal_object *w)
+/*
+ * OW3, OW6: start this run (lock held; dropped while its marker is PUT):
+ * take the next run number in the state file, then store the run's
+ * marker (OW11) before any object of it, until deadline.
+ */
+static int start_run(struct wal_object *w, uint64_t deadline)
 {
-	uint64_t run = w->last_run + 1;
 	int err;
 
-	if (run > OW_RUN_MAX)
-		return -EOVERFLOW;
-	err = ow_state_write(w->state_path, w->dir, w->floor, run);
-	if (err) {
-		nrs_err("object WAL: cannot record run %" PRIu64 " in %s: %s",
-			run, w->state_path, strerror(-err));
-		return err;
+	if (w->run == 0) {
+		uint64_t run = w->last_run + 1;
+
+		if (run > OW_RUN_MAX)
+			return -EOVERFLOW;
+		err = ow_state_write(w->state_path, w->dir, w->floor, run);
+		if (err) {
+			nrs_err("object WAL: cannot record run %" PRIu64 " in "
+				"%s: %s", run, w->state_path, strerror(-err));
+			return err;
+		}
+		w->run = w->last_run = run;
+		w->next_seq = 1;
 	}
-	w->run = w->last_run = run;
-	w->next_seq = 1;
-	return 0;
+	pthread_mutex_unlock(&w->lock);
+	err = ow_put_marker(w, w->run, deadline);
+	pthread_mutex_lock(&w->lock);
+	if (!err)
+		w->run_marked = true;
+	return err;
 }
 
 /* Wait until fewer than inflight_max objects are unproven (OW5). */
@@ -319,8 +340,8 @@ static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
 	struct ow_obj *o;
 	int err = 0;
 
-	if (w->run == 0)
-		err = start_run(w);
+	if (!w->run_marked)
+		err = start_run(w, now + w->timeout_ns);
 	if (!err && w->next_seq > OW_SEQ_MAX)
 		err = -EOVERFLOW;
 	if (err)

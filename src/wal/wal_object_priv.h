@@ -26,6 +26,7 @@
 #define OW_ABAND_MAX	5		/* abandoned ranges one header holds */
 #define OW_OBJ_MAX	(1ull << 30)	/* record bytes of one object, at most */
 #define OW_SEQ_BITS	40		/* a position's segment: run << 40 | seq */
+#define OW_RUN_PROBE	8		/* OW11: missing markers a scan crosses */
 #define OW_SEQ_MAX	((1ull << OW_SEQ_BITS) - 1)
 #define OW_RUN_MAX	((1ull << (64 - OW_SEQ_BITS)) - 1)
 
@@ -114,6 +115,7 @@ struct wal_object {
 	struct ow_obj *open;		/* the one being filled, or NULL */
 	uint64_t floor;			/* OW6, OW7: objects below are gone */
 	uint64_t run;			/* this run (0: none yet, OW3) */
+	bool run_marked;		/* its marker is stored (OW11) */
 	uint64_t last_run;		/* the highest run the state names */
 	uint64_t next_seq;		/* of this run */
 	uint64_t last_seg;		/* highest segment held or written */
@@ -156,6 +158,12 @@ void ow_evict(struct wal_object *w);
 
 /* Wait ms on cond unless stopping (lock held); true if stopping. */
 bool ow_nap(struct wal_object *w, unsigned int ms);
+/* OW11: store run's marker and prove it, retrying until deadline (no
+ * lock held).  0, -ETIMEDOUT, -EIO (other bytes under its key). */
+int ow_put_marker(struct wal_object *w, uint64_t run, uint64_t deadline);
+/* OW11: the marker's bytes for run. */
+#define OW_MARKER_LEN	32
+void ow_marker_encode(uint64_t run, unsigned char out[OW_MARKER_LEN]);
 /* A worker thread (wal_object_put.c); arg: the WAL. */
 void *ow_worker(void *arg);
 

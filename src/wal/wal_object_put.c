@@ -27,7 +27,9 @@
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
 #include "util/clock.h"
+#include "util/crc32c.h"
 #include "util/failpoint.h"
+#include "util/le.h"
 #include "util/log.h"
 #include "util/metrics.h"
 #include "wal/wal_object_priv.h"
@@ -280,4 +282,54 @@ void *ow_worker(void *arg)
 	}
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
+}
+
+void ow_marker_encode(uint64_t run, unsigned char out[OW_MARKER_LEN])
+{
+	memset(out, 0, OW_MARKER_LEN);
+	memcpy(out, "NRSOWRN1", 8);
+	nrs_le64_put(out + 8, run);
+	nrs_le32_put(out + 24, nrs_crc32c(0, out, 24));
+}
+
+int ow_put_marker(struct wal_object *w, uint64_t run, uint64_t deadline)
+{
+	unsigned char buf[OW_MARKER_LEN], sha[NRS_SHA256_LEN], md5[NRS_MD5_LEN];
+	bool want_md5 = nrs_obj_wants_md5(w->store);
+	char key[NRS_OBJKEY_MAX];
+	unsigned int attempt = 0;
+	int err;
+
+	ow_marker_encode(run, buf);
+	ow_key(key, ow_seg(run, 0));
+	err = nrs_objfmt_digest(buf, sizeof(buf), sha, want_md5 ? md5 : NULL);
+	if (err)
+		return err;
+	for (;;) {
+		struct nrs_obj_meta got = { 0 };
+		enum nrs_put_verdict v;
+		int perr, herr;
+
+		perr = nrs_obj_put(w->store, key, buf, sizeof(buf),
+				   want_md5 ? md5 : NULL, sha);
+		herr = nrs_obj_head(w->store, key, &got);
+		v = nrs_put_decide(herr, &got, sizeof(buf), sha);
+		if (v == NRS_PUT_PROVEN)
+			return 0;
+		if (v == NRS_PUT_QUARANTINE) {
+			nrs_err("object WAL: %s holds other bytes: another daemon"
+				" writes this bucket's object WAL; appends of "
+				"object-wal streams fail", key);
+			return -EIO;
+		}
+		if (nrs_now_mono_ns() >= deadline) {
+			nrs_warn("object WAL: marker %s not stored (PUT: %s, "
+				 "HEAD: %s)", key, perr ? strerror(-perr) : "ok",
+				 herr ? strerror(-herr) : "other bytes");
+			return -ETIMEDOUT;
+		}
+		pthread_mutex_lock(&w->lock);
+		(void)ow_nap(w, backoff_ms(attempt++));
+		pthread_mutex_unlock(&w->lock);
+	}
 }

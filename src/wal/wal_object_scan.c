@@ -26,8 +26,9 @@
  *      that does not answer fails the scan (the mount): object-wal heads
  *      cannot be known without it.  The seqs the last run may still have
  *      had in flight are recorded abandoned by the next object (OW4).
- *      A WAL that never wrote (no state file) scans nothing and touches
- *      no store.
+ *      Runs after the last the state file names are found by their
+ *      markers (wal_object.c OW11).  A WAL that never wrote (no state
+ *      file) scans nothing and touches no store.
  */
 #include "config.h"
 
@@ -229,6 +230,39 @@ static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
 	return 0;
 }
 
+/* OW11: the runs past last_run that left a marker, up to a gap of
+ * OW_RUN_PROBE missing ones; last_run moves to the highest found (lock
+ * held), *last to its highest seq. */
+static int later_runs(struct wal_object *w, uint64_t *last)
+{
+	unsigned int misses = 0;
+
+	for (uint64_t run = w->last_run + 1;
+	     misses < OW_RUN_PROBE && run <= OW_RUN_MAX; run++) {
+		struct nrs_obj_meta m = { 0 };
+		char key[NRS_OBJKEY_MAX];
+		int err;
+
+		ow_key(key, ow_seg(run, 0));
+		err = nrs_obj_head(w->store, key, &m);
+		if (err == -ENOENT) {
+			misses++;
+			continue;
+		}
+		if (err)
+			return err;
+		misses = 0;
+		nrs_info("object WAL scan: run %" PRIu64 " (after the %" PRIu64
+			 " the state file names) has a marker: scanning it",
+			 run, w->last_run);
+		w->last_run = run;
+		err = probe_run(w, run, 1, last);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static bool abandoned(const struct ow_range *r, size_t n, uint64_t seg,
 		      uint64_t off)
 {
@@ -292,6 +326,8 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 		err = probe_run(w, run, run == ow_run_of(w->floor) &&
 				ow_seq_of(w->floor) ? ow_seq_of(w->floor) : 1,
 				&last);
+	if (!err)
+		err = later_runs(w, &last);
 	for (struct ow_obj *o = w->head; !err && o; o = o->next) {
 		struct ow_hdr h;
 
