@@ -56,6 +56,8 @@ struct nrs_core_opts {
 	uint64_t gc_grace_ms;		/* lifecycle.c G2; 0: default */
 	uint64_t compact_size;		/* compaction.c CP1; 0: default,
 					 * UINT64_MAX: off */
+	/* metadata checkpoints (bg/checkpoint.h): 0 default, UINT64_MAX off */
+	uint64_t ckpt_ms, ckpt_bytes;
 };
 
 /* Invalidate cached file data of ino from byte off to the end. */

@@ -44,7 +44,7 @@
 enum num_opt {
 	NO_SEGMENT_SIZE, NO_RESERVE, NO_BUDGET, NO_CACHE, NO_DISK_CACHE,
 	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_GC_GRACE,
-	NO_COMPACT, NO_COMMIT_LEAD, NO_COUNT
+	NO_COMPACT, NO_COMMIT_LEAD, NO_CKPT_MS, NO_CKPT_BYTES, NO_COUNT
 };
 
 static const struct {
@@ -63,6 +63,8 @@ static const struct {
 	[NO_GC_GRACE] = { "gc_grace_ms", 1, UINT64_MAX / 1000000 },
 	[NO_COMPACT] = { "compact_size", 0, UINT32_MAX },
 	[NO_COMMIT_LEAD] = { "commit_lead", 0, 1 },
+	[NO_CKPT_MS] = { "checkpoint_ms", 0, UINT64_MAX / 1000000 },
+	[NO_CKPT_BYTES] = { "checkpoint_bytes", 0, UINT64_MAX },
 };
 
 struct options {
@@ -88,6 +90,8 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("gc_grace_ms=%s", num[NO_GC_GRACE]),
 	OPT("compact_size=%s", num[NO_COMPACT]),
 	OPT("commit_lead=%s", num[NO_COMMIT_LEAD]),
+	OPT("checkpoint_ms=%s", num[NO_CKPT_MS]),
+	OPT("checkpoint_bytes=%s", num[NO_CKPT_BYTES]),
 	OPT("s3=%s", s3),
 	OPT("s3_credentials=%s", s3_credentials),
 	OPT("s3_ca=%s", s3_ca),
@@ -128,6 +132,10 @@ static void usage(const char *prog)
 	       "                             (default 60000)\n"
 	       "    -o compact_size=N        merge objects below N/4 bytes into objects\n"
 	       "                             of at most N (default 64 MiB, 0: off)\n"
+	       "    -o checkpoint_ms=N       a checkpoint of the metadata in the object\n"
+	       "                             store every N ms (default 60000, 0: off)\n"
+	       "    -o checkpoint_bytes=N    ... and after N bytes of object WAL\n"
+	       "                             (default 256 MiB, 0: off)\n"
 	       "    -o cache_size=N          memory block cache bytes (default 64 MiB)\n"
 	       "    -o disk_cache=DIR        a disk block cache in DIR (default none)\n"
 	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
@@ -268,8 +276,15 @@ static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 	      parse_num(o, NO_MAT_THREADS, &threads) ?:
 	      parse_num(o, NO_GC_GRACE, &co->gc_grace_ms) ?:
 	      parse_num(o, NO_COMPACT, &co->compact_size) ?:
-	      parse_num(o, NO_COMMIT_LEAD, &lead);
+	      parse_num(o, NO_COMMIT_LEAD, &lead) ?:
+	      parse_num(o, NO_CKPT_MS, &co->ckpt_ms) ?:
+	      parse_num(o, NO_CKPT_BYTES, &co->ckpt_bytes);
 	co->mat_threads = (unsigned int)threads;
+	/* checkpoint_*=0: off (0 in co is the default) */
+	if (o->num[NO_CKPT_MS] && co->ckpt_ms == 0)
+		co->ckpt_ms = UINT64_MAX;
+	if (o->num[NO_CKPT_BYTES] && co->ckpt_bytes == 0)
+		co->ckpt_bytes = UINT64_MAX;
 	co->no_commit_lead = lead == 0;
 	if (err || !o->num[NO_COMPACT])
 		return err;
