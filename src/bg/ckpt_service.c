@@ -44,7 +44,7 @@
 #include "util/waitms.h"
 
 #define KNOWN_MAX	64	/* checkpoints remembered for KP7 */
-#define RETRY_MIN_MS	100
+#define RETRY_MIN_MS	250	/* nothing waits for a checkpoint: gently */
 #define RETRY_MAX_MS	10000
 #define IDLE_MS		1000	/* how often the triggers are looked at */
 
@@ -332,7 +332,14 @@ static uint64_t step(struct nrs_ckpt *k)
 	uint64_t wait;
 	int err;
 
-	if (k->next_seq == 0) {
+	if (k->obj)
+		return upload(k);
+	prune(k);
+	wait = until_due(k);
+	if (wait)
+		return wait;
+	if (k->next_seq == 0) {	/* only once one is due: a store that is
+				 * down at mount is not asked at once */
 		err = find_start(k);
 		if (err) {
 			if (k->attempt % 10 == 0)
@@ -343,12 +350,6 @@ static uint64_t step(struct nrs_ckpt *k)
 		}
 		k->attempt = 0;
 	}
-	if (k->obj)
-		return upload(k);
-	prune(k);
-	wait = until_due(k);
-	if (wait)
-		return wait;
 	err = take(k);
 	if (err) {
 		nrs_warn("checkpoint: no snapshot: %s", strerror(-err));

@@ -48,6 +48,10 @@
  * ms, 6-10 ms in all, on the shared test machine). */
 #define SNAP_STEP_PAGES	64
 
+/* Steps SQLite may answer "busy" (another connection holds a lock: none
+ * should, the store's locking is exclusive) before the copy gives up. */
+#define SNAP_BUSY_MAX	1000
+
 /* One backup step under m->lock: the SQLite result code. */
 static int snap_step(struct sqlite_meta *m, sqlite3_backup *b,
 		     struct nrs_meta_snap_stats *st)
@@ -55,7 +59,8 @@ static int snap_step(struct sqlite_meta *m, sqlite3_backup *b,
 	uint64_t t0, dt;
 	int rc;
 
-	pthread_mutex_lock(&m->lock);
+	if (pthread_mutex_lock(&m->lock) != 0)
+		return SQLITE_MISUSE;	/* called back from a callback */
 	t0 = nrs_now_mono_ns();
 	rc = sqlite3_backup_step(b, SNAP_STEP_PAGES);
 	dt = nrs_now_mono_ns() - t0;
@@ -90,16 +95,24 @@ static int snap_copy(struct sqlite_meta *m, sqlite3 *dst,
 		nrs_err("meta: snapshot: %s", sqlite3_errmsg(dst));
 		return -ENOMEM;
 	}
-	do {
+	for (int busy = 0;; ) {
 		rc = snap_step(m, b, st);
-	} while (rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED);
+		if (rc == SQLITE_OK)
+			continue;
+		if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) ||
+		    ++busy > SNAP_BUSY_MAX)
+			break;
+		usleep(1000);
+	}
 	st->pages = (uint64_t)sqlite3_backup_pagecount(b);
 	sqlite3_backup_finish(b);
 	if (rc != SQLITE_DONE) {
 		nrs_err("meta: snapshot of %s: %s (sqlite %d)", m->path,
 			sqlite3_errstr(rc), rc);
 		return rc == SQLITE_NOMEM ? -ENOMEM :
-		       (rc & 0xff) == SQLITE_CORRUPT ? -EUCLEAN : -EIO;
+		       (rc & 0xff) == SQLITE_CORRUPT ? -EUCLEAN :
+		       rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? -EBUSY :
+		       rc == SQLITE_MISUSE ? -EDEADLK : -EIO;
 	}
 	return 0;
 }
