@@ -62,6 +62,8 @@ struct nrs_core_opts {
 	unsigned int owal_inflight;
 	uint64_t owal_timeout_ms, owal_bytes, owal_linger_ms;
 	bool owal_linger_set;		/* owal_linger_ms given (0 allowed) */
+	/* metadata checkpoints (bg/checkpoint.h): 0 default, UINT64_MAX off */
+	uint64_t ckpt_ms, ckpt_bytes;
 };
 
 /* Invalidate cached file data of ino from byte off to the end. */

@@ -1,7 +1,8 @@
 /*
  * core_obj.c - the stream core's object side: which object store it uses
  * (DESIGN.md section 7), the block cache reads go through, the
- * materializer threads and the lifecycle (retention, GC) thread.
+ * materializer threads, the lifecycle (retention, GC) thread and the
+ * checkpoint thread (bg/ckpt_service.c), with either store.
  *
  * With no s3 option the store is the embedded directory DATA/objects, so
  * the whole pipeline (materialize, read from objects, reclaim the WAL) runs
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bg/checkpoint.h"
 #include "bg/lifecycle.h"
 #include "bg/materializer.h"
 #include "bg/services.h"
@@ -143,8 +145,33 @@ static int svc_wal_seal(void *ctx, struct nrs_wal *w, uint64_t seg,
 	return nrs_pipeline_wal_seal_of(pipe_for(c, w), w, seg, idle_ns);
 }
 
+/*
+ * The object-WAL position the metadata covers (checkpoint.h): until the
+ * object WAL exists nothing of it is, which is what 0 says.  The object
+ * WAL fills this in: every record below the answer is in c->meta.
+ */
+static uint64_t svc_ckpt_covered(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+/* An -o value of checkpoint_*: 0 the default, UINT64_MAX off (0). */
+static uint64_t ckpt_opt(uint64_t v, uint64_t dflt)
+{
+	return v == 0 ? dflt : v == UINT64_MAX ? 0 : v;
+}
+
 int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 {
+	struct nrs_ckpt_opts ko = {
+		.interval_ms = ckpt_opt(o->ckpt_ms, NRS_CKPT_MS_DEFAULT),
+		.bytes = ckpt_opt(o->ckpt_bytes, NRS_CKPT_BYTES_DEFAULT),
+		.grace_ms = o->gc_grace_ms ? o->gc_grace_ms :
+			    NRS_GC_GRACE_MS_DEFAULT,
+		.covered = svc_ckpt_covered,
+		.ctx = c,
+	};
 	struct nrs_mat_opts mo = {
 		.min_bytes = o->mat_min_bytes,
 		.max_age_ms = o->mat_max_age_ms,
@@ -170,11 +197,14 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 		.wal_seal = svc_wal_seal,
 	};
 	return nrs_mat_start(&c->svc, &mo, &c->mat) ?:
-	       nrs_lc_start(&c->svc, o->gc_grace_ms, &c->lc);
+	       nrs_lc_start(&c->svc, o->gc_grace_ms, &c->lc) ?:
+	       nrs_ckpt_start(&c->svc, &ko, &c->ckpt);
 }
 
 void nrs_core_obj_close(struct nrs_core *c)
 {
+	nrs_ckpt_stop(c->ckpt);
+	c->ckpt = NULL;
 	nrs_lc_stop(c->lc);
 	c->lc = NULL;
 	nrs_mat_stop(c->mat);

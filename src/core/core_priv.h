@@ -50,6 +50,9 @@ struct nrs_core {
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
 	struct nrs_lc *lc;		/* retention and GC thread */
+	struct nrs_ckpt *ckpt;		/* checkpoints (NULL: off); the object
+					 * WAL counts its bytes with
+					 * nrs_ckpt_wal_bytes(c->ckpt, n) */
 	struct nrs_services svc;	/* what mat and lc get (core_obj.c) */
 	pthread_rwlock_t gate;		/* reads vs reclamation (reader.h) */
 	struct nrs_reader reader;

@@ -122,6 +122,33 @@ static void space_status(struct nrs_core *c, FILE *f)
 		fprintf(f, "null},\n");
 }
 
+/* The checkpoints (bg/ckpt_service.c): the last one, and how often the
+ * store had to be asked again. */
+static void ckpt_status(struct nrs_metrics *m, FILE *f)
+{
+	uint64_t seq = nrs_counter(&m->ckpt_last_seq);
+	int64_t at = (int64_t)nrs_counter(&m->ckpt_last_real_ns);
+
+	fprintf(f, "  \"checkpoints\": {\"last_seq\": %" PRIu64
+		", \"age_seconds\": ", seq);
+	if (seq)
+		fprintf(f, "%" PRId64, (nrs_now_real_ns() - at) / 1000000000);
+	else
+		fprintf(f, "null");
+	fprintf(f, ", \"bytes\": %" PRIu64 ", \"duration_ms\": %" PRIu64
+		", \"lock_max_us\": %" PRIu64 ", \"taken\": %" PRIu64
+		", \"skipped\": %" PRIu64 ", \"retries\": %" PRIu64
+		", \"quarantined\": %" PRIu64 ", \"deleted\": %" PRIu64 "},\n",
+		(uint64_t)nrs_counter(&m->ckpt_last_bytes),
+		(uint64_t)nrs_counter(&m->ckpt_last_ms),
+		(uint64_t)nrs_counter(&m->ckpt_last_lock_us),
+		(uint64_t)nrs_counter(&m->ckpt_taken),
+		(uint64_t)nrs_counter(&m->ckpt_skipped),
+		(uint64_t)nrs_counter(&m->ckpt_retries),
+		(uint64_t)nrs_counter(&m->ckpt_quarantined),
+		(uint64_t)nrs_counter(&m->ckpt_deleted));
+}
+
 static int render_status(struct nrs_core *c, char **buf, size_t *len)
 {
 	struct nrs_metrics_gauges g;
@@ -177,6 +204,7 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 		(uint64_t)nrs_counter(&m->gc_deleted),
 		(uint64_t)nrs_counter(&m->gc_deleted_bytes),
 		(uint64_t)nrs_counter(&m->gc_last_lag_ms) / 1000);
+	ckpt_status(m, f);
 	fprintf(f, "  \"appends\": %" PRIu64 ",\n  \"append_bytes\": %" PRIu64
 		",\n  \"append_errors\": %" PRIu64 ",\n  \"read_errors\": %" PRIu64
 		"\n}\n", (uint64_t)nrs_counter(&m->appends),

@@ -382,6 +382,10 @@ static int check_file(void *ctx, const struct nrs_objfile *of)
 
 	if (of->is_reg && is_named(l, of->name))
 		return 0;
+	/* checkpoints are no segment objects: their keys and their own
+	 * keeping rules are bg/ckptfmt.c's and checkpoint.c's (KP7) */
+	if (of->is_reg && strncmp(of->name, "ckpt/", 5) == 0)
+		return 0;
 	ms_str(ms, age, sizeof(age));
 	if (ms < f->gc_grace_ms) {
 		nrs_fsck_say(f, NRS_FSCK_PENDING, "F26 objects/%s: no row of the"

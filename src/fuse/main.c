@@ -45,7 +45,7 @@ enum num_opt {
 	NO_SEGMENT_SIZE, NO_RESERVE, NO_BUDGET, NO_CACHE, NO_DISK_CACHE,
 	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_GC_GRACE,
 	NO_COMPACT, NO_COMMIT_LEAD, NO_OWAL_BYTES, NO_OWAL_LINGER,
-	NO_OWAL_INFLIGHT, NO_OWAL_TIMEOUT, NO_COUNT
+	NO_OWAL_INFLIGHT, NO_OWAL_TIMEOUT, NO_CKPT_MS, NO_CKPT_BYTES, NO_COUNT
 };
 
 static const struct {
@@ -69,6 +69,8 @@ static const struct {
 	[NO_OWAL_INFLIGHT] = { "object_wal_inflight", 1, 64 },
 	[NO_OWAL_TIMEOUT] = { "object_wal_timeout_ms", 100,
 			      UINT64_MAX / 1000000 },
+	[NO_CKPT_MS] = { "checkpoint_ms", 0, UINT64_MAX / 1000000 },
+	[NO_CKPT_BYTES] = { "checkpoint_bytes", 0, UINT64_MAX },
 };
 
 struct options {
@@ -99,6 +101,8 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("object_wal_inflight=%s", num[NO_OWAL_INFLIGHT]),
 	OPT("object_wal_timeout_ms=%s", num[NO_OWAL_TIMEOUT]),
 	OPT("objects=%s", objects),
+	OPT("checkpoint_ms=%s", num[NO_CKPT_MS]),
+	OPT("checkpoint_bytes=%s", num[NO_CKPT_BYTES]),
 	OPT("s3=%s", s3),
 	OPT("s3_credentials=%s", s3_credentials),
 	OPT("s3_ca=%s", s3_ca),
@@ -141,6 +145,10 @@ static void usage(const char *prog)
 	       "                             (default 60000)\n"
 	       "    -o compact_size=N        merge objects below N/4 bytes into objects\n"
 	       "                             of at most N (default 64 MiB, 0: off)\n"
+	       "    -o checkpoint_ms=N       a checkpoint of the metadata in the object\n"
+	       "                             store every N ms (default 60000, 0: off)\n"
+	       "    -o checkpoint_bytes=N    ... and after N bytes of object WAL\n"
+	       "                             (default 256 MiB, 0: off)\n"
 	       "    -o cache_size=N          memory block cache bytes (default 64 MiB)\n"
 	       "    -o disk_cache=DIR        a disk block cache in DIR (default none)\n"
 	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
@@ -291,10 +299,17 @@ static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 	      parse_num(o, NO_OWAL_BYTES, &co->owal_bytes) ?:
 	      parse_num(o, NO_OWAL_LINGER, &co->owal_linger_ms) ?:
 	      parse_num(o, NO_OWAL_INFLIGHT, &inflight) ?:
-	      parse_num(o, NO_OWAL_TIMEOUT, &co->owal_timeout_ms);
+	      parse_num(o, NO_OWAL_TIMEOUT, &co->owal_timeout_ms) ?:
+	      parse_num(o, NO_CKPT_MS, &co->ckpt_ms) ?:
+	      parse_num(o, NO_CKPT_BYTES, &co->ckpt_bytes);
 	co->mat_threads = (unsigned int)threads;
 	co->owal_inflight = (unsigned int)inflight;
 	co->owal_linger_set = o->num[NO_OWAL_LINGER] != NULL;
+	/* checkpoint_*=0: off (0 in co is the default) */
+	if (o->num[NO_CKPT_MS] && co->ckpt_ms == 0)
+		co->ckpt_ms = UINT64_MAX;
+	if (o->num[NO_CKPT_BYTES] && co->ckpt_bytes == 0)
+		co->ckpt_bytes = UINT64_MAX;
 	co->no_commit_lead = lead == 0;
 	if (err || !o->num[NO_COMPACT])
 		return err;

@@ -288,3 +288,9 @@ int nrs_meta_obj_rows(struct nrs_meta *m, uint64_t stream_id, int state,
 	*n = r.n;
 	return 0;
 }
+
+int nrs_meta_snapshot(struct nrs_meta *m, void **buf, size_t *len,
+		      struct nrs_meta_snap_stats *stats)
+{
+	return m->ops->snapshot(m, buf, len, stats);
+}

@@ -420,6 +420,35 @@ typedef int (*nrs_meta_rawdirent_cb)(void *ctx, uint64_t parent,
 int nrs_meta_dirent_foreach(struct nrs_meta *m, nrs_meta_rawdirent_cb cb,
 			    void *ctx);
 
+/* ---- checkpoints (bg/checkpoint.c) --------------------------------- */
+
+/* What a snapshot cost (test_snapshot prints it). */
+struct nrs_meta_snap_stats {
+	uint64_t bytes;		/* of the copy */
+	uint64_t pages;		/* database pages copied */
+	uint64_t steps;		/* holds of the store's lock */
+	uint64_t max_hold_ns;	/* the longest of them: what a publish
+				 * waited at most */
+	uint64_t total_ns;	/* the whole copy */
+};
+/*
+ * A consistent copy of the whole store as bytes, taken while the store is
+ * in use: one state between two calls of the store (SQLite: a database
+ * file; sqlite_ckpt.c SN1), never blocking the other calls for more than
+ * a short step.  *buf (malloc'd, the caller frees it), *len and *stats
+ * (NULL ok) are written on success.  -ENOMEM, -EIO, -EUCLEAN.
+ */
+int nrs_meta_snapshot(struct nrs_meta *m, void **buf, size_t *len,
+		      struct nrs_meta_snap_stats *stats);
+/*
+ * The inverse for the SQLite store (sqlite_ckpt.c SN2): bytes of
+ * nrs_meta_snapshot become the database at path, which must not exist
+ * (-EEXIST, nothing written).  The bytes are verified first: -EUCLEAN
+ * (not a database, or its integrity_check fails), -EPROTO (another schema
+ * version); else -errno of the file system.  nrs_meta_open(path) follows.
+ */
+int nrs_meta_install(const char *path, const void *buf, size_t len);
+
 /* ---- the operations table ------------------------------------------- */
 
 /*
@@ -514,6 +543,9 @@ struct nrs_meta_ops {
 			     void *ctx);
 	int (*dirent_foreach)(struct nrs_meta *m, nrs_meta_rawdirent_cb cb,
 			      void *ctx);
+
+	int (*snapshot)(struct nrs_meta *m, void **buf, size_t *len,
+			struct nrs_meta_snap_stats *stats);
 };
 
 /* The head of every store's handle (the rest is the store's). */

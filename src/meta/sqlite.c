@@ -15,6 +15,7 @@
  *   sqlite_stream.c   stream rows: start, epoch, the head CAS (publish)
  *   sqlite_obj.c      object generations (their states: ../objgen.c)
  *   sqlite_tools.c    what nereusfs-fsck reads and repairs
+ *   sqlite_ckpt.c     the store as bytes for checkpoints, SN1 SN2
  * Only these files include sqlite3.h.
  *
  * DURABILITY
@@ -327,4 +328,5 @@ const struct nrs_meta_ops nrs_sq_ops = {
 	.sequences = nrs_sq_sequences,
 	.inode_foreach = nrs_sq_inode_foreach,
 	.dirent_foreach = nrs_sq_dirent_foreach,
+	.snapshot = nrs_sq_snapshot,
 };

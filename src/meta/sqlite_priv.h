@@ -293,6 +293,10 @@ int nrs_sq_inode_foreach(struct nrs_meta *base,
 int nrs_sq_dirent_foreach(struct nrs_meta *base, nrs_meta_rawdirent_cb cb,
 			  void *ctx);
 
+/* sqlite_ckpt.c */
+int nrs_sq_snapshot(struct nrs_meta *base, void **buf, size_t *len,
+		    struct nrs_meta_snap_stats *stats);
+
 /* sqlite.c: the table nrs_meta_open hands out */
 extern const struct nrs_meta_ops nrs_sq_ops;
 

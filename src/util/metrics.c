@@ -224,6 +224,35 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	gauge(&t, "gc_last_lag_seconds",
 	      "Time from draining to deletion of the last object GC deleted.",
 	      nrs_counter(&m->gc_last_lag_ms) / 1000);
+	counter(&t, "checkpoints_total",
+		"Metadata checkpoints stored in the object store and proven.",
+		nrs_counter(&m->ckpt_taken));
+	counter(&t, "checkpoints_skipped_total",
+		"Checkpoints not written: nothing changed since the last.",
+		nrs_counter(&m->ckpt_skipped));
+	counter(&t, "checkpoint_retries_total",
+		"Checkpoint PUTs not proven, sent again with the same bytes.",
+		nrs_counter(&m->ckpt_retries));
+	counter(&t, "checkpoints_quarantined_total",
+		"Checkpoint keys found holding other bytes (never used).",
+		nrs_counter(&m->ckpt_quarantined));
+	counter(&t, "checkpoints_deleted_total",
+		"Old checkpoints deleted (the newest two are kept).",
+		nrs_counter(&m->ckpt_deleted));
+	gauge(&t, "checkpoint_last_seq",
+	      "Sequence number of the last checkpoint (0: none yet).",
+	      nrs_counter(&m->ckpt_last_seq));
+	gauge(&t, "checkpoint_last_bytes", "Bytes of the last checkpoint.",
+	      nrs_counter(&m->ckpt_last_bytes));
+	gauge(&t, "checkpoint_last_duration_ms",
+	      "From the snapshot to the proof of the last checkpoint.",
+	      nrs_counter(&m->ckpt_last_ms));
+	gauge(&t, "checkpoint_last_lock_us",
+	      "Longest hold of the metadata lock by the last snapshot.",
+	      nrs_counter(&m->ckpt_last_lock_us));
+	gauge(&t, "checkpoint_last_timestamp_seconds",
+	      "Wall clock of the last checkpoint's snapshot (0: none).",
+	      nrs_counter(&m->ckpt_last_real_ns) / 1000000000);
 	counter(&t, "cache_hits_total", "Object block cache hits (memory).",
 		g->cache_hits);
 	counter(&t, "cache_misses_total", "Object block cache misses (memory).",

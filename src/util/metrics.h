@@ -69,6 +69,17 @@ struct nrs_metrics {
 	atomic_uint_fast64_t gc_deleted_bytes;
 	atomic_uint_fast64_t gc_last_lag_ms;	/* draining -> deleted, last */
 	atomic_uint_fast64_t gc_draining_bytes;	/* awaiting GC, last pass */
+	/* bg/ckpt_service.c: metadata checkpoints in the bucket */
+	atomic_uint_fast64_t ckpt_taken;	/* proven checkpoints */
+	atomic_uint_fast64_t ckpt_skipped;	/* nothing changed since the last */
+	atomic_uint_fast64_t ckpt_retries;	/* PUTs not proven, sent again */
+	atomic_uint_fast64_t ckpt_quarantined;
+	atomic_uint_fast64_t ckpt_deleted;	/* old ones deleted (KP7) */
+	atomic_uint_fast64_t ckpt_last_seq;	/* 0: none yet */
+	atomic_uint_fast64_t ckpt_last_bytes;	/* of the object */
+	atomic_uint_fast64_t ckpt_last_ms;	/* snapshot to proof */
+	atomic_uint_fast64_t ckpt_last_lock_us;	/* longest hold (SN1) */
+	atomic_uint_fast64_t ckpt_last_real_ns;	/* when it was taken */
 	struct nrs_hist commit_latency;		/* microseconds, submit->reply */
 	struct nrs_hist batch_appends;		/* appends per batch */
 	struct nrs_hist batch_bytes;		/* payload bytes per batch */

@@ -7,7 +7,8 @@
 #   obj_file KEY    $DATA/objects/KEY: one file per key, the object's
 #                   bytes after a 64-byte header (objstore_dir.c)
 #   obj_files       every such file, one per line; DATA/objects/.tmp (an
-#                   upload not yet renamed into place) holds no object
+#                   upload not yet renamed into place) holds no object, and
+#                   the metadata checkpoints (ckpt/) are not segment objects
 
 OBJ_OPTS=
 OBJ_STORE=dir
@@ -17,5 +18,6 @@ obj_file () {
 }
 
 obj_files () {
-	find "$DATA/objects" -path "$DATA/objects/.tmp" -prune -o -type f -print 2>/dev/null
+	find "$DATA/objects" \( -path "$DATA/objects/.tmp" -o \
+		-path "$DATA/objects/ckpt" \) -prune -o -type f -print 2>/dev/null
 }

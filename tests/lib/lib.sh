@@ -452,9 +452,11 @@ nrs_metric () {
 	sed -n "s/^nereus_$1 //p" "$MNT/.nereus/metrics"
 }
 
-# nrs_objects: how many objects the embedded store holds.
+# nrs_objects: how many segment objects the embedded store holds (not the
+# metadata checkpoints, ckpt/).
 nrs_objects () {
-	find "$DATA/objects" -path "$DATA/objects/.tmp" -prune -o -type f -print | wc -l
+	find "$DATA/objects" \( -path "$DATA/objects/.tmp" -o \
+		-path "$DATA/objects/ckpt" \) -prune -o -type f -print | wc -l
 }
 
 # The raw value of xattr NAME of FILE (no newline added).

@@ -61,7 +61,7 @@ obj_file () {
 }
 
 obj_files () {
-	obj_sync && find "$VIEW" -type f
+	obj_sync && find "$VIEW" -path "$VIEW/ckpt" -prune -o -type f -print
 }
 
 obj_write_back () {

@@ -18,7 +18,8 @@
 #   nrs_s3_restart  start it again on the same port and data directory:
 #                   the store comes back with every object it held
 #   obj_file KEY    the file in s3rver's directory holding object KEY's bytes
-#   obj_files       every stored object's data file, one per line
+#   obj_files       every stored segment object's data file, one per line
+#                   (not the metadata checkpoints, ckpt/)
 #
 # s3rver 3.7.1 (lib/stores/filesystem.js) keeps bucket BUCKET in
 # $S3DIR/data/BUCKET, an object KEY "a/b/c" as files in the subdirectory
@@ -86,5 +87,6 @@ obj_file () {
 }
 
 obj_files () {
-	find "$S3DIR/data/$NRS_S3_BUCKET" -type f -name '*._S3rver_object' 2>/dev/null
+	find "$S3DIR/data/$NRS_S3_BUCKET" -path "$S3DIR/data/$NRS_S3_BUCKET/ckpt" \
+		-prune -o -type f -name '*._S3rver_object' -print 2>/dev/null
 }
