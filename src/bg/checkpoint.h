@@ -96,6 +96,13 @@ void nrs_ckpt_stop(struct nrs_ckpt *k);
 /* The object WAL wrote n more bytes (the bytes trigger).  NULL ok; any
  * thread, no lock held by the caller is needed. */
 void nrs_ckpt_wal_bytes(struct nrs_ckpt *k, uint64_t n);
+/*
+ * The covered position of the last checkpoint proven stored (0: none yet;
+ * NULL, no service: UINT64_MAX): the object WAL's GC deletes nothing at or
+ * above it (walgc.c MZ8), so a recovery from that checkpoint finds every
+ * record it needs.
+ */
+uint64_t nrs_ckpt_covered(struct nrs_ckpt *k);
 /* Ask for a checkpoint now (as the triggers do).  NULL ok. */
 void nrs_ckpt_kick(struct nrs_ckpt *k);
 

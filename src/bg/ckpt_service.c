@@ -64,6 +64,7 @@ struct nrs_ckpt {
 	bool stopping;		/* protected by lock */
 	bool kicked;		/* protected by lock */
 	atomic_uint_fast64_t wal_bytes;	/* since the last checkpoint */
+	atomic_uint_fast64_t covered;	/* of the last proven one (MZ8) */
 
 	/* the thread's own */
 	uint64_t next_seq;	/* 0: not found yet (KP4) */
@@ -274,6 +275,7 @@ static void proven(struct nrs_ckpt *k)
 	else
 		k->ptr_seq = p.seq;
 	k->have_last = true;
+	atomic_store(&k->covered, k->hdr.covered);	/* MZ8 */
 	remember(k, k->hdr.seq, 0);
 	mark_old(k, nrs_now_real_ns());
 	nrs_count(&m->ckpt_taken, 1);
@@ -428,4 +430,9 @@ void nrs_ckpt_wal_bytes(struct nrs_ckpt *k, uint64_t n)
 		return;
 	if (k->o.bytes && atomic_fetch_add(&k->wal_bytes, n) + n >= k->o.bytes)
 		nrs_ckpt_kick(k);
+}
+
+uint64_t nrs_ckpt_covered(struct nrs_ckpt *k)
+{
+	return k ? atomic_load(&k->covered) : UINT64_MAX;
 }

@@ -39,6 +39,9 @@
  *             nrs_pipeline_wal_floor_of, PL4).
  *   wal_seal  seal segment seg of WAL w if its pipeline has been idle for
  *             idle_ns (nrs_pipeline_wal_seal_of): 1 sealed, 0 not, -errno.
+ *   wal_keep  segments of WAL w at or above it must stay, whatever the
+ *             indexes say (walgc.c MZ8: the object WAL down to the last
+ *             checkpoint's covered position); NULL or UINT64_MAX: none.
  */
 #ifndef NRS_SERVICES_H
 #define NRS_SERVICES_H
@@ -71,6 +74,7 @@ struct nrs_services {
 	uint64_t (*wal_floor)(void *ctx, struct nrs_wal *w);
 	int (*wal_seal)(void *ctx, struct nrs_wal *w, uint64_t seg,
 			uint64_t idle_ns);
+	uint64_t (*wal_keep)(void *ctx, struct nrs_wal *w);	/* NULL ok */
 };
 
 #endif

@@ -15,6 +15,16 @@
  *     read gate exclusively once: every read that started with an older
  *     index snapshot has finished by then (reader.h).  Trimmed and unlinked
  *     ranges drop out of the indexes the same way, so their segments go too.
+ *  MZ8 Host loss.  A recovery from the bucket (issue 15) starts from the
+ *     last checkpoint, whose snapshot names the generations published up
+ *     to then, and scans the object WAL from its covered position (what
+ *     MZ5's bound was when it was taken).  So object WAL objects at or
+ *     above the covered position of the last checkpoint proven stored
+ *     stay, whatever the indexes say now (services.h wal_keep,
+ *     checkpoint.h nrs_ckpt_covered): a generation published since could
+ *     otherwise be the only copy of a range, and no checkpoint names it.
+ *     Before the first checkpoint nothing of the object WAL goes; with
+ *     checkpoints off, nothing holds it.
  *     Each WAL is collected on its own (struct nrs_walgc per WAL): only
  *     the streams whose profile writes to it name its segments.  The
  *     object WAL has no current segment (every object is sealed before
@@ -101,23 +111,33 @@ uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws)
 	return ws->last_seg < UINT64_MAX ? ws->last_seg + 1 : UINT64_MAX;
 }
 
-/* MZ5 */
+uint64_t nrs_walgc_bound(const struct nrs_services *svc, struct nrs_wal *w,
+			 bool object, struct nrs_wal_stats *ws)
+{
+	struct oldest old = { UINT64_MAX, object };
+	uint64_t below, floor;
+
+	nrs_wal_stats(w, ws);
+	below = nrs_mat_reclaim_bound(ws);
+	floor = svc->wal_floor(svc->ctx, w);
+	if (floor < below)
+		below = floor;
+	nrs_streams_each(svc->streams, oldest_seg, &old);
+	return old.below < below ? old.below : below;
+}
+
+/* MZ5, MZ8 */
 void nrs_walgc_reclaim(struct nrs_walgc *g)
 {
 	const struct nrs_services *svc = g->svc;
 	struct nrs_wal_stats ws;
-	struct oldest old = { UINT64_MAX, g->object };
-	uint64_t below, floor, bytes = 0;
+	uint64_t below, bytes = 0, keep;
 	int n;
 
-	nrs_wal_stats(g->wal, &ws);
-	below = nrs_mat_reclaim_bound(&ws);
-	floor = svc->wal_floor(svc->ctx, g->wal);
-	if (floor < below)
-		below = floor;
-	nrs_streams_each(svc->streams, oldest_seg, &old);
-	if (old.below < below)
-		below = old.below;
+	below = nrs_walgc_bound(svc, g->wal, g->object, &ws);
+	keep = svc->wal_keep ? svc->wal_keep(svc->ctx, g->wal) : UINT64_MAX;
+	if (keep < below)					/* MZ8 */
+		below = keep;
 
 	pthread_mutex_lock(&g->lock);
 	/* nothing but the current segment; or nothing new since last time

@@ -37,6 +37,11 @@ void nrs_walgc_reclaim(struct nrs_walgc *g);
 /* MZ7: seal the current segment if it holds records and none is live. */
 void nrs_walgc_seal_dead(struct nrs_walgc *g);
 
+/* MZ5: the first segment of WAL w (object: svc->owal) a reclaim may not
+ * delete: what the pipeline and every stream of its profile still need,
+ * and the current segment; *ws gets w's stats (read first). */
+uint64_t nrs_walgc_bound(const struct nrs_services *svc, struct nrs_wal *w,
+			 bool object, struct nrs_wal_stats *ws);
 /* MZ5: every segment a reclaim after stats ws may delete is numbered
  * below this (walgc.c). */
 uint64_t nrs_mat_reclaim_bound(const struct nrs_wal_stats *ws);

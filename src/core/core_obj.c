@@ -30,12 +30,21 @@
 #include "bg/lifecycle.h"
 #include "bg/materializer.h"
 #include "bg/services.h"
+#include "bg/walgc.h"
 #include "commit/pipeline.h"
 #include "core/core_priv.h"
 #include "obj/bcache.h"
 #include "obj/objstore.h"
 #include "util/log.h"
 #include "wal/wal.h"
+
+/* The object WAL wrote bytes: the checkpoints' bytes trigger. */
+static void owal_stored(void *ctx, uint64_t bytes)
+{
+	struct nrs_core *c = ctx;
+
+	nrs_ckpt_wal_bytes(c->ckpt, bytes);
+}
 
 /* The object WAL of object-wal streams, on the same store (its state in
  * DATA/owal, wal_object_scan.c OW6). */
@@ -49,6 +58,8 @@ static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
 		.linger_ms = o->owal_linger_set ? o->owal_linger_ms :
 			     NRS_WAL_OBJECT_LINGER_MS,
 		.metrics = &c->metrics,
+		.stored = owal_stored,
+		.stored_ctx = c,
 	};
 	char path[4096];
 
@@ -146,14 +157,26 @@ static int svc_wal_seal(void *ctx, struct nrs_wal *w, uint64_t seg,
 }
 
 /*
- * The object-WAL position the metadata covers (checkpoint.h): until the
- * object WAL exists nothing of it is, which is what 0 says.  The object
- * WAL fills this in: every record below the answer is in c->meta.
+ * The object-WAL position the metadata covers (checkpoint.h, KC1): MZ5's
+ * bound of the object WAL now -- every record below it is materialized,
+ * trimmed or unlinked, and the generations that replaced them are in
+ * c->meta, which the snapshot that follows copies.  A recovery from the
+ * checkpoint scans the object WAL from there (walgc.c MZ8).
  */
 static uint64_t svc_ckpt_covered(void *ctx)
 {
-	(void)ctx;
-	return 0;
+	struct nrs_core *c = ctx;
+	struct nrs_wal_stats ws;
+
+	return c->owal ? nrs_walgc_bound(&c->svc, c->owal, true, &ws) : 0;
+}
+
+/* MZ8: the object WAL keeps what the last checkpoint does not cover. */
+static uint64_t svc_wal_keep(void *ctx, struct nrs_wal *w)
+{
+	struct nrs_core *c = ctx;
+
+	return w == c->owal ? nrs_ckpt_covered(c->ckpt) : UINT64_MAX;
 }
 
 /* An -o value of checkpoint_*: 0 the default, UINT64_MAX off (0). */
@@ -195,6 +218,7 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 		.drain = svc_drain,
 		.wal_floor = svc_wal_floor,
 		.wal_seal = svc_wal_seal,
+		.wal_keep = svc_wal_keep,
 	};
 	return nrs_mat_start(&c->svc, &mo, &c->mat) ?:
 	       nrs_lc_start(&c->svc, o->gc_grace_ms, &c->lc) ?:

@@ -331,6 +331,10 @@ struct nrs_wal_object_opts {
 	bool (*may_ack)(void *ctx);
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;	/* may be NULL */
+	/* Called (under the WAL's lock: it must not call the WAL) with the
+	 * size of each object proven stored; NULL: none. */
+	void (*stored)(void *ctx, uint64_t bytes);
+	void *stored_ctx;
 	/*
 	 * For offline checkers: no worker starts, nothing is written (the
 	 * state file neither), write(), sync(), cut() and reclaim() fail

@@ -734,6 +734,8 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->may_ack_ctx = o->may_ack_ctx;
 	w->metrics = o->metrics;
 	w->read_only = o->read_only;
+	w->stored = o->stored;
+	w->stored_ctx = o->stored_ctx;
 	w->damage = o->damage;
 	w->damage_ctx = o->damage_ctx;
 	pthread_mutex_init(&w->lock, NULL);

@@ -106,6 +106,8 @@ struct wal_object {
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;
 	bool read_only;
+	void (*stored)(void *ctx, uint64_t bytes);
+	void *stored_ctx;
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
 

@@ -188,6 +188,8 @@ static void settle(struct wal_object *w, struct ow_obj *o, enum ow_state to)
 		if (ow_hdr_decode(o->buf, &h) == 0)
 			pend_recorded(w, &h);
 		w->cached_bytes += o->size;
+		if (w->stored)
+			w->stored(w->stored_ctx, o->size);
 		if (w->metrics) {
 			nrs_count(&w->metrics->owal_objects, 1);
 			nrs_count(&w->metrics->owal_bytes, o->size);

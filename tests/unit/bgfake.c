@@ -188,6 +188,14 @@ static void up_drain(void *ctx)
 	pthread_mutex_unlock(&f->mu);
 }
 
+static uint64_t up_wal_keep(void *ctx, struct nrs_wal *w)
+{
+	struct bgfake *f = ctx;
+
+	(void)w;
+	return atomic_load(&f->keep);
+}
+
 static uint64_t up_wal_floor(void *ctx, struct nrs_wal *w)
 {
 	struct bgfake *f = ctx;
@@ -244,6 +252,7 @@ void bg_open(struct bgfake *f, const char *name, bool with_wal)
 	nrs_streams_init(&f->t);
 	pthread_mutex_init(&f->mu, NULL);
 	atomic_init(&f->floor, UINT64_MAX);
+	atomic_init(&f->keep, UINT64_MAX);
 	f->next_lsn = 1;
 	f->reader = (struct nrs_reader){ .wal = f->wal };
 	f->svc = (struct nrs_services){
@@ -251,6 +260,7 @@ void bg_open(struct bgfake *f, const char *name, bool with_wal)
 		.reader = &f->reader, .streams = &f->t, .metrics = &f->metrics,
 		.ctx = f, .trim = up_trim, .poke = up_poke, .drain = up_drain,
 		.wal_floor = up_wal_floor, .wal_seal = up_wal_seal,
+		.wal_keep = up_wal_keep,
 	};
 }
 

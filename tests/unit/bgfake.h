@@ -81,6 +81,7 @@ struct bgfake {
 	unsigned int dels_at_first_drain;	/* store DELETEs before it */
 	uint64_t segs_at_drain;		/* WAL segments at the last drain */
 	atomic_uint_fast64_t floor;	/* what wal_floor answers */
+	atomic_uint_fast64_t keep;	/* what wal_keep answers (MZ8) */
 	int seal_err;			/* what wal_seal answers when < 0 */
 	/* the trim upcall also pokes this lifecycle (as the core does) */
 	void (*on_trim)(void *ctx, uint64_t stream_id);

@@ -508,6 +508,10 @@ static void test_walgc_reclaim(void **state)
 	nrs_walgc_reclaim(&g);
 	assert_int_equal(segments(&f), 2);
 	atomic_store(&f.floor, UINT64_MAX);
+	atomic_store(&f.keep, 1);		/* MZ8: no checkpoint covers 1 */
+	nrs_walgc_reclaim(&g);
+	assert_int_equal(segments(&f), 2);
+	atomic_store(&f.keep, UINT64_MAX);
 	f.drains = 0;
 	nrs_walgc_reclaim(&g);
 	assert_int_equal(segments(&f), 1);	/* 1 went, 2 is current */
