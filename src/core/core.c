@@ -750,6 +750,11 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	}
 	choose_reserve(c, o);		/* WA5 */
 	wo.reserve = c->wal_reserve;
+	err = nrs_core_store_open(c, o);
+	if (!err && o->recover)
+		err = nrs_core_recover_bucket(c, o);	/* RB1, RB2 */
+	if (err)
+		goto out_free;
 	snprintf(path, sizeof(path), "%s/meta.db", o->data_dir);
 	err = nrs_meta_open(path, &c->meta);
 	if (err) {
@@ -781,6 +786,8 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		.data_dir = c->data_dir,
 	};
 	err = nrs_recover(&rec, &next_lsn);
+	if (!err)
+		err = nrs_core_recover_report(c);	/* RB3 */
 	if (err)
 		goto out_free;
 	/* One pipeline per WAL (pipeline.c PL7): a batch that waits for

@@ -56,6 +56,8 @@ struct nrs_core_opts {
 	uint64_t gc_grace_ms;		/* lifecycle.c G2; 0: default */
 	uint64_t compact_size;		/* compaction.c CP1; 0: default,
 					 * UINT64_MAX: off */
+	bool recover;			/* rebuild from the bucket
+					 * (core_recover.c) */
 	const char *objects_dir;	/* the embedded store's directory;
 					 * NULL: DATA/objects */
 	/* the object WAL (wal.h nrs_wal_object_opts; 0: defaults) */

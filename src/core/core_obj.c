@@ -68,13 +68,8 @@ static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	return nrs_wal_object_open(&wo, &c->owal);
 }
 
-int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
+int nrs_core_store_open(struct nrs_core *c, const struct nrs_core_opts *o)
 {
-	struct nrs_bcache_opts bo = {
-		.mem_bytes = o->cache_size,
-		.disk_dir = o->disk_cache,
-		.disk_bytes = o->disk_cache_size,
-	};
 	int err;
 
 	if (o->s3_url) {
@@ -96,8 +91,18 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 			nrs_err("cannot open object directory %s: %s", path,
 				strerror(-err));
 	}
-	if (err)
-		return err;
+	return err;
+}
+
+int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
+{
+	struct nrs_bcache_opts bo = {
+		.mem_bytes = o->cache_size,
+		.disk_dir = o->disk_cache,
+		.disk_bytes = o->disk_cache_size,
+	};
+	int err;
+
 	err = nrs_bcache_open(&bo, c->store, &c->bcache);
 	if (err) {
 		nrs_err("cannot set up the block cache: %s", strerror(-err));

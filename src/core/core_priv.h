@@ -46,6 +46,7 @@ struct nrs_core {
 	struct nrs_wal *owal;		/* the object WAL (core_obj.c) */
 	struct nrs_pipeline *opipe;	/* its pipeline; NULL: none */
 	_Atomic uint64_t lsn;		/* both pipelines' LSNs (PL7) */
+	bool recovering;		/* -o recover under way (RB1) */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
@@ -129,10 +130,17 @@ int nrs_core_render(struct nrs_core *c, uint64_t ino, char **buf, size_t *len);
 void nrs_virtual_stat(uint64_t ino, struct stat *out);
 bool nrs_is_virtual(uint64_t ino);
 
-/* core_obj.c: the object store, the block cache and the reader; then,
- * once the pipeline runs, the materializer.  Close undoes both. */
+/* core_obj.c: the object store (first: recover reads it); the block
+ * cache, the object WAL and the reader; then, once the pipeline runs, the
+ * background services.  Close undoes the last. */
+int nrs_core_store_open(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o);
 void nrs_core_obj_close(struct nrs_core *c);
+
+/* core_recover.c: -o recover (RB1, RB2) before the metadata store opens;
+ * the report and the end of it (RB3) after the start-up recovery. */
+int nrs_core_recover_bucket(struct nrs_core *c, const struct nrs_core_opts *o);
+int nrs_core_recover_report(struct nrs_core *c);
 
 #endif

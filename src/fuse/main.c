@@ -79,6 +79,7 @@ struct options {
 	char *s3, *s3_credentials, *s3_ca, *disk_cache, *objects;
 	char *s3_region, *s3_style, *s3_signature;
 	char *log_level;
+	int recover;
 };
 
 #define OPT(t, f) { t, offsetof(struct options, f), 1 }
@@ -101,6 +102,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("object_wal_inflight=%s", num[NO_OWAL_INFLIGHT]),
 	OPT("object_wal_timeout_ms=%s", num[NO_OWAL_TIMEOUT]),
 	OPT("objects=%s", objects),
+	{ "recover", offsetof(struct options, recover), 1 },
 	OPT("checkpoint_ms=%s", num[NO_CKPT_MS]),
 	OPT("checkpoint_bytes=%s", num[NO_CKPT_BYTES]),
 	OPT("s3=%s", s3),
@@ -127,6 +129,9 @@ static void usage(const char *prog)
 	       "                             fail ENOSPC (default 4 GiB, 0: no limit)\n"
 	       "    -o s3=URL                objects go to http[s]://HOST[:PORT]/BUCKET\n"
 	       "                             (default: the directory DIR/objects)\n"
+	       "    -o recover               rebuild an empty data directory from the\n"
+	       "                             object store: the last checkpoint, then\n"
+	       "                             the object WAL (README, Profiles)\n"
 	       "    -o objects=DIR           the embedded store's directory (default\n"
 	       "                             DATA/objects): another disk, a shared mount\n"
 	       "    -o s3_credentials=FILE   0600 file with AWS_ACCESS_KEY_ID= and\n"
@@ -417,6 +422,7 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	co.objects_dir = o.objects;
+	co.recover = o.recover != 0;
 	if (o.objects && (o.objects[0] != '/' || o.s3)) {
 		fprintf(stderr, "nereusfs: objects must be an absolute path,"
 			" and names the embedded store (not with s3=): '%s'\n",

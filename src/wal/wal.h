@@ -349,6 +349,14 @@ struct nrs_wal_object_opts {
  * user.nereus.index and nereusfs-fsck.  NRS_OBJKEY_MAX (objstore.h) bytes. */
 void nrs_wal_object_key(char *key, uint64_t seg);
 
+/*
+ * For a recovery from the bucket: make dir (created) the state of an object
+ * WAL whose objects below floor are gone, which never ran here (its scan
+ * then finds the runs from floor's on, wal_object.c OW11).  -EEXIST if dir
+ * holds a state already.  0 or -errno.
+ */
+int nrs_wal_object_state_init(const char *dir, uint64_t floor);
+
 #define NRS_WAL_OBJECT_FLUSH_BYTES	(512u << 10)
 #define NRS_WAL_OBJECT_LINGER_MS	5
 

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "obj/objfmt.h"
@@ -356,4 +357,19 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 	pthread_mutex_unlock(&w->lock);
 	free(ab);
 	return err;
+}
+
+int nrs_wal_object_state_init(const char *dir, uint64_t floor)
+{
+	char path[4096];
+
+	if (snprintf(path, sizeof(path), "%s/state", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (access(path, F_OK) == 0)
+		return -EEXIST;
+	/* last run: floor's; run 1 when nothing was covered */
+	return ow_state_write(path, dir, floor,
+			      ow_run_of(floor) ? ow_run_of(floor) : 1);
 }
