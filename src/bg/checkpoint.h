@@ -103,6 +103,13 @@ void nrs_ckpt_wal_bytes(struct nrs_ckpt *k, uint64_t n);
  * record it needs.
  */
 uint64_t nrs_ckpt_covered(struct nrs_ckpt *k);
+/*
+ * KC3: return once a checkpoint whose snapshot began after the call is
+ * proven stored (or a snapshot after it found the database as the last
+ * one holds it), at most timeout_ms (-ETIMEDOUT; -ESHUTDOWN when
+ * stopping).  Calls at once share one checkpoint.  NULL ok (0).
+ */
+int nrs_ckpt_sync(struct nrs_ckpt *k, uint64_t timeout_ms);
 /* Ask for a checkpoint now (as the triggers do).  NULL ok. */
 void nrs_ckpt_kick(struct nrs_ckpt *k);
 

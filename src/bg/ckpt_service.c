@@ -23,6 +23,12 @@
  *      key (KP1), with a backoff, before anything else: no new checkpoint
  *      is taken while one waits for proof.  Quarantine (KP2) moves to the
  *      next seq, with the same snapshot under a new header.
+ *  KC3 Sync (nrs_ckpt_sync): a change that must reach the store before
+ *      its call returns takes a ticket and kicks the service; a snapshot
+ *      answers every ticket taken before it began, once its checkpoint
+ *      is proven -- or at once, if the database is what the last proven
+ *      checkpoint holds.  So concurrent changes share one checkpoint, and
+ *      none is answered by a snapshot that may predate it.
  */
 #include "config.h"
 
@@ -32,6 +38,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bg/checkpoint.h"
 #include "bg/services.h"
@@ -63,6 +70,9 @@ struct nrs_ckpt {
 	pthread_cond_t cond;
 	bool stopping;		/* protected by lock */
 	bool kicked;		/* protected by lock */
+	/* KC3, protected by lock: syncs asked for, the count a snapshot
+	 * began after, the count a proven checkpoint answers */
+	uint64_t want, taking, done;
 	atomic_uint_fast64_t wal_bytes;	/* since the last checkpoint */
 	atomic_uint_fast64_t covered;	/* of the last proven one (MZ8) */
 
@@ -82,7 +92,18 @@ struct nrs_ckpt {
 	unsigned char sha[NRS_SHA256_LEN], md5[NRS_MD5_LEN];
 	uint64_t lock_ns, t0;
 	unsigned int attempt;
+	uint64_t hdr_taking;	/* KC3: the syncs its snapshot answers */
 };
+
+/* KC3: the syncs counted up to n are answered. */
+static void answer(struct nrs_ckpt *k, uint64_t n)
+{
+	pthread_mutex_lock(&k->lock);
+	if (n > k->done)
+		k->done = n;
+	pthread_cond_broadcast(&k->cond);
+	pthread_mutex_unlock(&k->lock);
+}
 
 static bool nap(struct nrs_ckpt *k, uint64_t ms)
 {
@@ -228,6 +249,7 @@ static int take(struct nrs_ckpt *k)
 
 	pthread_mutex_lock(&k->lock);
 	k->kicked = false;
+	k->taking = k->want;			/* KC3: before the snapshot */
 	pthread_mutex_unlock(&k->lock);
 	atomic_store(&k->wal_bytes, 0);
 	k->last_start = k->t0 = nrs_now_mono_ns();
@@ -244,8 +266,10 @@ static int take(struct nrs_ckpt *k)
 	    epoch == k->last_epoch && memcmp(sha, k->last_sha, sizeof(sha)) == 0) {
 		nrs_count(&k->svc->metrics->ckpt_skipped, 1);
 		free(db);
+		answer(k, k->taking);	/* KC3: the last one holds it all */
 		return 0;
 	}
+	k->hdr_taking = k->taking;
 	memcpy(k->last_sha, sha, sizeof(sha));
 	k->last_covered = covered;
 	k->last_epoch = epoch;
@@ -276,6 +300,7 @@ static void proven(struct nrs_ckpt *k)
 		k->ptr_seq = p.seq;
 	k->have_last = true;
 	atomic_store(&k->covered, k->hdr.covered);	/* MZ8 */
+	answer(k, k->hdr_taking);			/* KC3 */
 	remember(k, k->hdr.seq, 0);
 	mark_old(k, nrs_now_real_ns());
 	nrs_count(&m->ckpt_taken, 1);
@@ -435,4 +460,37 @@ void nrs_ckpt_wal_bytes(struct nrs_ckpt *k, uint64_t n)
 uint64_t nrs_ckpt_covered(struct nrs_ckpt *k)
 {
 	return k ? atomic_load(&k->covered) : UINT64_MAX;
+}
+
+int nrs_ckpt_sync(struct nrs_ckpt *k, uint64_t timeout_ms)
+{
+	struct timespec ts;
+	uint64_t ticket;
+	int err = 0;
+
+	if (!k)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(timeout_ms / 1000);
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&k->lock);
+	ticket = ++k->want;
+	k->kicked = true;
+	pthread_cond_broadcast(&k->cond);
+	while (k->done < ticket && !k->stopping && !err)
+		err = -pthread_cond_timedwait(&k->cond, &k->lock, &ts);
+	if (k->done >= ticket)
+		err = 0;
+	else if (!err)
+		err = -ESHUTDOWN;
+	pthread_mutex_unlock(&k->lock);
+	if (err)
+		nrs_warn("checkpoint: a change under an object-wal directory is"
+			 " not in the store after %" PRIu64 " ms: %s",
+			 timeout_ms, strerror(-err));
+	return err;
 }

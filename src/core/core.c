@@ -400,7 +400,9 @@ int nrs_core_create(struct nrs_core *c, uint64_t parent, const char *name,
 	}
 	/* K1: a new file keeps the set-id bits its creator gave it */
 	atomic_store(&st->privs, nrs_mode_killpriv(a.mode) != a.mode);
-	err = open_stream(c, st, a.ino, flags & ~O_TRUNC, h);
+	err = nrs_core_bucket_sync(c, parent, 0);		/* NS1 */
+	if (!err)
+		err = open_stream(c, st, a.ino, flags & ~O_TRUNC, h);
 	if (err) {
 		nrs_stream_put(st);
 		return err;
@@ -727,6 +729,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	pthread_rwlock_init(&c->gate, &ga);
 	pthread_rwlockattr_destroy(&ga);
 	c->started_ns = nrs_now_real_ns();
+	c->owal_timeout_ms = o->owal_timeout_ms ? o->owal_timeout_ms : 30000;
 	c->data_dir = strdup(o->data_dir);
 	if (!c->data_dir) {
 		err = -ENOMEM;

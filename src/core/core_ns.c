@@ -63,7 +63,7 @@ int nrs_core_mkdir(struct nrs_core *c, uint64_t parent, const char *name,
 	if (err)
 		return err;
 	nrs_attr_to_stat(c, &a, out);
-	return 0;
+	return nrs_core_bucket_sync(c, parent, 0);		/* NS1 */
 }
 
 int nrs_core_unlink(struct nrs_core *c, uint64_t parent, const char *name)
@@ -79,14 +79,15 @@ int nrs_core_unlink(struct nrs_core *c, uint64_t parent, const char *name)
 	if (err)
 		return err;
 	nrs_core_stream_unlinked(c, &a);
-	return 0;
+	return nrs_core_bucket_sync(c, parent, 0);		/* NS1 */
 }
 
 int nrs_core_rmdir(struct nrs_core *c, uint64_t parent, const char *name)
 {
 	if (is_ctl(parent, name) || nrs_is_virtual(parent))
 		return -EPERM;
-	return nrs_meta_rmdir(c->meta, parent, name, nrs_now_real_ns());
+	return nrs_meta_rmdir(c->meta, parent, name, nrs_now_real_ns()) ?:
+	       nrs_core_bucket_sync(c, parent, 0);		/* NS1 */
 }
 
 int nrs_core_rename(struct nrs_core *c, uint64_t parent, const char *name,
@@ -101,6 +102,8 @@ int nrs_core_rename(struct nrs_core *c, uint64_t parent, const char *name,
 		return -EPERM;
 	err = nrs_meta_rename(c->meta, parent, name, newparent, newname, flags,
 			      nrs_now_real_ns(), &replaced);
+	if (!err)
+		err = nrs_core_bucket_sync(c, parent, newparent);	/* NS1 */
 	if (err || !replaced)
 		return err;
 	/* The replaced stream lost its name: as unlink. */
@@ -149,6 +152,8 @@ int nrs_core_setattr(struct nrs_core *c, uint64_t ino, const struct stat *in,
 			nrs_core_privs_set(c, &cur);
 		if (mask & NRS_SET_MODE)
 			pthread_mutex_unlock(&c->admin);
+		if (!err)
+			err = nrs_core_bucket_sync(c, ino, 0);	/* NS1 */
 		if (err)
 			return err;
 	}

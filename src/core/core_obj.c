@@ -17,6 +17,17 @@
  * objects in the same store, bucket or directory, under owal/; -o
  * objects=DIR puts the embedded store on another disk or a shared mount.
  *
+ *  NS1 A namespace or xattr change under an object-wal directory (the
+ *      inode's effective profile, or either side of a rename) returns
+ *      only once a checkpoint that holds it is proven stored
+ *      (nrs_core_bucket_sync, checkpoint.h KC3), within
+ *      object_wal_timeout_ms, else fails (ETIMEDOUT): the bucket holds
+ *      the namespace, xattrs and epochs a recovery brings back, with the
+ *      same proof as the appends.  The change itself is made: a failed
+ *      call may or may not have taken effect, as a failed write (I3).
+ *      Its cost is one snapshot and PUT of the metadata per change (or
+ *      per group of changes at once).
+ *
  * The services get c->svc (bg/services.h), never the core itself: its
  * upcalls are here, and the one "drain the readers" barrier (svc_drain)
  * is the only place outside reader.c that takes the read gate.
@@ -32,6 +43,7 @@
 #include "bg/services.h"
 #include "bg/walgc.h"
 #include "commit/pipeline.h"
+#include "meta/meta.h"
 #include "core/core_priv.h"
 #include "obj/bcache.h"
 #include "obj/objstore.h"
@@ -238,4 +250,35 @@ void nrs_core_obj_close(struct nrs_core *c)
 	c->lc = NULL;
 	nrs_mat_stop(c->mat);
 	c->mat = NULL;
+}
+
+/*
+ * The effective profile of ino: its own, else the nearest directory's
+ * above it (as a stream created there inherits it).  0 on any error.
+ */
+static int effective_profile(struct nrs_core *c, uint64_t ino)
+{
+	for (int depth = 0; ino && depth < 256; depth++) {
+		struct nrs_attr a;
+		int p;
+
+		if (nrs_meta_get_profile(c->meta, ino, &p) != 0)
+			return 0;
+		if (p != NRS_PROFILE_UNSET)
+			return p;
+		if (ino == NRS_ROOT_INO || nrs_meta_getattr(c->meta, ino, &a))
+			return 0;
+		ino = a.parent;
+	}
+	return 0;
+}
+
+int nrs_core_bucket_sync(struct nrs_core *c, uint64_t ino, uint64_t ino2)
+{
+	if (!c->ckpt || !c->owal)
+		return 0;
+	if (effective_profile(c, ino) != NRS_PROFILE_OBJECT_WAL &&
+	    (!ino2 || effective_profile(c, ino2) != NRS_PROFILE_OBJECT_WAL))
+		return 0;
+	return nrs_ckpt_sync(c->ckpt, c->owal_timeout_ms);	/* NS1 */
 }

@@ -47,6 +47,7 @@ struct nrs_core {
 	struct nrs_pipeline *opipe;	/* its pipeline; NULL: none */
 	_Atomic uint64_t lsn;		/* both pipelines' LSNs (PL7) */
 	bool recovering;		/* -o recover under way (RB1) */
+	uint64_t owal_timeout_ms;	/* NS1 */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
@@ -142,5 +143,8 @@ void nrs_core_obj_close(struct nrs_core *c);
  * the report and the end of it (RB3) after the start-up recovery. */
 int nrs_core_recover_bucket(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_recover_report(struct nrs_core *c);
+/* core_obj.c NS1: the change of ino (and ino2, 0: none) is in the bucket,
+ * if either is under an object-wal directory. */
+int nrs_core_bucket_sync(struct nrs_core *c, uint64_t ino, uint64_t ino2);
 
 #endif

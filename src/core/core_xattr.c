@@ -320,7 +320,9 @@ int nrs_core_setxattr(struct nrs_core *c, uint64_t ino, const char *name,
 	if (err)
 		return err;
 	if (id == NRS_XA_NONE)
-		return nrs_meta_xattr_set(c->meta, ino, name, value, size, flags);
+		return nrs_meta_xattr_set(c->meta, ino, name, value, size,
+					  flags) ?:
+		       nrs_core_bucket_sync(c, ino, 0);		/* NS1 */
 	if (id == NRS_XA_UNKNOWN && nrs_xattr_parse_index_page(name, NULL) == 0)
 		return -EPERM;		/* read-only, as user.nereus.index */
 	if (id == NRS_XA_UNKNOWN) {
@@ -330,7 +332,7 @@ int nrs_core_setxattr(struct nrs_core *c, uint64_t ino, const char *name,
 	pthread_mutex_lock(&c->admin);
 	err = set_nereus(c, &a, id, value, size, flags);
 	pthread_mutex_unlock(&c->admin);
-	return err;
+	return err ?: nrs_core_bucket_sync(c, ino, 0);		/* NS1 */
 }
 
 int nrs_core_removexattr(struct nrs_core *c, uint64_t ino, const char *name)
@@ -343,7 +345,8 @@ int nrs_core_removexattr(struct nrs_core *c, uint64_t ino, const char *name)
 		return -ENODATA;
 	if (id != NRS_XA_NONE)
 		return -EPERM;	/* the user.nereus. names are the daemon's */
-	return nrs_meta_xattr_remove(c->meta, ino, name);
+	return nrs_meta_xattr_remove(c->meta, ino, name) ?:
+	       nrs_core_bucket_sync(c, ino, 0);			/* NS1 */
 }
 
 ssize_t nrs_core_listxattr(struct nrs_core *c, uint64_t ino, char *buf,

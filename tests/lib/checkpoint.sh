@@ -69,7 +69,7 @@ test_expect_success 'a restore into an empty data directory holds the namespace 
 	mkdir -m 700 "$TRASH/r" &&
 	nrs-ckpt restore "$CKPT_STORE" "$TRASH/r" >"$TRASH/show" &&
 	cat "$TRASH/show" &&
-	grep -q "^seq $seq covered 0 epoch 0 db_bytes " "$TRASH/show" &&
+	grep -q "^seq $seq covered [0-9]* epoch 0 db_bytes " "$TRASH/show" &&
 	ns_dump "$DATA/meta.db" >"$TRASH/ns.live" &&
 	ns_dump "$TRASH/r/meta.db" >"$TRASH/ns.restored" &&
 	test -s "$TRASH/ns.live" &&

@@ -10,11 +10,11 @@
 # object-wal streams and a local-wal one; kill -9 and the data directory
 # deleted; -o recover on a new data directory brings back every
 # acknowledged object-wal append byte-exact and in order, the namespace
-# and xattrs, and the local-wal stream readable up to what was
-# materialized, with the rest said in the log; recover refuses a data
-# directory that holds a database, and a recovery killed midway converges
-# when run again.  (Namespace changes after the last checkpoint are not
-# in the bucket yet: README, Profiles.)
+# and xattrs -- also those changed under the object-wal directory while
+# the appends ran, after the last periodic checkpoint (NS1) -- and the
+# local-wal stream readable up to what was materialized, with the rest
+# said in the log; recover refuses a data directory that holds a
+# database, and a recovery killed midway converges when run again.
 
 . "$nrs_lib/objlib.sh"
 
@@ -50,7 +50,13 @@ test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' 
 		"$K/orders/p0" "$K/orders/p1" >"$TRASH/app" 2>&1 &&
 	app=$NRS_LAST_BG &&
 	nrs_wait_for 20 test -s "$acks" &&
-	sleep 1.5 &&
+	# changes under the object-wal directory while appends run: each
+	# returns once a checkpoint holding it is stored (core_obj.c NS1)
+	mkdir "$K/late" &&
+	printf "late" >>"$K/late/s" &&
+	setfattr -n user.adapter.checkpoint -v "offset=99" "$K/orders/p1" &&
+	mv "$K/orders/sub" "$K/orders/sub2" &&
+	sleep 1 &&
 	nrs_kill9 &&
 	{ nrs_wait $app 30; arc=$?; } &&
 	test "$arc" = 3 &&
@@ -84,8 +90,11 @@ test_expect_success 'recover: every acknowledged object-wal append, the namespac
 	test "$(nrs_xattr "$K/orders/p0" user.adapter.checkpoint)" = "offset=42" &&
 	test "$(nrs_xattr "$K" user.note)" = kafka &&
 	test "$(nrs_xattr "$K/orders/p0" user.nereus.profile)" = object-wal &&
-	test -e "$K/orders/sub/renamed" && ! test -e "$K/orders/old" &&
+	test -e "$K/orders/sub2/renamed" && ! test -e "$K/orders/old" &&
+	! test -e "$K/orders/sub" &&
 	test "$(stat -c %a "$K/orders/p1")" = 640 &&
+	test "$(cat "$K/late/s")" = late &&
+	test "$(nrs_xattr "$K/orders/p1" user.adapter.checkpoint)" = "offset=99" &&
 	grep -q "recover: done" "$LOG"
 '
 
