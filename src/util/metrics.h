@@ -18,7 +18,7 @@
  * name (NULL: none), and the requests it sent again; filled by the store
  * (objstore.h nrs_objstore_s3_errors), all 0 for a store without classes.
  */
-#define NRS_S3_CLASSES	16
+#define NRS_S3_CLASSES	18
 struct nrs_objstore_errors {
 	uint64_t by_class[NRS_S3_CLASSES];
 	const char *name[NRS_S3_CLASSES];
