@@ -491,6 +491,8 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 		return -EBADF;
 	if (len > NRS_MAX_WRITE)
 		return -EFBIG;
+	if (nrs_core_is_fenced(c))
+		return -ESTALE;	/* core_owner.c CW2 */
 	/* K1: before the append is ordered; one branch when nothing is set */
 	if (!privileged && atomic_load_explicit(&h->st->privs,
 						memory_order_relaxed)) {

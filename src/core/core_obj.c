@@ -12,6 +12,10 @@
  * mount; a store that is down at mount only delays materialization
  * (appends go on from the WAL, up to its budget).
  *
+ * The bucket's owner record is claimed as soon as the store is open
+ * (core_owner.c); the services get the store that stops writing once the
+ * mount is fenced.
+ *
  * The services get c->svc (bg/services.h), never the core itself: its
  * upcalls are here, and the one "drain the readers" barrier (svc_drain)
  * is the only place outside reader.c that takes the read gate.
@@ -55,6 +59,9 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 			nrs_err("cannot open object directory %s: %s", path,
 				strerror(-err));
 	}
+	if (err)
+		return err;
+	err = nrs_core_owner_open(c, o);	/* core_owner.c CW1 */
 	if (err)
 		return err;
 	err = nrs_bcache_open(&bo, c->store, &c->bcache);
@@ -116,7 +123,7 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 
 	c->svc = (struct nrs_services){
 		.meta = c->meta,
-		.store = c->store,
+		.store = c->owned_store,	/* CW2: no writes once fenced */
 		.bcache = c->bcache,
 		.wal = c->wal,
 		.reader = &c->reader,
@@ -139,4 +146,5 @@ void nrs_core_obj_close(struct nrs_core *c)
 	c->lc = NULL;
 	nrs_mat_stop(c->mat);
 	c->mat = NULL;
+	nrs_core_owner_close(c);
 }

@@ -30,6 +30,7 @@ struct nrs_bcache;
 struct nrs_lc;
 struct nrs_mat;
 struct nrs_objstore;
+struct nrs_owner;
 struct nrs_pipeline;
 struct nrs_wal;
 
@@ -43,6 +44,9 @@ struct nrs_core {
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
 	struct nrs_lc *lc;		/* retention and GC thread */
+	struct nrs_owner *owner;	/* the bucket's owner record */
+	struct nrs_objstore *owned_store;	/* store, refusing writes once
+						 * fenced: what mat and lc get */
 	struct nrs_services svc;	/* what mat and lc get (core_obj.c) */
 	pthread_rwlock_t gate;		/* reads vs reclamation (reader.h) */
 	struct nrs_reader reader;
@@ -124,5 +128,10 @@ bool nrs_is_virtual(uint64_t ino);
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o);
 void nrs_core_obj_close(struct nrs_core *c);
+
+/* core_owner.c: the bucket's owner (CW1 at mount; -EBUSY, -EUCLEAN refuse
+ * it); close stops the renewals. */
+int nrs_core_owner_open(struct nrs_core *c, const struct nrs_core_opts *o);
+void nrs_core_owner_close(struct nrs_core *c);
 
 #endif

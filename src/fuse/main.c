@@ -29,6 +29,7 @@
 
 #include "core/core.h"
 #include "fuse/fuse_front.h"
+#include "owner/owner.h"
 #include "util/failpoint.h"
 #include "util/log.h"
 #include "util/parse.h"
@@ -44,7 +45,7 @@
 enum num_opt {
 	NO_SEGMENT_SIZE, NO_RESERVE, NO_BUDGET, NO_CACHE, NO_DISK_CACHE,
 	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_GC_GRACE,
-	NO_COMPACT, NO_COMMIT_LEAD, NO_COUNT
+	NO_COMPACT, NO_COMMIT_LEAD, NO_OWNER_LEASE, NO_COUNT
 };
 
 static const struct {
@@ -63,6 +64,8 @@ static const struct {
 	[NO_GC_GRACE] = { "gc_grace_ms", 1, UINT64_MAX / 1000000 },
 	[NO_COMPACT] = { "compact_size", 0, UINT32_MAX },
 	[NO_COMMIT_LEAD] = { "commit_lead", 0, 1 },
+	[NO_OWNER_LEASE] = { "owner_lease_ms", NRS_OWNER_LEASE_MIN_MS,
+			     NRS_OWNER_LEASE_MAX_MS },
 };
 
 struct options {
@@ -71,6 +74,7 @@ struct options {
 	char *s3, *s3_credentials, *s3_ca, *disk_cache;
 	char *s3_region, *s3_style, *s3_signature;
 	char *log_level;
+	int recover;
 };
 
 #define OPT(t, f) { t, offsetof(struct options, f), 1 }
@@ -88,6 +92,8 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("gc_grace_ms=%s", num[NO_GC_GRACE]),
 	OPT("compact_size=%s", num[NO_COMPACT]),
 	OPT("commit_lead=%s", num[NO_COMMIT_LEAD]),
+	OPT("owner_lease_ms=%s", num[NO_OWNER_LEASE]),
+	OPT("recover", recover),
 	OPT("s3=%s", s3),
 	OPT("s3_credentials=%s", s3_credentials),
 	OPT("s3_ca=%s", s3_ca),
@@ -133,6 +139,10 @@ static void usage(const char *prog)
 	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
 	       "    -o commit_lead=0|1       an append to an idle pipeline is committed\n"
 	       "                             by the thread that received it (default 1)\n"
+	       "    -o owner_lease_ms=N      the bucket owner's lease (default 15000,\n"
+	       "                             30 to 60000)\n"
+	       "    -o recover               take the bucket over from another daemon\n"
+	       "                             that owns it\n"
 	       "    -o log=LEVEL             error, warning, info (default), debug\n\n",
 	       prog, "/var/lib/nereusfs, or ~/.local/share/nereusfs if not root");
 	fuse_cmdline_help();
@@ -268,7 +278,9 @@ static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 	      parse_num(o, NO_MAT_THREADS, &threads) ?:
 	      parse_num(o, NO_GC_GRACE, &co->gc_grace_ms) ?:
 	      parse_num(o, NO_COMPACT, &co->compact_size) ?:
-	      parse_num(o, NO_COMMIT_LEAD, &lead);
+	      parse_num(o, NO_COMMIT_LEAD, &lead) ?:
+	      parse_num(o, NO_OWNER_LEASE, &co->owner_lease_ms);
+	co->recover = o->recover != 0;
 	co->mat_threads = (unsigned int)threads;
 	co->no_commit_lead = lead == 0;
 	if (err || !o->num[NO_COMPACT])

@@ -23,6 +23,8 @@
 
 struct owner_store {
 	struct nrs_objstore base;
+	struct nrs_objstore_ops ops;	/* owner_store_ops, with wants_md5
+					 * of inner */
 	struct nrs_objstore *inner;	/* borrowed */
 	struct nrs_owner *owner;	/* borrowed */
 };
@@ -89,20 +91,9 @@ static void os_close(struct nrs_objstore *s)
 	free(os_of(s));
 }
 
+/* The inner store's wants_md5 is set in each instance's copy. */
 static const struct nrs_objstore_ops owner_store_ops = {
 	.name = "owned",
-	.wants_md5 = true,	/* replaced by the inner store's at wrap */
-	.put = os_put,
-	.put_cond = os_put_cond,
-	.head = os_head,
-	.get = os_get,
-	.del = os_del,
-	.close = os_close,
-};
-
-static const struct nrs_objstore_ops owner_store_nomd5_ops = {
-	.name = "owned",
-	.wants_md5 = false,
 	.put = os_put,
 	.put_cond = os_put_cond,
 	.head = os_head,
@@ -121,8 +112,9 @@ int nrs_owner_store_wrap(struct nrs_objstore *inner, struct nrs_owner *owner,
 	o = calloc(1, sizeof(*o));
 	if (!o)
 		return -ENOMEM;
-	o->base.ops = nrs_obj_wants_md5(inner) ? &owner_store_ops
-					       : &owner_store_nomd5_ops;
+	o->ops = owner_store_ops;
+	o->ops.wants_md5 = nrs_obj_wants_md5(inner);
+	o->base.ops = &o->ops;
 	o->inner = inner;
 	o->owner = owner;
 	*out = &o->base;

@@ -93,6 +93,10 @@ struct nrs_metrics_gauges {
 	struct nrs_objstore_errors store_errors;	/* S3 only */
 	int wal_broken;
 	int pipeline_failed;
+	/* the bucket's owner record (owner.h): state 0 unclaimed, 1 owned,
+	 * 2 fenced; mode 0 unknown, 1 cas, 2 lease */
+	int owner_state, owner_mode;
+	uint64_t owner_epoch, owner_renewals, owner_renew_failures;
 };
 
 void nrs_metrics_init(struct nrs_metrics *m);

@@ -17,5 +17,8 @@ obj_file () {
 }
 
 obj_files () {
-	find "$DATA/objects" -path "$DATA/objects/.tmp" -prune -o -type f -print 2>/dev/null
+	# dot-names (.tmp, .lock) are the store's own; "owner" is the owner
+	# record (owner/owner.c), no stream's object
+	find "$DATA/objects" -name '.*' -prune -o -type f \
+		! -path "$DATA/objects/owner" -print 2>/dev/null
 }

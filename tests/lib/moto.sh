@@ -61,7 +61,8 @@ obj_file () {
 }
 
 obj_files () {
-	obj_sync && find "$VIEW" -type f
+	# not the owner record (owner/owner.c), no stream's object
+	obj_sync && find "$VIEW" -type f ! -path "$VIEW/owner"
 }
 
 obj_write_back () {

@@ -86,5 +86,7 @@ obj_file () {
 }
 
 obj_files () {
-	find "$S3DIR/data/$NRS_S3_BUCKET" -type f -name '*._S3rver_object' 2>/dev/null
+	# not the owner record (owner/owner.c), no stream's object
+	find "$S3DIR/data/$NRS_S3_BUCKET" -type f -name '*._S3rver_object' \
+		! -path "$S3DIR/data/$NRS_S3_BUCKET/owner._S3rver_object" 2>/dev/null
 }
