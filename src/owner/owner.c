@@ -130,9 +130,11 @@ struct bucket_owner {
 	uint64_t lease_ms, margin_ms;
 	const struct nrs_owner_clock *clk;
 	pthread_mutex_t lock;	/* one claim or renewal at a time; protects
-				 * mode, epoch, etag, count */
-	enum nrs_owner_mode mode;
-	uint64_t epoch;
+				 * etag, count, and the writes of mode and
+				 * epoch (status reads those two without it:
+				 * a claim can hold the lock for leases) */
+	atomic_int mode;	/* enum nrs_owner_mode */
+	atomic_uint_fast64_t epoch;
 	char etag[NRS_ETAG_MAX];	/* CAS: of our last write */
 	uint32_t count;
 	atomic_int state;		/* enum nrs_owner_state */
@@ -364,7 +366,7 @@ static int probe(struct bucket_owner *b)
 		return rc;
 	b->mode = rc ? NRS_OWNER_CAS : NRS_OWNER_LEASE;
 	nrs_info("owner record: %s mode (lease %" PRIu64 " ms)",
-		 nrs_owner_mode_name(b->mode), b->lease_ms);
+		 nrs_owner_mode_name((enum nrs_owner_mode)b->mode), b->lease_ms);
 	return 0;
 }
 
@@ -405,7 +407,7 @@ static int claim_cas(struct bucket_owner *b, bool recover)
 		if (takeover) {
 			nrs_warn("owner record: taken over (epoch %" PRIu64
 				 "); waiting %" PRIu64 " ms for the old owner "
-				 "to stop (OW4)", b->epoch,
+				 "to stop (OW4)", (uint64_t)b->epoch,
 				 b->lease_ms + b->margin_ms);
 			wait_out(b, t0);	/* OW4 */
 			t0 = mono(b);
@@ -493,7 +495,7 @@ static int claim_lease(struct bucket_owner *b, bool recover)
 		if (took && moved) {	/* it lives: OW4 */
 			nrs_warn("owner record: taken over from a live owner "
 				 "(epoch %" PRIu64 "); waiting %" PRIu64 " ms "
-				 "for it to stop (OW4)", b->epoch,
+				 "for it to stop (OW4)", (uint64_t)b->epoch,
 				 b->lease_ms + b->margin_ms);
 			wait_out(b, tw);
 			t0 = mono(b);
@@ -525,7 +527,8 @@ static int bo_claim(struct nrs_owner *o, bool recover)
 	if (rc == 0)
 		nrs_info("owner record: this data directory owns the bucket "
 			 "(%s mode, epoch %" PRIu64 ", lease %" PRIu64 " ms)",
-			 nrs_owner_mode_name(b->mode), b->epoch, b->lease_ms);
+			 nrs_owner_mode_name((enum nrs_owner_mode)b->mode),
+			 (uint64_t)b->epoch, b->lease_ms);
 	return rc;
 }
 
@@ -589,10 +592,8 @@ static void bo_status(struct nrs_owner *o, struct nrs_owner_status *out)
 	uint64_t now = mono(b);
 
 	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&b->lock);
-	out->mode = b->mode;
-	out->epoch = b->epoch;
-	pthread_mutex_unlock(&b->lock);
+	out->mode = (enum nrs_owner_mode)atomic_load(&b->mode);
+	out->epoch = atomic_load(&b->epoch);
 	out->state = (enum nrs_owner_state)atomic_load(&b->state);
 	out->lease_ms = b->lease_ms;
 	out->renewals = atomic_load(&b->renewals);
@@ -706,7 +707,8 @@ int nrs_owner_bucket_open(const struct nrs_owner_opts *o,
 	b->lease_ms = o->lease_ms ? o->lease_ms : NRS_OWNER_LEASE_DEFAULT_MS;
 	b->margin_ms = b->lease_ms / 5;	/* OW3 */
 	b->clk = o->clock ? o->clock : &real_clock;
-	b->mode = o->mode;
+	atomic_init(&b->mode, (int)o->mode);
+	atomic_init(&b->epoch, 0);
 	atomic_init(&b->state, NRS_OWNER_UNCLAIMED);
 	atomic_init(&b->ack_until_ns, 0);
 	atomic_init(&b->last_renew_ns, -1);
@@ -718,6 +720,12 @@ int nrs_owner_bucket_open(const struct nrs_owner_opts *o,
 	pthread_condattr_destroy(&ca);
 	*out = &b->base;
 	return 0;
+}
+
+bool nrs_owner_key_is_ours(const char *key)
+{
+	return strcmp(key, REC_KEY) == 0 ||
+	       strncmp(key, "owner-probe/", 12) == 0;
 }
 
 const char *nrs_owner_mode_name(enum nrs_owner_mode m)

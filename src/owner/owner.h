@@ -145,6 +145,10 @@ static inline void nrs_owner_close(struct nrs_owner *o)
 		o->ops->close(o);
 }
 
+/* Is key one of the owner layer's ("owner", "owner-probe/...": owner.c,
+ * objstore.h OC2), not a stream's object? */
+bool nrs_owner_key_is_ours(const char *key);
+
 const char *nrs_owner_mode_name(enum nrs_owner_mode m);
 const char *nrs_owner_state_name(enum nrs_owner_state s);
 

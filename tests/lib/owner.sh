@@ -13,7 +13,8 @@ MNT2=$TRASH/mnt2
 DATA2=$TRASH/data2
 LOG2=$TRASH/log2
 mkdir -p "$MNT2" "$TRASH/mnt3"
-# the objects A's materializer would write wait 4 s (long after the fence)
+# A's materializer would write "three" 4 s after it was appended, right
+# before the takeover: after the fence (keys_before), before keys_after
 OWNER_OPTS="owner_lease_ms=$OWNER_LEASE_MS,materialize_age_ms=4000,materialize_bytes=1048576$OBJ_OPTS"
 nrs_at_exit "[ -f '$TRASH/b.pid' ] && kill -9 \$(cat '$TRASH/b.pid'); fusermount3 -u -z '$MNT2' 2>/dev/null"
 
@@ -97,7 +98,6 @@ test_expect_success 'a second daemon on a fresh data directory is refused' '
 
 test_expect_success 'with recover it takes over; A is fenced: appends ESTALE, no PUT or DELETE' '
 	printf three >>"$MNT/s" &&
-	keys_before=$(bucket_keys) &&
 	b_mount -o "$OWNER_OPTS,recover" &&
 	test "$(owner_field "$MNT2" state)" = owned &&
 	test "$(owner_field "$MNT2" epoch)" = 2 &&
@@ -109,6 +109,7 @@ test_expect_success 'with recover it takes over; A is fenced: appends ESTALE, no
 	grep -q "^nereus_owner_state 2$" "$MNT/.nereus/metrics" &&
 	grep -q "fenced" "$LOG" &&
 	! printf y 2>/dev/null >>"$MNT/s" &&
+	keys_before=$(bucket_keys) &&
 	sleep 5 &&
 	keys_after=$(bucket_keys) &&
 	test "$keys_before" = "$keys_after"

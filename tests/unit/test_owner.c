@@ -371,6 +371,11 @@ static void test_owner_id(void **state)
 	fputs("not an id\n", fp);
 	fclose(fp);
 	assert_int_equal(nrs_owner_id_load(f->root, id2, &was), -EUCLEAN);
+	/* the keys of the owner layer, not streams' (fsck skips them) */
+	assert_true(nrs_owner_key_is_ours("owner"));
+	assert_true(nrs_owner_key_is_ours("owner-probe/0123456789abcdef"));
+	assert_false(nrs_owner_key_is_ours("owners"));
+	assert_false(nrs_owner_key_is_ours("s/0000000000000001/x"));
 }
 
 int main(void)
