@@ -2,28 +2,8 @@
  * owner.c - the owner record of a bucket (owner.h; DESIGN.md I8): the one
  * implementation of struct nrs_owner_ops today, kept in the bucket itself.
  *
- * THE RECORD: key "owner" (one of the only two keys ever rewritten; every
- * other key holds one set of bytes forever, DESIGN.md 6).  64 bytes,
- * integers little-endian (le.h):
- *
- *     0   u8   magic[8]     "NRSOWNR1"
- *     8   u32  version      1
- *    12   u32  length       64
- *    16   u8   owner[16]    the owner id, 128 random bits made at the data
- *                           directory's first mount (owner_id.c)
- *    32   u64  epoch        1 at the first claim of the bucket, + 1 at
- *                           every takeover; never lowered
- *    40   u64  lease_ms     the owner's lease (what a successor waits out)
- *    48   i64  renewed_ms   wall-clock ms of the write (for operators only:
- *                           no decision reads it)
- *    56   u32  count        writes of this record by this owner and epoch
- *                           (so every renewal changes the bytes)
- *    60   u32  crc          CRC32C of bytes 0..59
- *
- * A record whose magic, version, length or CRC is wrong is no record
- * (-EUCLEAN): claim refuses it unless recover, which overwrites it with
- * epoch 1 more than nothing (1).  "Ours" means the owner id and the epoch
- * are the ones this daemon claimed.
+ * THE RECORD (key "owner", 64 bytes, an owner id and an epoch) is
+ * described at the top of owner_rec.c, which reads and writes it.
  *
  * TWO MODES, chosen by the store's probe (objstore.h OC2):
  *
@@ -97,58 +77,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "obj/objfmt.h"
 #include "obj/objstore.h"
 #include "owner/owner.h"
+#include "owner/owner_priv.h"
 #include "util/clock.h"
-#include "util/crc32c.h"
-#include "util/le.h"
 #include "util/log.h"
 
-#define REC_KEY		"owner"
-#define REC_LEN		64
-#define REC_VERSION	1
-#define REC_CRC_OFF	60
 #define CLAIM_TRIES	8	/* a record that keeps moving under a claim */
-
-static const unsigned char rec_magic[8] = "NRSOWNR1";	/* no NUL */
-
-_Static_assert(REC_CRC_OFF + 4 == REC_LEN, "the CRC ends the record");
-
-struct rec {
-	unsigned char owner[16];
-	uint64_t epoch, lease_ms;
-	int64_t renewed_ms;
-	uint32_t count;
-};
-
-struct bucket_owner {
-	struct nrs_owner base;
-	struct nrs_objstore *store;
-	char id[NRS_OWNER_ID_LEN + 1];
-	unsigned char idbin[16];
-	uint64_t lease_ms, margin_ms;
-	const struct nrs_owner_clock *clk;
-	pthread_mutex_t lock;	/* one claim or renewal at a time; protects
-				 * etag, count, and the writes of mode and
-				 * epoch (status reads those two without it:
-				 * a claim can hold the lock for leases) */
-	atomic_int mode;	/* enum nrs_owner_mode */
-	atomic_uint_fast64_t epoch;
-	char etag[NRS_ETAG_MAX];	/* CAS: of our last write */
-	uint32_t count;
-	atomic_int state;		/* enum nrs_owner_state */
-	atomic_uint_fast64_t ack_until_ns;	/* OW3; 0: none */
-	atomic_int_fast64_t last_renew_ns;	/* -1: none */
-	atomic_uint_fast64_t renewals, failures;
-	/* the renew thread */
-	pthread_t thread;
-	bool running;
-	bool recover;
-	pthread_mutex_t tlock;
-	pthread_cond_t tcond;	/* with tlock: stop */
-	bool stop;		/* protected by tlock */
-};
 
 static struct bucket_owner *bo_of(struct nrs_owner *o)
 {
@@ -204,95 +139,6 @@ static bool nap(struct bucket_owner *b, uint64_t ms)
 	return !stop;
 }
 
-/* ---- the record ---------------------------------------------------------- */
-
-static void rec_encode(unsigned char out[REC_LEN], const struct rec *r)
-{
-	memset(out, 0, REC_LEN);
-	memcpy(out, rec_magic, sizeof(rec_magic));
-	nrs_le32_put(out + 8, REC_VERSION);
-	nrs_le32_put(out + 12, REC_LEN);
-	memcpy(out + 16, r->owner, 16);
-	nrs_le64_put(out + 32, r->epoch);
-	nrs_le64_put(out + 40, r->lease_ms);
-	nrs_le64_put(out + 48, (uint64_t)r->renewed_ms);
-	nrs_le32_put(out + 56, r->count);
-	nrs_le32_put(out + REC_CRC_OFF, nrs_crc32c(0, out, REC_CRC_OFF));
-}
-
-static int rec_decode(const unsigned char *in, size_t len, struct rec *r)
-{
-	if (len != REC_LEN || memcmp(in, rec_magic, sizeof(rec_magic)) != 0 ||
-	    nrs_le32_get(in + REC_CRC_OFF) != nrs_crc32c(0, in, REC_CRC_OFF) ||
-	    nrs_le32_get(in + 8) != REC_VERSION ||
-	    nrs_le32_get(in + 12) != REC_LEN)
-		return -EUCLEAN;
-	memcpy(r->owner, in + 16, 16);
-	r->epoch = nrs_le64_get(in + 32);
-	r->lease_ms = nrs_le64_get(in + 40);
-	r->renewed_ms = (int64_t)nrs_le64_get(in + 48);
-	r->count = nrs_le32_get(in + 56);
-	return 0;
-}
-
-/* The record now, and (CAS) its etag.  -ENOENT: none; -EUCLEAN: bytes
- * that are no record; else the store's errno. */
-static int rec_read(struct bucket_owner *b, struct rec *r,
-		    char etag[NRS_ETAG_MAX])
-{
-	unsigned char buf[REC_LEN + 1];
-	struct nrs_obj_meta m;
-	ssize_t n;
-	int rc = nrs_obj_head(b->store, REC_KEY, &m);
-
-	if (rc < 0)
-		return rc;
-	n = nrs_obj_get(b->store, REC_KEY, 0, buf, sizeof(buf));
-	if (n < 0)
-		return (int)n;
-	if (etag)
-		memcpy(etag, m.etag, NRS_ETAG_MAX);
-	return rec_decode(buf, (size_t)n, r);
-}
-
-static bool rec_same(const struct rec *a, const struct rec *b)
-{
-	return memcmp(a->owner, b->owner, 16) == 0 && a->epoch == b->epoch &&
-	       a->count == b->count && a->renewed_ms == b->renewed_ms;
-}
-
-static bool rec_is_ours(const struct bucket_owner *b, const struct rec *r)
-{
-	return memcmp(r->owner, b->idbin, 16) == 0 && r->epoch == b->epoch;
-}
-
-/* Write our record (epoch b->epoch): CAS with the condition given
- * (if_match NULL: absent), lease with a plain put. */
-static int rec_write(struct bucket_owner *b, bool cond, const char *if_match)
-{
-	unsigned char buf[REC_LEN], sha[NRS_SHA256_LEN], md5[NRS_MD5_LEN];
-	struct rec r = {
-		.epoch = b->epoch, .lease_ms = b->lease_ms,
-		.renewed_ms = b->clk->wall_ms(b->clk->ctx),
-		.count = ++b->count,
-	};
-	char etag[NRS_ETAG_MAX];
-	int rc;
-
-	memcpy(r.owner, b->idbin, 16);
-	rec_encode(buf, &r);
-	rc = nrs_objfmt_digest(buf, REC_LEN, sha, md5);
-	if (rc < 0)
-		return rc;
-	if (!cond)
-		return nrs_obj_put(b->store, REC_KEY, buf, REC_LEN, md5, sha);
-	rc = nrs_obj_put_cond(b->store, REC_KEY, buf, REC_LEN, md5, sha,
-			      if_match, etag);
-	if (rc == 0)
-		memcpy(b->etag, etag, NRS_ETAG_MAX);
-	return rc;
-}
-
 /* ---- states --------------------------------------------------------------- */
 
 static void set_state(struct bucket_owner *b, enum nrs_owner_state to)
@@ -328,7 +174,7 @@ static void fence(struct bucket_owner *b, const char *why)
 	atomic_store(&b->ack_until_ns, 0);
 }
 
-static void log_other(const struct bucket_owner *b, const struct rec *r)
+static void log_other(const struct bucket_owner *b, const struct owner_rec *r)
 {
 	char hex[33];
 
@@ -374,15 +220,15 @@ static int claim_cas(struct bucket_owner *b, bool recover)
 {
 	for (int i = 0; i < CLAIM_TRIES; i++) {
 		char etag[NRS_ETAG_MAX];
-		struct rec r;
+		struct owner_rec r;
 		uint64_t t0 = mono(b);
-		int rc = rec_read(b, &r, etag);
+		int rc = nrs_owrec_read(b, &r, etag);
 		bool takeover = false;
 
 		if (rc == -ENOENT) {
 			b->epoch = 1;
 			b->count = 0;
-			rc = rec_write(b, true, NULL);
+			rc = nrs_owrec_write(b, true, NULL);
 		} else if (rc == -EUCLEAN || (rc == 0 &&
 			   memcmp(r.owner, b->idbin, 16) != 0)) {
 			if (rc == 0)
@@ -394,11 +240,11 @@ static int claim_cas(struct bucket_owner *b, bool recover)
 			b->epoch = (rc == 0 ? r.epoch : 0) + 1;
 			b->count = 0;
 			takeover = true;
-			rc = etag[0] ? rec_write(b, true, etag) : -EIO;
+			rc = etag[0] ? nrs_owrec_write(b, true, etag) : -EIO;
 		} else if (rc == 0) {	/* ours: go on with its epoch */
 			b->epoch = r.epoch;
 			b->count = r.count;
-			rc = rec_write(b, true, etag);
+			rc = nrs_owrec_write(b, true, etag);
 		}
 		if (rc == -EEXIST || rc == -ESTALE || rc == -ENOENT)
 			continue;	/* it moved under us: read it again */
@@ -419,21 +265,21 @@ static int claim_cas(struct bucket_owner *b, bool recover)
 }
 
 /* OW5: the record, watched for lease + margin; *moved if it changed. */
-static int watch(struct bucket_owner *b, const struct rec *first, bool *moved)
+static int watch(struct bucket_owner *b, const struct owner_rec *first, bool *moved)
 {
 	uint64_t until = mono(b) + (b->lease_ms + b->margin_ms) * 1000000;
 
 	*moved = false;
 	while (mono(b) < until) {
-		struct rec r;
+		struct owner_rec r;
 		int rc;
 
 		if (!nap(b, b->lease_ms / 3))
 			return -EINTR;
-		rc = rec_read(b, &r, NULL);
+		rc = nrs_owrec_read(b, &r, NULL);
 		if (rc < 0 && rc != -ENOENT && rc != -EUCLEAN)
 			return rc;
-		if (rc != 0 || !rec_same(&r, first))
+		if (rc != 0 || !nrs_owrec_same(&r, first))
 			*moved = true;
 	}
 	return 0;
@@ -444,15 +290,15 @@ static int claim_lease(struct bucket_owner *b, bool recover)
 	uint64_t settle = b->lease_ms / 2;
 
 	for (int i = 0; i < CLAIM_TRIES; i++) {
-		struct rec r;
+		struct owner_rec r;
 		uint64_t t0 = mono(b), tw;
 		bool moved = false, took = false;
-		int rc = rec_read(b, &r, NULL);
+		int rc = nrs_owrec_read(b, &r, NULL);
 
 		if (rc == 0 && memcmp(r.owner, b->idbin, 16) == 0) {
 			b->epoch = r.epoch;	/* ours: go on */
 			b->count = r.count;
-			rc = rec_write(b, false, NULL);
+			rc = nrs_owrec_write(b, false, NULL);
 			if (rc == 0)
 				renewed(b, t0);
 			return rc;
@@ -481,15 +327,15 @@ static int claim_lease(struct bucket_owner *b, bool recover)
 		}
 		b->count = 0;
 		tw = mono(b);
-		rc = rec_write(b, false, NULL);
+		rc = nrs_owrec_write(b, false, NULL);
 		if (rc < 0)
 			return rc;
 		if (!nap(b, settle))
 			return -EINTR;
-		rc = rec_read(b, &r, NULL);
+		rc = nrs_owrec_read(b, &r, NULL);
 		if (rc < 0 && rc != -ENOENT && rc != -EUCLEAN)
 			return rc;
-		if (rc != 0 || !rec_is_ours(b, &r))
+		if (rc != 0 || !nrs_owrec_is_ours(b, &r))
 			continue;	/* overwritten: again (OW5) */
 		t0 = tw;	/* OW3: from the write that made it ours */
 		if (took && moved) {	/* it lives: OW4 */
@@ -499,10 +345,10 @@ static int claim_lease(struct bucket_owner *b, bool recover)
 				 b->lease_ms + b->margin_ms);
 			wait_out(b, tw);
 			t0 = mono(b);
-			rc = rec_read(b, &r, NULL);
+			rc = nrs_owrec_read(b, &r, NULL);
 			if (rc < 0 && rc != -ENOENT && rc != -EUCLEAN)
 				return rc;
-			if (rc != 0 || !rec_is_ours(b, &r))
+			if (rc != 0 || !nrs_owrec_is_ours(b, &r))
 				continue;
 		}
 		renewed(b, t0);
@@ -538,7 +384,7 @@ static int bo_renew(struct nrs_owner *o)
 {
 	struct bucket_owner *b = bo_of(o);
 	uint64_t t0;
-	struct rec r;
+	struct owner_rec r;
 	int rc;
 
 	if (atomic_load(&b->state) == NRS_OWNER_FENCED)
@@ -548,20 +394,20 @@ static int bo_renew(struct nrs_owner *o)
 	pthread_mutex_lock(&b->lock);
 	t0 = mono(b);
 	if (b->mode == NRS_OWNER_CAS) {
-		rc = rec_write(b, true, b->etag);
+		rc = nrs_owrec_write(b, true, b->etag);
 		if (rc == -ESTALE || rc == -ENOENT) {	/* OW2 */
 			fence(b, rc == -ESTALE ? "the owner record changed"
 					       : "the owner record is gone");
 			rc = -ESTALE;
 		}
 	} else {
-		rc = rec_read(b, &r, NULL);
+		rc = nrs_owrec_read(b, &r, NULL);
 		if (rc == -ENOENT || rc == -EUCLEAN ||
-		    (rc == 0 && !rec_is_ours(b, &r))) {	/* OW2 */
+		    (rc == 0 && !nrs_owrec_is_ours(b, &r))) {	/* OW2 */
 			fence(b, "the owner record is not ours");
 			rc = -ESTALE;
 		} else if (rc == 0) {
-			rc = rec_write(b, false, NULL);
+			rc = nrs_owrec_write(b, false, NULL);
 		}
 	}
 	pthread_mutex_unlock(&b->lock);
