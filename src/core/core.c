@@ -528,6 +528,8 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 		return -EBADF;
 	if (len > NRS_MAX_WRITE)
 		return -EFBIG;
+	if (nrs_core_is_fenced(c))
+		return -ESTALE;	/* core_owner.c CW2 */
 	/* K1: before the append is ordered; one branch when nothing is set */
 	if (!privileged && atomic_load_explicit(&h->st->privs,
 						memory_order_relaxed)) {
@@ -870,6 +872,7 @@ static int core_free(struct nrs_core *c, bool sync)
 	if (c->bcache)
 		nrs_bcache_close(c->bcache);
 	nrs_wal_close(c->owal);		/* before the store it PUTs to */
+	nrs_core_owner_close(c);	/* the fencing store, then its store */
 	nrs_obj_close(c->store);
 	if (sync && c->wal)
 		err = nrs_wal_sync_all(c->wal);		/* U1 */

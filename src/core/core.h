@@ -56,8 +56,6 @@ struct nrs_core_opts {
 	uint64_t gc_grace_ms;		/* lifecycle.c G2; 0: default */
 	uint64_t compact_size;		/* compaction.c CP1; 0: default,
 					 * UINT64_MAX: off */
-	bool recover;			/* rebuild from the bucket
-					 * (core_recover.c) */
 	const char *objects_dir;	/* the embedded store's directory;
 					 * NULL: DATA/objects */
 	/* the object WAL (wal.h nrs_wal_object_opts; 0: defaults) */
@@ -66,6 +64,12 @@ struct nrs_core_opts {
 	bool owal_linger_set;		/* owal_linger_ms given (0 allowed) */
 	/* metadata checkpoints (bg/checkpoint.h): 0 default, UINT64_MAX off */
 	uint64_t ckpt_ms, ckpt_bytes;
+	/* the owner record of the bucket (core_owner.c CW1) */
+	uint64_t owner_lease_ms;	/* 0: NRS_OWNER_LEASE_DEFAULT_MS */
+	bool recover;			/* take the bucket over if another
+					 * daemon owns it; an empty data
+					 * directory: rebuild it from the
+					 * bucket (core_recover.c) */
 };
 
 /* Invalidate cached file data of ino from byte off to the end. */
@@ -86,6 +90,15 @@ void nrs_core_free(struct nrs_core *c);
  * ok (0).
  */
 int nrs_core_close(struct nrs_core *c);
+/*
+ * The owner of the bucket (owner.h; core_owner.c), for the object WAL:
+ * nrs_owner_may_ack() before it acknowledges.  Valid until
+ * nrs_core_free; NULL before the object store is open.
+ */
+struct nrs_owner *nrs_core_owner(struct nrs_core *c);
+/* Has another daemon taken the bucket (CW2: appends fail ESTALE)? */
+bool nrs_core_is_fenced(struct nrs_core *c);
+
 /* Set before the first append (the FUSE layer's page cache invalidation). */
 void nrs_core_set_inval(struct nrs_core *c, nrs_inval_fn fn, void *ctx);
 

@@ -28,6 +28,10 @@
  *      Its cost is one snapshot and PUT of the metadata per change (or
  *      per group of changes at once).
  *
+ * The bucket's owner record is claimed as soon as the store is open
+ * (core_owner.c), before a recovery reads the bucket; the services and the
+ * object WAL get the store that stops writing once the mount is fenced.
+ *
  * The services get c->svc (bg/services.h), never the core itself: its
  * upcalls are here, and the one "drain the readers" barrier (svc_drain)
  * is the only place outside reader.c that takes the read gate.
@@ -43,10 +47,12 @@
 #include "bg/services.h"
 #include "bg/walgc.h"
 #include "commit/pipeline.h"
-#include "meta/meta.h"
 #include "core/core_priv.h"
+#include "meta/meta.h"
 #include "obj/bcache.h"
 #include "obj/objstore.h"
+#include "owner/owner.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "wal/wal.h"
 
@@ -58,12 +64,23 @@ static void owal_stored(void *ctx, uint64_t bytes)
 	nrs_ckpt_wal_bytes(c->ckpt, bytes);
 }
 
+/* OW1, I8: the object WAL acknowledges only while this mount owns the
+ * bucket (owner.c OR3). */
+static bool owal_may_ack(void *ctx)
+{
+	struct nrs_core *c = ctx;
+
+	return !c->owner || nrs_owner_may_ack(c->owner, nrs_now_mono_ns());
+}
+
 /* The object WAL of object-wal streams, on the same store (its state in
- * DATA/owal, wal_object_scan.c OW6). */
+ * DATA/owal, wal_object_scan.c OW6), through the fencing store. */
 static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
 {
 	struct nrs_wal_object_opts wo = {
-		.store = c->store,
+		.store = c->owned_store ? c->owned_store : c->store,
+		.may_ack = owal_may_ack,
+		.may_ack_ctx = c,
 		.inflight_max = o->owal_inflight,
 		.timeout_ms = o->owal_timeout_ms,
 		.flush_bytes = o->owal_bytes,
@@ -103,7 +120,9 @@ int nrs_core_store_open(struct nrs_core *c, const struct nrs_core_opts *o)
 			nrs_err("cannot open object directory %s: %s", path,
 				strerror(-err));
 	}
-	return err;
+	if (err)
+		return err;
+	return nrs_core_owner_open(c, o);	/* core_owner.c CW1 */
 }
 
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
@@ -222,7 +241,7 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 
 	c->svc = (struct nrs_services){
 		.meta = c->meta,
-		.store = c->store,
+		.store = c->owned_store,	/* CW2: no writes once fenced */
 		.bcache = c->bcache,
 		.wal = c->wal,
 		.owal = c->owal,

@@ -30,6 +30,7 @@ struct nrs_bcache;
 struct nrs_lc;
 struct nrs_mat;
 struct nrs_objstore;
+struct nrs_owner;
 struct nrs_pipeline;
 struct nrs_wal;
 
@@ -55,6 +56,9 @@ struct nrs_core {
 	struct nrs_ckpt *ckpt;		/* checkpoints (NULL: off); the object
 					 * WAL counts its bytes with
 					 * nrs_ckpt_wal_bytes(c->ckpt, n) */
+	struct nrs_owner *owner;	/* the bucket's owner record */
+	struct nrs_objstore *owned_store;	/* store, refusing writes once
+						 * fenced: what mat and lc get */
 	struct nrs_services svc;	/* what mat and lc get (core_obj.c) */
 	pthread_rwlock_t gate;		/* reads vs reclamation (reader.h) */
 	struct nrs_reader reader;
@@ -146,5 +150,9 @@ int nrs_core_recover_report(struct nrs_core *c);
 /* core_obj.c NS1: the change of ino (and ino2, 0: none) is in the bucket,
  * if either is under an object-wal directory. */
 int nrs_core_bucket_sync(struct nrs_core *c, uint64_t ino, uint64_t ino2);
+/* core_owner.c: the bucket's owner (CW1 at mount; -EBUSY, -EUCLEAN refuse
+ * it); close stops the renewals. */
+int nrs_core_owner_open(struct nrs_core *c, const struct nrs_core_opts *o);
+void nrs_core_owner_close(struct nrs_core *c);
 
 #endif

@@ -4,9 +4,11 @@
  * recovery (stream/recovery.c) runs on it.
  *
  *  RB1 Only into an empty data directory, or one a killed recovery left.
- *      recover refuses a data directory that holds a database unless the
- *      marker DATA/recovering says a recovery began there and did not
- *      finish; it writes that marker (durably) before anything else and
+ *      A data directory that holds a database, without the marker
+ *      DATA/recovering that says a recovery began there and did not
+ *      finish, keeps its own state: recover then only takes the bucket's
+ *      ownership (core_owner.c).  Else it writes that marker (durably)
+ *      before anything else and
  *      removes it only once the start-up recovery has published what it
  *      found.  So a recovery killed at any point runs again from the
  *      start of what it had not done, and converges: the checkpoint's
@@ -91,11 +93,10 @@ int nrs_core_recover_bucket(struct nrs_core *c, const struct nrs_core_opts *o)
 
 	(void)o;
 	if (exists(c->data_dir, "meta.db") && !exists(c->data_dir, MARKER)) {
-		nrs_err("recover: %s holds a database and no sign of a "
-			"recovery begun there (%s/%s): recover rebuilds an empty "
-			"data directory from the bucket; give it an empty one",
-			c->data_dir, c->data_dir, MARKER);		/* RB1 */
-		return -EEXIST;
+		nrs_info("recover: %s holds a database: it keeps its own state"
+			 " (only the bucket's ownership is taken, core_owner.c)",
+			 c->data_dir);				/* RB1 */
+		return 0;
 	}
 	err = mark(c->data_dir);
 	if (err) {

@@ -21,6 +21,7 @@
 #include "obj/bcache.h"
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
+#include "owner/owner.h"
 #include "util/clock.h"
 #include "util/metrics.h"
 #include "wal/wal.h"
@@ -84,6 +85,16 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 	nrs_meta_counts(c->meta, &g->dirs, &g->streams);
 	g->chain_steps = nrs_meta_chain_steps(c->meta);
 	g->now_ns = nrs_now_mono_ns();
+	if (c->owner) {
+		struct nrs_owner_status os;
+
+		nrs_owner_status(c->owner, &os);
+		g->owner_state = (int)os.state;
+		g->owner_mode = (int)os.mode;
+		g->owner_epoch = os.epoch;
+		g->owner_renewals = os.renewals;
+		g->owner_renew_failures = os.renew_failures;
+	}
 	nrs_streams_each(&c->streams, add_stream, g);
 	if (c->bcache) {
 		struct nrs_bcache_stats bs;
@@ -98,6 +109,22 @@ static void gauges(struct nrs_core *c, struct nrs_metrics_gauges *g,
 		nrs_objstore_s3_errors(c->store, &g->store_errors);
 		g->store_get_bytes = bs.get_bytes;
 	}
+}
+
+/* The bucket's owner record (core_owner.c). */
+static void owner_status(struct nrs_core *c, FILE *f)
+{
+	struct nrs_owner_status s;
+
+	if (!c->owner)
+		return;
+	nrs_owner_status(c->owner, &s);
+	fprintf(f, "  \"owner\": {\"mode\": \"%s\", \"state\": \"%s\", "
+		"\"epoch\": %" PRIu64 ", \"lease_ms\": %" PRIu64
+		", \"since_renew_ms\": %" PRId64 ", \"may_ack\": %s},\n",
+		nrs_owner_mode_name(s.mode), nrs_owner_state_name(s.state),
+		s.epoch, s.lease_ms, s.since_renew_ms,
+		s.may_ack ? "true" : "false");
 }
 
 /* WA5: the data directory's space against the WAL's reserve, now, and
@@ -194,6 +221,7 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 		(uint64_t)nrs_counter(&m->obj_retries), g.mat_lag_bytes,
 		g.mat_lag_ms / 1000,
 		(uint64_t)nrs_counter(&m->wal_reclaimed_bytes));
+	owner_status(c, f);
 	fprintf(f, "  \"lifecycle\": {\"retention_trims\": %" PRIu64
 		", \"compactions\": %" PRIu64 ", \"gc_draining_bytes\": %" PRIu64
 		", \"gc_deleted_objects\": %" PRIu64 ", \"gc_deleted_bytes\": %"

@@ -17,6 +17,7 @@
 #include "fsck/fsck.h"
 #include "fsck/fsck_priv.h"
 #include "obj/objfmt.h"
+#include "owner/owner.h"
 #include "stream/recovery.h"
 #include "util/parse.h"
 
@@ -386,6 +387,8 @@ static int check_file(void *ctx, const struct nrs_objfile *of)
 	 * keeping rules are bg/ckptfmt.c's and checkpoint.c's (KP7) */
 	if (of->is_reg && strncmp(of->name, "ckpt/", 5) == 0)
 		return 0;
+	if (of->is_reg && nrs_owner_key_is_ours(of->name))
+		return 0;	/* the owner record or a probe: no stream's */
 	ms_str(ms, age, sizeof(age));
 	if (ms < f->gc_grace_ms) {
 		nrs_fsck_say(f, NRS_FSCK_PENDING, "F26 objects/%s: no row of the"

@@ -29,6 +29,7 @@
 
 #include "core/core.h"
 #include "fuse/fuse_front.h"
+#include "owner/owner.h"
 #include "util/failpoint.h"
 #include "util/log.h"
 #include "util/parse.h"
@@ -45,7 +46,8 @@ enum num_opt {
 	NO_SEGMENT_SIZE, NO_RESERVE, NO_BUDGET, NO_CACHE, NO_DISK_CACHE,
 	NO_MAT_BYTES, NO_MAT_AGE, NO_OBJECT_SIZE, NO_MAT_THREADS, NO_GC_GRACE,
 	NO_COMPACT, NO_COMMIT_LEAD, NO_OWAL_BYTES, NO_OWAL_LINGER,
-	NO_OWAL_INFLIGHT, NO_OWAL_TIMEOUT, NO_CKPT_MS, NO_CKPT_BYTES, NO_COUNT
+	NO_OWAL_INFLIGHT, NO_OWAL_TIMEOUT, NO_CKPT_MS, NO_CKPT_BYTES,
+	NO_OWNER_LEASE, NO_COUNT
 };
 
 static const struct {
@@ -71,6 +73,8 @@ static const struct {
 			      UINT64_MAX / 1000000 },
 	[NO_CKPT_MS] = { "checkpoint_ms", 0, UINT64_MAX / 1000000 },
 	[NO_CKPT_BYTES] = { "checkpoint_bytes", 0, UINT64_MAX },
+	[NO_OWNER_LEASE] = { "owner_lease_ms", NRS_OWNER_LEASE_MIN_MS,
+			     NRS_OWNER_LEASE_MAX_MS },
 };
 
 struct options {
@@ -102,9 +106,10 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("object_wal_inflight=%s", num[NO_OWAL_INFLIGHT]),
 	OPT("object_wal_timeout_ms=%s", num[NO_OWAL_TIMEOUT]),
 	OPT("objects=%s", objects),
-	{ "recover", offsetof(struct options, recover), 1 },
 	OPT("checkpoint_ms=%s", num[NO_CKPT_MS]),
 	OPT("checkpoint_bytes=%s", num[NO_CKPT_BYTES]),
+	OPT("owner_lease_ms=%s", num[NO_OWNER_LEASE]),
+	OPT("recover", recover),
 	OPT("s3=%s", s3),
 	OPT("s3_credentials=%s", s3_credentials),
 	OPT("s3_ca=%s", s3_ca),
@@ -129,8 +134,9 @@ static void usage(const char *prog)
 	       "                             fail ENOSPC (default 4 GiB, 0: no limit)\n"
 	       "    -o s3=URL                objects go to http[s]://HOST[:PORT]/BUCKET\n"
 	       "                             (default: the directory DIR/objects)\n"
-	       "    -o recover               rebuild an empty data directory from the\n"
-	       "                             object store: the last checkpoint, then\n"
+	       "    -o recover               take the bucket over from another daemon\n"
+	       "                             that owns it; an empty data directory is\n"
+	       "                             rebuilt from it: the last checkpoint, then\n"
 	       "                             the object WAL (README, Profiles)\n"
 	       "    -o objects=DIR           the embedded store's directory (default\n"
 	       "                             DATA/objects): another disk, a shared mount\n"
@@ -165,6 +171,8 @@ static void usage(const char *prog)
 	       "    -o object_wal_inflight=N WAL objects PUT at once (default 8)\n"
 	       "    -o object_wal_timeout_ms=N an object-wal append not proven stored\n"
 	       "                             after N ms fails ETIMEDOUT (30000)\n"
+	       "    -o owner_lease_ms=N      the bucket owner's lease (default 15000,\n"
+	       "                             30 to 60000)\n"
 	       "    -o log=LEVEL             error, warning, info (default), debug\n\n",
 	       prog, "/var/lib/nereusfs, or ~/.local/share/nereusfs if not root");
 	fuse_cmdline_help();
@@ -306,7 +314,9 @@ static int parse_nums(const struct options *o, struct nrs_core_opts *co)
 	      parse_num(o, NO_OWAL_INFLIGHT, &inflight) ?:
 	      parse_num(o, NO_OWAL_TIMEOUT, &co->owal_timeout_ms) ?:
 	      parse_num(o, NO_CKPT_MS, &co->ckpt_ms) ?:
-	      parse_num(o, NO_CKPT_BYTES, &co->ckpt_bytes);
+	      parse_num(o, NO_CKPT_BYTES, &co->ckpt_bytes) ?:
+	      parse_num(o, NO_OWNER_LEASE, &co->owner_lease_ms);
+	co->recover = o->recover != 0;
 	co->mat_threads = (unsigned int)threads;
 	co->owal_inflight = (unsigned int)inflight;
 	co->owal_linger_set = o->num[NO_OWAL_LINGER] != NULL;
@@ -422,7 +432,6 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	co.objects_dir = o.objects;
-	co.recover = o.recover != 0;
 	if (o.objects && (o.objects[0] != '/' || o.s3)) {
 		fprintf(stderr, "nereusfs: objects must be an absolute path,"
 			" and names the embedded store (not with s3=): '%s'\n",

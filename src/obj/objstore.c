@@ -5,14 +5,25 @@
  * escaping in a URL path or a file name, and no component starting with
  * '.', which leaves ".tmp" and every other dot-name of the embedded store's
  * directory out of the key space (objstore_dir.c).
+ *
+ * And the probe of conditional writes (OC2, objstore.h): a store that
+ * ignores If-None-Match (s3rver) answers 200 to both puts of the probe,
+ * one that keeps it 412 to the second.  The key is random so that two
+ * daemons probing one bucket at once never see each other's probe; the
+ * bytes name the process, for whoever finds a probe a crash left behind.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
+#include "obj/objfmt.h"
 #include "obj/objstore.h"
+#include "util/log.h"
 
 static bool key_char_ok(char c)
 {
@@ -59,4 +70,52 @@ enum nrs_put_verdict nrs_put_decide(int head_err, const struct nrs_obj_meta *got
 	    memcmp(got->sha256, sha256, NRS_SHA256_LEN) == 0)
 		return NRS_PUT_PROVEN;
 	return NRS_PUT_QUARANTINE;
+}
+
+int nrs_obj_cond_supported(struct nrs_objstore *s)
+{
+	unsigned char rnd[8], sha[NRS_SHA256_LEN], md5[NRS_MD5_LEN];
+	char key[NRS_OBJKEY_MAX], body[64], etag[NRS_ETAG_MAX];
+	int n, rc, rc2;
+
+	if (!s->ops->put_cond)
+		return 0;
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -errno;
+	n = snprintf(key, sizeof(key), "owner-probe/");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		n += snprintf(key + n, sizeof(key) - (size_t)n, "%02x", rnd[i]);
+	n = snprintf(body, sizeof(body), "nereusfs probe pid %ld\n",
+		     (long)getpid());
+	rc = nrs_objfmt_digest(body, (size_t)n, sha, md5);
+	if (rc < 0)
+		return rc;
+	rc = nrs_obj_put_cond(s, key, body, (size_t)n, md5, sha, NULL, etag);
+	if (rc == -EOPNOTSUPP)
+		return 0;	/* a path without conditions (S3 V2) */
+	if (rc < 0) {
+		nrs_warn("%s store: probe of conditional writes: put %s: %s",
+			 s->ops->name, key, strerror(-rc));
+		return rc == -EEXIST ? -EIO : rc;
+	}
+	rc2 = nrs_obj_put_cond(s, key, body, (size_t)n, md5, sha, NULL, etag);
+	if (rc2 == -EEXIST)
+		rc = 1;		/* OC2: the second was refused */
+	else if (rc2 == 0)
+		rc = 0;		/* the condition was ignored */
+	else
+		rc = rc2;
+	rc2 = nrs_obj_del(s, key);
+	if (rc2 < 0)
+		nrs_warn("%s store: probe of conditional writes: delete %s: %s "
+			 "(harmless: delete it by hand)", s->ops->name, key,
+			 strerror(-rc2));
+	if (rc == 0)
+		nrs_warn("%s store: ignores If-None-Match (a second conditional "
+			 "put of %s succeeded): no compare-and-set", s->ops->name,
+			 key);
+	else if (rc < 0)
+		nrs_warn("%s store: probe of conditional writes: %s",
+			 s->ops->name, strerror(-rc));
+	return rc;
 }

@@ -29,6 +29,24 @@
  *    nereusfs-fsck to find files no row names.)
  *  - Every call is thread safe and may run concurrently with every other.
  *
+ * CONDITIONAL PUT (put_cond, nrs_obj_put_cond): the one write that may
+ * replace an object with other bytes, for the few keys that are rewritten
+ * (the owner record, owner/owner.c).
+ *  OC1 A conditional put is a compare-and-set: with if_match NULL it
+ *      stores only if the key is absent (If-None-Match: *), else only if
+ *      the stored object's etag is if_match (If-Match); a store that
+ *      cannot promise that has no put_cond (-EOPNOTSUPP).  Failures of
+ * the condition have errnos of their own, never retried:
+ *   -EEXIST   if_match NULL and an object is there;
+ *   -ESTALE   the stored object's etag is not if_match;
+ *   -ENOENT   if_match given and no object is there.
+ * A server may also ignore the headers (s3rver does): put_cond then
+ * overwrites.  nrs_obj_cond_supported() finds that out before anyone
+ * relies on it.  The etag is the store's name for one content: the
+ * embedded store's is the hex SHA-256 of the bytes, S3's what it sends
+ * in ETag (quotes removed).  Other errors are put()'s, uncertain as its
+ * are (the caller reads the record back to see which bytes won).
+ *
  * Errors are negative errnos: -ENOENT (no such object), -EIO (the store
  * answered with an error, or a body was cut short), -ETIMEDOUT,
  * -ECONNREFUSED / -EHOSTUNREACH (no answer: the store is unavailable),
@@ -40,6 +58,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -48,6 +67,7 @@
 #define NRS_SHA256_LEN	32
 #define NRS_MD5_LEN	16
 #define NRS_OBJKEY_MAX	256	/* longest key, NUL included */
+#define NRS_ETAG_MAX	80	/* longest etag kept, NUL included */
 
 struct nrs_objstore;
 
@@ -67,6 +87,8 @@ struct nrs_obj_meta {
 	bool has_sha256;	/* false: stored without (or with a bad)
 				 * x-amz-meta-sha256; never proof */
 	unsigned char sha256[NRS_SHA256_LEN];
+	char etag[NRS_ETAG_MAX];	/* the store's etag, quotes removed;
+					 * "": the store gave none */
 };
 
 struct nrs_objstore_ops {
@@ -77,6 +99,15 @@ struct nrs_objstore_ops {
 	int (*put)(struct nrs_objstore *s, const char *key, const void *buf,
 		   size_t len, const unsigned char md5[NRS_MD5_LEN],
 		   const unsigned char sha256[NRS_SHA256_LEN]);
+	/* OC1 (above): store buf under key only if the key is absent
+	 * (if_match NULL) or holds the object of etag if_match; the stored
+	 * object's etag into etag.  NULL: the store has no conditional
+	 * writes (nrs_obj_put_cond fails -EOPNOTSUPP). */
+	int (*put_cond)(struct nrs_objstore *s, const char *key,
+			const void *buf, size_t len,
+			const unsigned char md5[NRS_MD5_LEN],
+			const unsigned char sha256[NRS_SHA256_LEN],
+			const char *if_match, char etag[NRS_ETAG_MAX]);
 	/* -ENOENT if there is no object under key. */
 	int (*head)(struct nrs_objstore *s, const char *key,
 		    struct nrs_obj_meta *out);
@@ -100,6 +131,29 @@ static inline int nrs_obj_put(struct nrs_objstore *s, const char *key,
 {
 	return s->ops->put(s, key, buf, len, md5, sha256);
 }
+
+/* OC1: a conditional put (see the top of this file); etag is written
+ * only on success.  -EOPNOTSUPP for a store without one. */
+static inline int nrs_obj_put_cond(struct nrs_objstore *s, const char *key,
+				   const void *buf, size_t len,
+				   const unsigned char md5[NRS_MD5_LEN],
+				   const unsigned char sha256[NRS_SHA256_LEN],
+				   const char *if_match,
+				   char etag[NRS_ETAG_MAX])
+{
+	if (!s->ops->put_cond)
+		return -EOPNOTSUPP;
+	return s->ops->put_cond(s, key, buf, len, md5, sha256, if_match, etag);
+}
+
+/*
+ * OC2: does s keep the conditions of put_cond?  Puts a small object under
+ * a new random key "owner-probe/<16 hex>" with If-None-Match twice: the
+ * second must be refused (-EEXIST); then deletes it.  1: yes; 0: the
+ * store ignores them (the second put succeeded) or has none; a negative
+ * errno when the store did not answer (try again later).  Logged.
+ */
+int nrs_obj_cond_supported(struct nrs_objstore *s);
 
 /* Does put() use the MD5 it is given?  (Computing one costs about as
  * much as the SHA-256 does: the embedded store never looks at it.) */

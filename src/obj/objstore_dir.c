@@ -48,6 +48,21 @@
  *   del() removing an emptied subdirectory: a step that fails with ENOENT
  *   for that reason is redone from OD2 (a bounded number of times).
  *
+ * CONDITIONAL PUT (put_cond, objstore.h OC1): the etag of an object is the
+ * hex of the SHA-256 in its header (put_cond computes it from the bytes;
+ * an object put() without one has the etag "").  Both conditions hold
+ * across processes sharing DIR (two daemons whose objects= name one
+ * directory), by the kernel's guarantees, not by ours:
+ *   OD4 absent (if_match NULL): OD1, then link(2) of the file to the key
+ *       (never rename: a link fails EEXIST if the name exists, atomically),
+ *       the .tmp name unlinked, the directories fsynced as OD3.
+ *   OD5 if-match: an exclusive flock(2) of DIR/.lock (a dot-name, so no
+ *       key) held around reading the stored header, comparing its etag,
+ *       and OD3's rename; OD4 takes it too.  The lock is released by the
+ *       kernel when a holder dies, so a crash never wedges the key.
+ * put() and del() do not take the lock: the keys that are rewritten are
+ * written by put_cond alone (objstore.h).
+ *
  * head() checks the header: a file whose header is bad (magic, version,
  * CRC) or whose length disagrees with the file's size is reported with its
  * actual byte count and has_sha256 false, and logged: it proves nothing, so
@@ -81,10 +96,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "obj/objfmt.h"
 #include "obj/objstore.h"
 #include "util/crc32c.h"
 #include "util/fileio.h"
@@ -96,6 +113,7 @@
 #define OBJ_CRC_OFF	60
 #define OBJ_HAS_SHA256	1u
 #define TMP_DIR		".tmp"
+#define LOCK_FILE	".lock"	/* OD5 */
 #define TMP_NAME_MAX	48
 #define PUT_TRIES	100	/* OD2/OD3 redone at most this often (races) */
 #define WRITE_WINDOW	(1u << 20)	/* see pwritev_full */
@@ -283,8 +301,11 @@ static int write_tmp(struct dir_store *d, const void *buf, size_t len,
 /*
  * OD2 + OD3 once: move .tmp/name to key and fsync the directories on its
  * path.  -ENOENT when a directory on the way was removed under us (retry).
+ * noreplace (OD4): link it instead, -EEXIST if key exists (.tmp/name is
+ * left for the caller to remove).
  */
-static int place(struct dir_store *d, const char *name, const char *key)
+static int place(struct dir_store *d, const char *name, const char *key,
+		 bool noreplace)
 {
 	char *path = strdup(key);
 	char *slash;
@@ -303,8 +324,11 @@ static int place(struct dir_store *d, const char *name, const char *key)
 				rc = -errno;
 		}
 	}
-	if (rc == 0 &&
-	    renameat(d->tmpfd, name, pfd, slash ? slash + 1 : key) < 0)
+	if (rc == 0 && noreplace &&
+	    linkat(d->tmpfd, name, pfd, slash ? slash + 1 : key, 0) < 0)
+		rc = -errno;	/* OD4: EEXIST, atomically */
+	else if (rc == 0 && !noreplace &&
+		 renameat(d->tmpfd, name, pfd, slash ? slash + 1 : key) < 0)
 		rc = -errno;
 	if (rc == 0 && fsync(pfd) < 0)
 		rc = -errno;
@@ -340,7 +364,7 @@ static int dir_put(struct nrs_objstore *s, const char *key, const void *buf,
 		return rc;
 	}
 	do
-		rc = place(d, name, key);
+		rc = place(d, name, key, false);
 	while (rc == -ENOENT && ++tries < PUT_TRIES);
 	if (rc < 0) {
 		/* After a failed fsync of the directory the object may or
@@ -381,6 +405,19 @@ static int open_object(struct dir_store *d, const char *key, uint64_t *len)
 	return fd;
 }
 
+/* The etag of an object whose SHA-256 is sha (OD4). */
+static void hex_of(char out[NRS_ETAG_MAX], const unsigned char *sha)
+{
+	static const char digit[] = "0123456789abcdef";
+
+	_Static_assert(2 * NRS_SHA256_LEN < NRS_ETAG_MAX, "etag size");
+	for (size_t i = 0; i < NRS_SHA256_LEN; i++) {
+		out[2 * i] = digit[sha[i] >> 4];
+		out[2 * i + 1] = digit[sha[i] & 15];
+	}
+	out[2 * NRS_SHA256_LEN] = '\0';
+}
+
 static int dir_head(struct nrs_objstore *s, const char *key,
 		    struct nrs_obj_meta *out)
 {
@@ -410,8 +447,75 @@ static int dir_head(struct nrs_objstore *s, const char *key,
 	}
 	if (!m.has_sha256)
 		memset(m.sha256, 0, NRS_SHA256_LEN);
+	else
+		hex_of(m.etag, m.sha256);
 	*out = m;
 	return 0;
+}
+
+/* Does etag (quotes around it allowed) name the etag have? */
+static bool etag_is(const char *have, const char *etag)
+{
+	size_t n = strlen(etag);
+
+	if (n >= 2 && etag[0] == '"' && etag[n - 1] == '"') {
+		etag++;
+		n -= 2;
+	}
+	return *have && strlen(have) == n && memcmp(have, etag, n) == 0;
+}
+
+static int dir_put_cond(struct nrs_objstore *s, const char *key,
+			const void *buf, size_t len,
+			const unsigned char md5[NRS_MD5_LEN],
+			const unsigned char sha256[NRS_SHA256_LEN],
+			const char *if_match, char etag[NRS_ETAG_MAX])
+{
+	struct dir_store *d = dir_of(s);
+	unsigned char sha[NRS_SHA256_LEN];
+	char name[TMP_NAME_MAX];
+	int rc, lockfd, tries = 0;
+
+	(void)md5;
+	(void)sha256;	/* the etag is of the bytes: computed here */
+	if (!nrs_objkey_is_valid(key) || (len && !buf))
+		return -EINVAL;
+	rc = nrs_objfmt_digest(buf, len, sha, NULL);
+	if (rc < 0)
+		return rc;
+	rc = write_tmp(d, buf, len, sha, name);	/* OD1 */
+	if (rc < 0)
+		return rc;
+	lockfd = openat(d->rootfd, LOCK_FILE,
+			O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lockfd < 0 || flock(lockfd, LOCK_EX) < 0) {	/* OD5 */
+		rc = -errno;
+		goto out_tmp;
+	}
+	if (if_match) {
+		struct nrs_obj_meta m;
+
+		rc = dir_head(s, key, &m);
+		if (rc == 0 && !etag_is(m.etag, if_match))
+			rc = -ESTALE;	/* OD5: another content is there */
+	}
+	while (rc == 0) {
+		rc = place(d, name, key, !if_match);	/* OD4 or OD3 */
+		if (rc != -ENOENT || ++tries >= PUT_TRIES)
+			break;
+		rc = 0;
+	}
+out_tmp:
+	if (lockfd >= 0)
+		close(lockfd);	/* and the lock with it */
+	if (!if_match || rc < 0)
+		unlinkat(d->tmpfd, name, 0);	/* linked, or not placed */
+	if (rc == 0)
+		hex_of(etag, sha);
+	else if (rc != -EEXIST && rc != -ESTALE && rc != -ENOENT)
+		nrs_warn("dir store %s: conditional put %s: %s", d->dir, key,
+			 strerror(-rc));
+	return rc;
 }
 
 static ssize_t dir_get(struct nrs_objstore *s, const char *key, uint64_t off,
@@ -492,6 +596,7 @@ static const struct nrs_objstore_ops dir_ops = {
 	.name = "dir",
 	.wants_md5 = false,	/* put() never looks at it */
 	.put = dir_put,
+	.put_cond = dir_put_cond,
 	.head = dir_head,
 	.get = dir_get,
 	.del = dir_del,

@@ -113,6 +113,19 @@ static int s3_put(struct nrs_objstore *os, const char *key, const void *buf,
 			     : nrs_s3v2_put(os, key, buf, len, md5, sha256);
 }
 
+/* V2 (libs3) sends no conditions: -EOPNOTSUPP (objstore.h OC1). */
+static int s3_put_cond(struct nrs_objstore *os, const char *key,
+		       const void *buf, size_t len,
+		       const unsigned char md5[NRS_MD5_LEN],
+		       const unsigned char sha256[NRS_SHA256_LEN],
+		       const char *if_match, char etag[NRS_ETAG_MAX])
+{
+	if (!s3_of(os)->v4)
+		return -EOPNOTSUPP;
+	return nrs_s3v4_put_cond(os, key, buf, len, md5, sha256, if_match,
+				 etag);
+}
+
 static int s3_head(struct nrs_objstore *os, const char *key,
 		   struct nrs_obj_meta *out)
 {
@@ -179,6 +192,7 @@ const struct nrs_objstore_ops nrs_s3st_ops = {
 	.name = "s3",
 	.wants_md5 = true,
 	.put = s3_put,
+	.put_cond = s3_put_cond,
 	.head = s3_head,
 	.get = s3_get,
 	.del = s3_del,

@@ -76,6 +76,11 @@ void nrs_s3st_free_secret(char *v);
 int nrs_s3v4_put(struct nrs_objstore *os, const char *key, const void *buf,
 		 size_t len, const unsigned char md5[NRS_MD5_LEN],
 		 const unsigned char sha256[NRS_SHA256_LEN]);
+int nrs_s3v4_put_cond(struct nrs_objstore *os, const char *key,
+		      const void *buf, size_t len,
+		      const unsigned char md5[NRS_MD5_LEN],
+		      const unsigned char sha256[NRS_SHA256_LEN],
+		      const char *if_match, char etag[NRS_ETAG_MAX]);
 int nrs_s3v4_head(struct nrs_objstore *os, const char *key,
 		  struct nrs_obj_meta *out);
 ssize_t nrs_s3v4_get(struct nrs_objstore *os, const char *key, uint64_t off,

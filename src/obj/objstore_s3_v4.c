@@ -9,6 +9,15 @@
  * A GET checks its body against Content-Length and the range it asked for
  * (nrs_s3st_get_checked); a HEAD's x-amz-meta-sha256 that is not 64 hex
  * digits gives no SHA-256.
+ *
+ * A conditional PUT (objstore.h OC1) sends If-None-Match: * or If-Match;
+ * 412 becomes -EEXIST or -ESTALE by the condition that was sent, a 404 of
+ * If-Match -ENOENT, none of them logged (they are answers, not faults).
+ *  S4C1 A 412 that came after an attempt whose answer was lost (attempts
+ *      > 1) may be the refusal of our own first attempt's bytes: the
+ *      object is read back (HEAD) and, if its x-amz-meta-sha256 is the
+ *      SHA-256 we sent, the put succeeded.  So a lost answer never turns
+ *      our own write into someone else's.
  */
 #include "config.h"
 
@@ -108,8 +117,9 @@ static int v4_result(struct s3_store *s, const struct nrs_s3c_req *r,
 	if (o->cls != NRS_S3C_OK && o->cls != NRS_S3C_NOT_FOUND)
 		atomic_fetch_add_explicit(&s->errors[o->cls], 1,
 					  memory_order_relaxed);
-	if (err == 0 || (err == -ENOENT && quiet_enoent))
-		return err;
+	if (err == 0 || (err == -ENOENT && quiet_enoent) ||
+	    o->cls == NRS_S3C_PRECONDITION)
+		return err;	/* OC1: a condition's answer is no fault */
 	if (o->cls == NRS_S3C_REGION && o->region[0])
 		nrs_warn("s3 %s: %s %s: %s: the bucket is in region %s, not %s: "
 			 "set -o s3_region=%s", s->url, method_names[r->method],
@@ -166,6 +176,49 @@ int nrs_s3v4_put(struct nrs_objstore *os, const char *key, const void *buf,
 	return v4_run(s, &r, &o, false);
 }
 
+int nrs_s3v4_put_cond(struct nrs_objstore *os, const char *key,
+		      const void *buf, size_t len,
+		      const unsigned char md5[NRS_MD5_LEN],
+		      const unsigned char sha256[NRS_SHA256_LEN],
+		      const char *if_match, char etag[NRS_ETAG_MAX])
+{
+	struct s3_store *s = s3_of(os);
+	struct nrs_s3c_req r = {
+		.method = NRS_S3C_PUT, .key = key, .body = buf,
+		.body_len = len, .sha256 = sha256, .md5 = md5,
+		.if_none_match = !if_match, .if_match = if_match,
+	};
+	struct nrs_s3c_resp o;
+	struct nrs_obj_meta m;
+	int err;
+
+	if ((len && !buf) ||
+	    (if_match && (!*if_match || strlen(if_match) >= NRS_ETAG_MAX ||
+			  strchr(if_match, '"'))))
+		return -EINVAL;
+	err = v4_run(s, &r, &o, true);
+	if (err == -ESTALE && !if_match)
+		err = -EEXIST;	/* OC1: If-None-Match refused */
+	if ((err == -EEXIST || err == -ESTALE) && o.attempts > 1 && sha256 &&
+	    nrs_s3v4_head(os, key, &m) == 0 && m.has_sha256 &&
+	    memcmp(m.sha256, sha256, NRS_SHA256_LEN) == 0 && m.etag[0]) {
+		memcpy(etag, m.etag, NRS_ETAG_MAX);	/* S4C1: ours */
+		return 0;
+	}
+	if (err < 0)
+		return err;
+	if (!o.etag[0]) {	/* an answer without ETag: ask for it */
+		err = nrs_s3v4_head(os, key, &m);
+		if (err < 0)
+			return err;
+		memcpy(etag, m.etag, NRS_ETAG_MAX);
+		return 0;
+	}
+	_Static_assert(sizeof(o.etag) == NRS_ETAG_MAX, "etag sizes");
+	memcpy(etag, o.etag, NRS_ETAG_MAX);
+	return 0;
+}
+
 int nrs_s3v4_head(struct nrs_objstore *os, const char *key,
 		  struct nrs_obj_meta *out)
 {
@@ -183,6 +236,7 @@ int nrs_s3v4_head(struct nrs_objstore *os, const char *key,
 		return -EIO;
 	}
 	m.length = o.content_length;
+	memcpy(m.etag, o.etag, NRS_ETAG_MAX);
 	if (o.has_meta_sha256) {
 		m.has_sha256 = nrs_s3st_parse_sha256(o.meta_sha256, m.sha256);
 		if (!m.has_sha256)

@@ -32,6 +32,8 @@ static const char *const class_names[NRS_S3C_COUNT] = {
 	[NRS_S3C_TLS] = "tls",
 	[NRS_S3C_BAD_DIGEST] = "bad_digest",
 	[NRS_S3C_OTHER] = "other",
+	[NRS_S3C_PRECONDITION] = "precondition",
+	[NRS_S3C_CONFLICT] = "conflict",
 };
 
 const char *nrs_s3_class_name(enum nrs_s3_class c)
@@ -96,6 +98,8 @@ enum nrs_s3_class nrs_s3_classify(long http, const char *code,
 		{ "BadDigest", NRS_S3C_BAD_DIGEST },
 		{ "XAmzContentSHA256Mismatch", NRS_S3C_BAD_DIGEST },
 		{ "InvalidDigest", NRS_S3C_BAD_DIGEST },
+		{ "PreconditionFailed", NRS_S3C_PRECONDITION },
+		{ "ConditionalRequestConflict", NRS_S3C_CONFLICT },
 	};
 
 	if (http == 0) {
@@ -114,6 +118,8 @@ enum nrs_s3_class nrs_s3_classify(long http, const char *code,
 		for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 			if (strcmp(code, codes[i].code) == 0)
 				return codes[i].cls;
+	if (http == 412)
+		return NRS_S3C_PRECONDITION;
 	if (http == 429 || http == 503)
 		return NRS_S3C_THROTTLED;
 	if (http >= 500)
@@ -145,6 +151,8 @@ int nrs_s3_class_errno(enum nrs_s3_class c)
 	case NRS_S3C_TOKEN:
 	case NRS_S3C_DENIED:
 		return -EACCES;
+	case NRS_S3C_PRECONDITION:
+		return -ESTALE;	/* objstore_s3_v4.c names which condition */
 	default:	/* THROTTLED, SERVER, NO_BUCKET, TLS, BAD_DIGEST, OTHER */
 		return -EIO;
 	}

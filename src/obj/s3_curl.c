@@ -35,7 +35,10 @@
  *
  *  SR1  A request is sent again only when its class is transient: a 5xx,
  *      503 SlowDown or 429, 400 RequestTimeout, no connection or no
- *      answer.  Never another 4xx: the same request gets the same answer.
+ *      answer, 409 ConditionalRequestConflict (another conditional PUT
+ *      of the key was in progress).  Never another 4xx: the same request
+ *      gets the same answer; above all never 412 (the condition's answer,
+ *      objstore.h OC1).
  *      At most MAX_ATTEMPTS in all: the callers (materializer, reader)
  *      retry on their own schedule, so a store that is down fails an
  *      operation in about a second rather than holding it.
@@ -420,6 +423,7 @@ bool nrs_s3_class_is_retryable(enum nrs_s3_class cls)
 	case NRS_S3C_TIMEOUT:
 	case NRS_S3C_THROTTLED:
 	case NRS_S3C_SERVER:
+	case NRS_S3C_CONFLICT:
 		return true;
 	default:
 		return false;

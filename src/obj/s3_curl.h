@@ -52,6 +52,10 @@ enum nrs_s3_class {
 	NRS_S3C_TLS,		/* the certificate did not verify */
 	NRS_S3C_BAD_DIGEST,	/* BadDigest, XAmzContentSHA256Mismatch */
 	NRS_S3C_OTHER,		/* any other 4xx, 3xx */
+	NRS_S3C_PRECONDITION,	/* 412 PreconditionFailed: a conditional PUT
+				 * refused (objstore.h OC1): not an error */
+	NRS_S3C_CONFLICT,	/* 409 ConditionalRequestConflict: two
+				 * conditional PUTs at once; sent again */
 	NRS_S3C_COUNT
 };
 
@@ -70,7 +74,7 @@ enum nrs_s3_class nrs_s3_classify(long http, const char *code,
 /*
  * SR1 (retries): is a request that ended in class c worth sending again?
  * Yes for the transient ones only: UNAVAILABLE, TIMEOUT, THROTTLED,
- * SERVER; never for an answer that will be the same next time (every
+ * SERVER, CONFLICT; never PRECONDITION (the condition's answer), never for an answer that will be the same next time (every
  * other 4xx, a refused certificate).
  */
 bool nrs_s3_class_is_retryable(enum nrs_s3_class cls);
@@ -146,6 +150,9 @@ struct nrs_s3c_req {
 					 * x-amz-meta-sha256; NULL: the
 					 * payload is sent UNSIGNED-PAYLOAD */
 	const unsigned char *md5;	/* 16 bytes: Content-MD5, or NULL */
+	bool if_none_match;		/* If-None-Match: * */
+	const char *if_match;		/* If-Match: "etag", or NULL; at most
+					 * NRS_ETAG_MAX - 1 characters */
 	/* GET: the range [off, off + dst_len) into dst */
 	uint64_t off;
 	void *dst;
@@ -165,6 +172,8 @@ struct nrs_s3c_resp {
 	uint64_t content_length;
 	bool has_meta_sha256;		/* x-amz-meta-sha256 was there */
 	char meta_sha256[72];		/* its value (truncated) */
+	char etag[80];			/* ETag, quotes removed (truncated),
+					 * or "" */
 	size_t got;			/* GET: body bytes in dst */
 	bool too_long;			/* GET: more than dst_len came */
 };

@@ -1,7 +1,7 @@
 /*
  * s3_resp.c - reading an answer, for one attempt (s3_curl.c): a GET's
  * body into the caller's buffer, an error body kept for its <Code>, the
- * headers head() needs (Content-Length, x-amz-meta-sha256), and what
+ * headers head() needs (Content-Length, x-amz-meta-sha256, ETag), and what
  * libcurl's result says about the connection.
  */
 #include "config.h"
@@ -83,6 +83,7 @@ size_t nrs_s3c_on_header(char *buf, size_t size, size_t nitems,
 		 * headers of the one before */
 		o->have_length = false;
 		o->has_meta_sha256 = false;
+		o->etag[0] = '\0';
 		return n;
 	}
 	if (header_is(buf, n, "content-length", &v, &vl)) {
@@ -103,6 +104,15 @@ size_t nrs_s3c_on_header(char *buf, size_t size, size_t nitems,
 		memcpy(o->meta_sha256, v, vl);
 		o->meta_sha256[vl] = '\0';
 		o->has_meta_sha256 = true;
+	} else if (header_is(buf, n, "etag", &v, &vl)) {
+		if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
+			v++;
+			vl -= 2;
+		}
+		if (vl >= sizeof(o->etag))
+			vl = sizeof(o->etag) - 1;
+		memcpy(o->etag, v, vl);
+		o->etag[vl] = '\0';
 	}
 	return n;
 }

@@ -18,6 +18,8 @@
  *  - It does not sort a query string (8.3 does): we send none.
  *  - Content-MD5 is kept on PUT (SH2): servers that ignore the SHA-256
  *    header (moto, s3rver) check it.
+ *  - A conditional PUT (objstore.h OC1) carries If-None-Match: * or
+ *    If-Match: "ETAG", signed like the others.
  */
 #include "config.h"
 
@@ -86,6 +88,10 @@ int nrs_s3c_describe(struct nrs_s3c *c, const struct nrs_s3c_req *r,
 			ADD("Content-MD5: %s\n", md5);
 		}
 		ADD("Content-Type: application/octet-stream\n");
+		if (r->if_none_match)
+			ADD("If-None-Match: *\n");
+		else if (r->if_match)
+			ADD("If-Match: \"%s\"\n", r->if_match);
 	} else {
 		ADD("x-amz-content-sha256: " EMPTY_SHA256 "\n");
 	}

@@ -336,6 +336,18 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	gauge(&t, "pipeline_failed",
 	      "1 when the commit pipeline stopped accepting appends.",
 	      (uint64_t)g->pipeline_failed);
+	gauge(&t, "owner_state", "The bucket's owner record: 0 not claimed "
+	      "yet, 1 owned, 2 fenced (another daemon took it).",
+	      (uint64_t)g->owner_state);
+	gauge(&t, "owner_mode", "How ownership is kept: 1 compare-and-set, "
+	      "2 lease, 0 not known yet.", (uint64_t)g->owner_mode);
+	gauge(&t, "owner_epoch", "The ownership epoch (+1 at every takeover).",
+	      g->owner_epoch);
+	counter(&t, "owner_renewals_total",
+		"Good renewals of the owner record.", g->owner_renewals);
+	counter(&t, "owner_renew_failures_total",
+		"Renewals of the owner record the store did not answer.",
+		g->owner_renew_failures);
 	if (t.err) {
 		free(t.buf);
 		return t.err;

@@ -18,7 +18,7 @@
  * name (NULL: none), and the requests it sent again; filled by the store
  * (objstore.h nrs_objstore_s3_errors), all 0 for a store without classes.
  */
-#define NRS_S3_CLASSES	16
+#define NRS_S3_CLASSES	18
 struct nrs_objstore_errors {
 	uint64_t by_class[NRS_S3_CLASSES];
 	const char *name[NRS_S3_CLASSES];
@@ -112,6 +112,10 @@ struct nrs_metrics_gauges {
 	struct nrs_objstore_errors store_errors;	/* S3 only */
 	int wal_broken;
 	int pipeline_failed;
+	/* the bucket's owner record (owner.h): state 0 unclaimed, 1 owned,
+	 * 2 fenced; mode 0 unknown, 1 cas, 2 lease */
+	int owner_state, owner_mode;
+	uint64_t owner_epoch, owner_renewals, owner_renew_failures;
 };
 
 void nrs_metrics_init(struct nrs_metrics *m);

@@ -489,8 +489,12 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 		}
 	}
 	pthread_mutex_unlock(&w->lock);
-	if (!err && w->may_ack && !w->may_ack(w->may_ack_ctx))
+	if (!err && w->may_ack && !w->may_ack(w->may_ack_ctx)) {
+		nrs_warn("object WAL: object %016" PRIx64 " proven, but this "
+			 "mount may not acknowledge it (the bucket's owner "
+			 "lease): the appends fail ESTALE", end.seg);
 		err = -ESTALE;			/* OW1, I8 */
+	}
 	return err;
 }
 

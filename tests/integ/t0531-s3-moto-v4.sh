@@ -7,6 +7,12 @@ test_description='S3 signature V4 against moto_server: what lands in the bucket 
 nrs_moto_start
 S3=",s3=$NRS_S3_URL"
 
+# The materializer's put, refused: logged (the owner record's probe fails
+# first, and counts in the metrics, at mount).
+put_unavailable_logged () {
+	nrs_log_since_mount | grep "put s/.*: .*(unavailable, 4 attempts)"
+}
+
 metric_ge_class () { # CLASS N
 	[ "$(sed -n "s/^nereus_object_store_errors_total{class=\"$1\"} //p" "$MNT/.nereus/metrics")" -ge "$2" ]
 }
@@ -19,7 +25,7 @@ test_expect_success 'V4: objects land in the bucket with their length and SHA-25
 	cmp "$TRASH/blob" "$MNT/b" &&
 	index_keys "$MNT/b" | sort >"$TRASH/keys" &&
 	test "$(wc -l <"$TRASH/keys")" -ge 4 &&
-	moto_ls >"$TRASH/ls" &&
+	moto_ls | grep -v "^owner " >"$TRASH/ls" &&
 	cat "$TRASH/ls" &&
 	cut -d" " -f1 "$TRASH/ls" | sort | cmp - "$TRASH/keys" &&
 	moto_ls sync "$TRASH/v" &&
@@ -60,7 +66,7 @@ test_expect_success 'the store not answering at mount is a warning; appends go o
 	cmp "$TRASH/w" "$MNT/w" &&
 	nrs_wait_for 20 metric_ge_class unavailable 1 &&
 	test "$(metric object_store_retries_total)" -ge 3 &&
-	nrs_log_since_mount | grep "put s/.*: .*(unavailable, 4 attempts)" &&
+	nrs_wait_for 20 put_unavailable_logged &&
 	nrs_umount
 '
 
@@ -68,7 +74,7 @@ test_expect_success 'the store not answering at mount is a warning; appends go o
 # parse failure of its body): nothing is stored, every failure is logged,
 # well within the deadline per operation.
 test_expect_success 's3_signature=v2 against a V4-only server: nothing stored, logged in time' '
-	moto_ls | sort >"$TRASH/before" &&
+	moto_ls | grep -v "^owner " | sort >"$TRASH/before" &&
 	nrs_mount -o "$FAST,s3_signature=v2$S3" &&
 	head -c 300000 /dev/urandom >"$MNT/v2" &&
 	n=0 &&
@@ -81,7 +87,7 @@ test_expect_success 's3_signature=v2 against a V4-only server: nothing stored, l
 	test "$(stat -c %s "$MNT/v2")" = 300000 &&
 	metric_ge_class other 1 &&
 	nrs_umount &&
-	moto_ls | sort | cmp - "$TRASH/before"
+	moto_ls | grep -v "^owner " | sort | cmp - "$TRASH/before"
 '
 
 test_expect_success 'virtual-hosted style: BUCKET.localhost, the same objects' '

@@ -18,6 +18,8 @@ obj_file () {
 }
 
 obj_files () {
-	find "$DATA/objects" \( -path "$DATA/objects/.tmp" -o \
-		-path "$DATA/objects/ckpt" \) -prune -o -type f -print 2>/dev/null
+	# dot-names (.tmp, .lock) are the store's own; "owner" is the owner
+	# record (owner/owner.c), ckpt/ the checkpoints: no stream's objects
+	find "$DATA/objects" \( -name '.*' -o -path "$DATA/objects/ckpt" \) -prune -o \
+		-type f ! -path "$DATA/objects/owner" -print 2>/dev/null
 }

@@ -13,12 +13,12 @@
 # and xattrs -- also those changed under the object-wal directory while
 # the appends ran, after the last periodic checkpoint (NS1) -- and the
 # local-wal stream readable up to what was materialized, with the rest
-# said in the log; recover refuses a data directory that holds a
-# database, and a recovery killed midway converges when run again.
+# said in the log; recover leaves a data directory that holds a database
+# as it is, and a recovery killed midway converges when run again.
 
 . "$nrs_lib/objlib.sh"
 
-HL="materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=300,object_wal_timeout_ms=20000$HL_OPTS"
+HL="materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=300,object_wal_timeout_ms=20000,owner_lease_ms=1000$HL_OPTS"
 K=$MNT/kafka
 acks=$TRASH/acks
 
@@ -64,13 +64,14 @@ test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' 
 	rm -rf "$DATA"
 '
 
-test_expect_success 'recover refuses a data directory that holds a database' '
+test_expect_success 'recover does not rebuild a data directory that holds a database' '
 	mkdir -m 700 "$TRASH/busy" &&
 	cp "$nrs_top/README" "$TRASH/busy/meta.db" &&
 	DATA0=$DATA && DATA=$TRASH/busy &&
 	test_must_fail nrs_mount -o "recover,$HL" >/dev/null &&
 	DATA=$DATA0 &&
-	grep -q "recover: .* holds a database" "$LOG"
+	grep -q "recover: .* holds a database: it keeps its own state" "$LOG" &&
+	! test -e "$TRASH/busy/recovering"
 '
 
 test_expect_success 'a recovery killed midway converges when run again' '

@@ -61,7 +61,10 @@ obj_file () {
 }
 
 obj_files () {
-	obj_sync && find "$VIEW" -path "$VIEW/ckpt" -prune -o -type f -print
+	# not the owner record (owner/owner.c) nor the checkpoints: no
+	# stream's objects
+	obj_sync && find "$VIEW" -path "$VIEW/ckpt" -prune -o -type f \
+		! -path "$VIEW/owner" -print
 }
 
 obj_write_back () {

@@ -87,6 +87,8 @@ obj_file () {
 }
 
 obj_files () {
+	# not the owner record (owner/owner.c) nor the checkpoints
 	find "$S3DIR/data/$NRS_S3_BUCKET" -path "$S3DIR/data/$NRS_S3_BUCKET/ckpt" \
-		-prune -o -type f -name '*._S3rver_object' -print 2>/dev/null
+		-prune -o -type f -name '*._S3rver_object' \
+		! -path "$S3DIR/data/$NRS_S3_BUCKET/owner._S3rver_object" -print 2>/dev/null
 }

@@ -44,10 +44,11 @@ NRS_S3_TLS_URL=$(echo "$tls" | sed -n "s/^NRS_S3_URL='\(.*\)'$/\1/p")
 NRS_S3_TLS_CA=$(echo "$tls" | sed -n "s/^NRS_S3_CA='\(.*\)'$/\1/p")
 echo "# s3rver at $NRS_S3_URL (pid $NRS_S3_PID), over TLS at $NRS_S3_TLS_URL"
 
-# run_unit NAME LOG: run test_objstore under the time limit; on a failure
+# run_unit NAME LOG: run test_objstore and test_objstore_cond under the time limit; on a failure
 # show the server's LOG and exit with its status.
 run_unit() {
-	timeout -k 10 "$limit" "$NRS_UNIT/test_objstore"
+	timeout -k 10 "$limit" "$NRS_UNIT/test_objstore" &&
+		timeout -k 10 "$limit" "$NRS_UNIT/test_objstore_cond"
 	rc=$?
 	[ $rc -eq 0 ] && return 0
 	[ $rc -eq 124 ] && echo "FATAL: test_objstore ran over $limit s"

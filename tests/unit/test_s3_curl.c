@@ -126,6 +126,9 @@ static void test_retryable(void **state)
 		{ 400, "InvalidArgument", 0, false },
 		{ 404, "NoSuchKey", 0, false },
 		{ 404, "NoSuchBucket", 0, false },
+		{ 412, "PreconditionFailed", 0, false },	/* OC1 */
+		{ 412, "", 0, false },
+		{ 409, "ConditionalRequestConflict", 0, true },
 		{ 301, "", 0, false },
 		{ 200, "", 0, false },
 		{ 0, NULL, NRS_S3_NET_TLS, false },
@@ -163,6 +166,8 @@ static void test_errno(void **state)
 	assert_int_equal(nrs_s3_class_errno(NRS_S3C_TLS), -EIO);
 	assert_int_equal(nrs_s3_class_errno(NRS_S3C_BAD_DIGEST), -EIO);
 	assert_int_equal(nrs_s3_class_errno(NRS_S3C_OTHER), -EIO);
+	assert_int_equal(nrs_s3_class_errno(NRS_S3C_PRECONDITION), -ESTALE);
+	assert_int_equal(nrs_s3_class_errno(NRS_S3C_CONFLICT), -EIO);
 	/* every actionable class says what to do */
 	assert_true(strstr(nrs_s3_class_advice(NRS_S3C_REGION), "s3_region"));
 	assert_true(strstr(nrs_s3_class_advice(NRS_S3C_SIGNATURE), "secret"));
@@ -355,6 +360,17 @@ static void test_headers(void **state)
 	assert_non_null(strstr(buf, "Content-MD5: 8PHy8/T19vf4+fr7/P3+/w==\n"));
 	assert_non_null(strstr(buf, "x-amz-security-token: TOKEN/x+y=\n"));
 	assert_null(strstr(buf, "Expect"));
+	assert_null(strstr(buf, "If-"));
+	/* OC1: the conditions of a conditional PUT */
+	r.if_none_match = true;
+	assert_true(nrs_s3c_describe(c, &r, buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, "If-None-Match: *\n"));
+	r.if_none_match = false;
+	r.if_match = "0123abcd";
+	assert_true(nrs_s3c_describe(c, &r, buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, "If-Match: \"0123abcd\"\n"));
+	assert_null(strstr(buf, "If-None-Match"));
+	r.if_match = NULL;
 	/* no SHA-256: unsigned payload, no metadata */
 	r.sha256 = NULL;
 	r.md5 = NULL;
