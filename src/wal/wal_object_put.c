@@ -6,6 +6,14 @@
  * a back-off for as long as it takes (OW2) -- also after the sync that
  * waited for it gave up -- until the WAL stops.
  *
+ *  OW12 Quarantine needs two opinions.  A store whose PUT is not atomic
+ *      on overwrite (s3rver writes the file in place) can show a HEAD
+ *      the bytes of a PUT of ours half written -- a hedge, or the retry
+ *      of a PUT whose answer was lost.  So other bytes under the key
+ *      quarantine the object only when two attempts in a row (PUT, then
+ *      HEAD) saw them and no other PUT of ours of that key is under way;
+ *      else it is sent again.  A key holding another writer's bytes is
+ *      still refused for good.
  *  OW10 Hedge.  The tail latency of object stores is long: a PUT that has
  *      run longer than srtt + 4 * rttvar of the PUTs proven so far (at
  *      least 20 ms; none before 8 were measured) gets a second, identical
@@ -206,7 +214,7 @@ void *ow_worker(void *arg)
 
 	pthread_mutex_lock(&w->lock);
 	while (!w->stop) {
-		unsigned int attempt = 0, wait_ms;
+		unsigned int attempt = 0, wait_ms, other = 0;
 		struct ow_obj *o;
 		bool hedge = false;
 
@@ -251,6 +259,13 @@ void *ow_worker(void *arg)
 				settle(w, o, OW_PROVEN);
 				break;
 			}
+			/* OW12: other bytes twice in a row, and no PUT of
+			 * ours under way beside this one */
+			if (v == NRS_PUT_QUARANTINE &&
+			    (++other < 2 || o->users > 1))
+				v = NRS_PUT_AGAIN;
+			else if (v != NRS_PUT_QUARANTINE)
+				other = 0;
 			if (v == NRS_PUT_QUARANTINE) {
 				nrs_err("object WAL: %s holds %" PRIu64 " bytes"
 					" %s, not the %" PRIu64 " sent: "
