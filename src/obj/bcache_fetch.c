@@ -322,9 +322,9 @@ static int hdr_parse(struct nrs_bcache *c, const struct nrs_objhdr *h,
 
 /*
  * Fetch the header and table of h into a new entry and, in the same GET
- * (B8), payload blocks [0, nrun), verified against that table and cached
- * (as read ahead for prefetch job j); for reader r, the ones it wants are
- * copied out, and r->served and r->run_err say how far that got.
+ * (B8), payload blocks [0, nrun), verified against that table and cached;
+ * for reader r, the ones it wants are copied out, and r->served and
+ * r->run_err say how far that got.
  */
 static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		     struct job *j, struct req *r, uint32_t nrun,
@@ -367,8 +367,8 @@ static bool hdr_in_flight(const struct nrs_bcache *c,
 	return in_flight(c, h, HDR_IDX);
 }
 
-/* The blocks a fetch of h's header brings along (B8): prefetch j's run if
- * it starts at the first block; for reader r starting there, its wanted
+/* The blocks a fetch of h's header brings along (B8): none for prefetch
+ * j; for reader r starting at the first block, its wanted
  * blocks (at least seq_first if it starts at the object's start, which
  * makes it sequential), within readahead, as far as nobody holds them (a
  * flight of their own in *rslot).  Lock held. */
@@ -378,7 +378,7 @@ static uint32_t hdr_run(struct nrs_bcache *c, const struct nrs_objhdr *h,
 	uint32_t want, n = 0, nb = nrs_objfmt_nblocks(h->end - h->start);
 
 	if (j)
-		return j->first == 0 ? j->n : 0;	/* its own flight */
+		return 0;	/* B8: a prefetch's header comes alone */
 	if (!r || r->rel >= NRS_OBJ_BLOCK)
 		return 0;
 	want = r->last + 1;
@@ -396,10 +396,10 @@ static uint32_t hdr_run(struct nrs_bcache *c, const struct nrs_objhdr *h,
 /*
  * A reference to the header entry of h in *out, fetched if need be, once
  * (B8): while another reader or prefetch fetches it, wait for it to land.
- * A fetch of our own brings the first blocks along (hdr_run) for prefetch
- * j (quiet, evicting nothing read ahead, B7) or reader r (which then
- * wants no GET for blocks [0, r->served): r->run_err says if they were
- * good).  Returns how many blocks came with the header, or an error (no
+ * A fetch of our own for reader r brings its first blocks along (hdr_run:
+ * r then wants no GET for blocks [0, r->served), r->run_err says if they
+ * were good); for prefetch j it is quiet and evicts nothing read ahead
+ * (B7).  Returns how many blocks came with the header, or an error (no
  * reference taken).
  */
 int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
@@ -460,6 +460,42 @@ int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
 	pthread_mutex_unlock(&c->lock);
 	free(mine);
 	return err < 0 ? err : (int)nrun;
+}
+
+/*
+ * Prefetch job j's blocks, and its object's header if it holds none: a
+ * run from the first block fetches the header first (once, B8); any
+ * other sends its GET at once and waits for the header only to verify
+ * what came, so a prefetch does not idle while another one's GET brings
+ * the header.  What fails is logged at most.
+ */
+void nrs_bc_fetch_job(struct nrs_bcache *c, struct job *j)
+{
+	struct req r = { .h = &j->h, .job = j, .hdr = j->hdr };
+	size_t bytes;
+	unsigned char *buf;
+	ssize_t got;
+
+	if (!j->hdr && j->first == 0) {
+		if (nrs_bc_hdr_ref(c, &j->h, j, NULL, &j->hdr) < 0)
+			return;
+		r.hdr = j->hdr;
+	}
+	if (r.hdr) {
+		nrs_bc_fetch_run(c, &r, j->first, j->n);
+		return;
+	}
+	bytes = run_bytes(&j->h, j->first, j->n);
+	buf = malloc(bytes);
+	if (!buf)
+		return;
+	got = store_get(c, &j->h, nrs_objfmt_hdr_len(j->h.end - j->h.start) +
+			(uint64_t)j->first * NRS_OBJ_BLOCK, buf, bytes, true);
+	if (got >= 0 && nrs_bc_hdr_ref(c, &j->h, j, NULL, &j->hdr) >= 0) {
+		r.hdr = j->hdr;
+		land_run(c, &r, j->first, j->n, buf, (size_t)got, true);
+	}
+	free(buf);
 }
 
 /* Serve block *cur of r and step *cur past what was served. */

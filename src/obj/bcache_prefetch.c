@@ -230,19 +230,6 @@ int nrs_bc_hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 
 /* ---- prefetch workers -------------------------------------------------- */
 
-/* Fetch job j's blocks (and its object's header first if need be).  What
- * fails is logged at most; nothing is reported to anyone. */
-static void job_run(struct nrs_bcache *c, struct job *j)
-{
-	struct req r = { .h = &j->h, .job = j };
-
-	/* B8: a run from the object's first block comes with its header */
-	if (!j->hdr && nrs_bc_hdr_ref(c, &j->h, j, NULL, &j->hdr) != 0)
-		return;		/* failed, or the run landed */
-	r.hdr = j->hdr;
-	nrs_bc_fetch_run(c, &r, j->first, j->n);
-}
-
 /* Give back what job j holds: the memory of blocks that did not land, its
  * flight (waking the readers waiting for it), its header; and free it. */
 static void job_end(struct nrs_bcache *c, struct job *j)
@@ -280,7 +267,7 @@ void *nrs_bc_worker_main(void *arg)
 		stopping = c->stopping;
 		pthread_mutex_unlock(&c->lock);
 		if (!stopping)
-			job_run(c, j);
+			nrs_bc_fetch_job(c, j);
 		job_end(c, j);
 		pthread_mutex_lock(&c->lock);
 	}

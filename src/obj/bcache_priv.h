@@ -187,6 +187,7 @@ int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
 		     uint32_t first, uint32_t n);
 int nrs_bc_read_step(struct nrs_bcache *c, const struct req *r,
 		     uint32_t *cur);
+void nrs_bc_fetch_job(struct nrs_bcache *c, struct job *j);
 
 /* bcache_prefetch.c */
 int nrs_bc_hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
