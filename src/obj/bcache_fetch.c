@@ -7,8 +7,9 @@
  *
  * READS
  *
- * A read takes a reference on the object's header entry, then walks the
- * blocks it wants.  A block in memory is copied out under a reference; a
+ * A read takes a reference on the object's header entry (fetched once,
+ * with the object's first window when the read starts there: bcache.c
+ * B8), then walks the blocks it wants.  A block in memory is copied out under a reference; a
  * block on disk is read and verified; a block a flight carries (below) is
  * waited for; a missing run is fetched with one range GET by the reader
  * itself.  A run stops at a block that memory or disk already holds or a
@@ -85,97 +86,6 @@ static ssize_t store_get(struct nrs_bcache *c, const struct nrs_objhdr *h,
 	return got;
 }
 
-/* Fetch, verify and parse the header and table of h into a new entry. */
-static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
-		     bool quiet, struct ent **out)
-{
-	size_t hl = nrs_objfmt_hdr_len(h->end - h->start);
-	struct ent *e = nrs_bc_ent_new(h, HDR_IDX, hl);
-	const char *what = NULL;
-	ssize_t got;
-	int err;
-
-	if (!e)
-		return -ENOMEM;
-	got = store_get(c, h, 0, e->data, hl, quiet);
-	if (got < 0) {
-		free(e);
-		return (int)got;
-	}
-	if ((size_t)got < hl) {
-		err = -EBADMSG;
-		what = "shorter than its header";
-	} else {
-		err = nrs_objfmt_parse(e->data, hl, h, &e->info);
-		if (err == -EBADMSG)
-			what = "header fails its checksum";
-		else if (err == -EUCLEAN)
-			what = "header names another stream, range or "
-			       "generation";
-		else if (err == -EPROTO)
-			what = "newer object format version than this build "
-			       "reads";
-		if (err == -EUCLEAN)
-			err = -EBADMSG;
-	}
-	if (!err) {
-		err = nrs_objfmt_verify_table(&e->info, e->data + NRS_OBJ_FIXED);
-		if (err)
-			what = "block CRC table fails its checksum";
-	}
-	if (err) {
-		report_bad(c, h, h->start, what, err != -EPROTO);
-		free(e);
-		return err;
-	}
-	*out = e;
-	return 0;
-}
-
-/* A reference to the header entry of h, fetched if need be (by a prefetch:
- * quiet, and evicting nothing read ahead, B7). */
-int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
-		   bool prefetch, struct ent **out)
-{
-	struct ent *e, *mine = NULL;
-
-	pthread_mutex_lock(&c->lock);
-	e = nrs_bc_tier_find(&c->mem, h, HDR_IDX);
-	if (e) {
-		e->refs++;
-		nrs_bc_tier_touch(&c->mem, e);
-	}
-	pthread_mutex_unlock(&c->lock);
-	if (!e) {
-		int err = hdr_fetch(c, h, prefetch, &mine);
-
-		if (err)
-			return err;
-		pthread_mutex_lock(&c->lock);
-		e = nrs_bc_tier_find(&c->mem, h, HDR_IDX);
-		if (e) {		/* another reader was faster */
-			e->refs++;
-			nrs_bc_tier_touch(&c->mem, e);
-		} else {
-			e = mine;
-			mine = NULL;
-			e->refs = 1;
-			if (nrs_bc_mem_make_room(c, sizeof(*e) + e->len, prefetch)) {
-				e->refs++;
-				nrs_bc_tier_add(&c->mem, e, sizeof(*e) + e->len);
-			}
-		}
-		pthread_mutex_unlock(&c->lock);
-		free(mine);
-	}
-	*out = e;
-	return 0;
-}
-
-/* The reads of stream id so far: its slot, or the least recently used
- * one, emptied.  Lock held; the pointer is good while it is. */
-
-
 /* The flight carrying block idx of h, or NULL.  Lock held; the pointer is
  * good while it is. */
 static const struct flight *flight_of(const struct nrs_bcache *c,
@@ -234,6 +144,18 @@ static void copy_out(const struct req *r, uint32_t idx,
 		       (size_t)(to - from));
 }
 
+/* Bytes of payload blocks [first, first + n) of h (the last may be short). */
+static size_t run_bytes(const struct nrs_objhdr *h, uint32_t first,
+			uint32_t n)
+{
+	uint64_t plen = h->end - h->start, at = (uint64_t)first * NRS_OBJ_BLOCK;
+
+	if (at >= plen)
+		return 0;
+	return (size_t)(plen - at < (uint64_t)n * NRS_OBJ_BLOCK ?
+			plen - at : (uint64_t)n * NRS_OBJ_BLOCK);
+}
+
 /* End flight slot (-1: none) and wake the readers waiting for it.  Lock
  * held. */
 void nrs_bc_flight_end_locked(struct nrs_bcache *c, int slot)
@@ -283,41 +205,30 @@ static uint32_t plan_fetch(struct nrs_bcache *c, const struct req *r,
 }
 
 /*
- * Fetch blocks [first, first + n) with one GET, verify each, cache the good
- * ones and copy out the wanted ones.  -EBADMSG if a wanted block is bad.
- * For a prefetch (r->job) nothing is wanted and its blocks are cached as
- * read ahead (B7).
+ * Blocks [first, first + n) of r's object, got bytes of them at buf, just
+ * fetched: verify each, cache the good ones and, if want, copy out the
+ * ones r wants.  -EBADMSG if a wanted block is bad.  For a prefetch
+ * (r->job) nothing is wanted and its blocks are cached as read ahead
+ * (B7).
  */
-int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
-		     uint32_t first, uint32_t n)
+static int land_run(struct nrs_bcache *c, const struct req *r, uint32_t first,
+		    uint32_t n, const unsigned char *buf, size_t got,
+		    bool want)
 {
 	const struct nrs_objinfo *oi = &r->hdr->info;
 	const unsigned char *table = r->hdr->data + NRS_OBJ_FIXED;
-	uint64_t plen = r->h->end - r->h->start;
 	uint64_t at = (uint64_t)first * NRS_OBJ_BLOCK;
-	size_t bytes = (size_t)(plen - at < (uint64_t)n * NRS_OBJ_BLOCK ?
-				plen - at : (uint64_t)n * NRS_OBJ_BLOCK);
-	unsigned char *buf = malloc(bytes);
-	ssize_t got;
 	int err = 0;
 
-	if (!buf)
-		return -ENOMEM;
-	got = store_get(c, r->h, nrs_objfmt_hdr_len(plen) + at, buf, bytes,
-			r->job != NULL);
-	if (got < 0) {
-		free(buf);
-		return (int)got;
-	}
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t idx = first + i;
-		bool wanted = !r->job && idx <= r->last;
+		bool wanted = want && !r->job && idx <= r->last;
 		size_t bl = nrs_objfmt_block_len(oi, idx);
 		const unsigned char *p = buf + (size_t)i * NRS_OBJ_BLOCK;
 		const char *bad = NULL;
 		struct ent *e;
 
-		if ((size_t)i * NRS_OBJ_BLOCK + bl > (size_t)got)
+		if ((size_t)i * NRS_OBJ_BLOCK + bl > got)
 			bad = "object shorter than its header says";
 		else if (nrs_objfmt_verify_block(oi, table, idx, p, bl))
 			bad = "block fails its checksum";
@@ -338,8 +249,253 @@ int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
 		if (c->dir_fd >= 0)
 			nrs_bc_disk_store(c, r->h, idx, p, bl);
 	}
+	return err;
+}
+
+/*
+ * Fetch blocks [first, first + n) with one GET, verify each, cache the good
+ * ones and copy out the wanted ones (land_run).
+ */
+int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
+		     uint32_t first, uint32_t n)
+{
+	uint64_t plen = r->h->end - r->h->start;
+	size_t bytes = run_bytes(r->h, first, n);
+	unsigned char *buf = malloc(bytes);
+	ssize_t got;
+	int err;
+
+	if (!buf)
+		return -ENOMEM;
+	got = store_get(c, r->h, nrs_objfmt_hdr_len(plen) +
+			(uint64_t)first * NRS_OBJ_BLOCK, buf, bytes,
+			r->job != NULL);
+	if (got < 0) {
+		free(buf);
+		return (int)got;
+	}
+	err = land_run(c, r, first, n, buf, (size_t)got, true);
 	free(buf);
 	return err;
+}
+
+/* Parse and verify the header and table of h at buf (got bytes of a GET
+ * from the object's start) into a new entry. */
+static int hdr_parse(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		     const unsigned char *buf, size_t got, struct ent **out)
+{
+	size_t hl = nrs_objfmt_hdr_len(h->end - h->start);
+	struct ent *e;
+	const char *what = NULL;
+	int err;
+
+	if (got < hl) {
+		report_bad(c, h, h->start, "shorter than its header", true);
+		return -EBADMSG;
+	}
+	e = nrs_bc_ent_new(h, HDR_IDX, hl);
+	if (!e)
+		return -ENOMEM;
+	memcpy(e->data, buf, hl);
+	err = nrs_objfmt_parse(e->data, hl, h, &e->info);
+	if (err == -EBADMSG)
+		what = "header fails its checksum";
+	else if (err == -EUCLEAN)
+		what = "header names another stream, range or generation";
+	else if (err == -EPROTO)
+		what = "newer object format version than this build reads";
+	if (err == -EUCLEAN)
+		err = -EBADMSG;
+	if (!err) {
+		err = nrs_objfmt_verify_table(&e->info, e->data + NRS_OBJ_FIXED);
+		if (err)
+			what = "block CRC table fails its checksum";
+	}
+	if (err) {
+		report_bad(c, h, h->start, what, err != -EPROTO);
+		free(e);
+		return err;
+	}
+	*out = e;
+	return 0;
+}
+
+/*
+ * Fetch the header and table of h into a new entry and, in the same GET
+ * (B8), payload blocks [0, nrun), verified against that table and cached;
+ * for reader r, the ones it wants are copied out, and r->served and
+ * r->run_err say how far that got.
+ */
+static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		     struct job *j, struct req *r, uint32_t nrun,
+		     struct ent **out)
+{
+	size_t hl = nrs_objfmt_hdr_len(h->end - h->start);
+	size_t rl = nrun ? run_bytes(h, 0, nrun) : 0;
+	unsigned char *buf = malloc(hl + rl);
+	ssize_t got;
+	int err;
+
+	if (!buf)
+		return -ENOMEM;
+	got = store_get(c, h, 0, buf, hl + rl, j != NULL);
+	if (got < 0) {
+		free(buf);
+		return (int)got;
+	}
+	err = hdr_parse(c, h, buf, (size_t)got, out);
+	if (!err && nrun) {
+		struct req run = r ? *r : (struct req){ .h = h, .job = j };
+		int rerr;
+
+		run.hdr = *out;
+		rerr = land_run(c, &run, 0, nrun, buf + hl, (size_t)got - hl,
+				true);
+		if (r) {
+			r->served = nrun;
+			r->run_err = rerr;
+		}
+	}
+	free(buf);
+	return err;
+}
+
+/* Is h's header in flight (B8)?  Lock held. */
+static bool hdr_in_flight(const struct nrs_bcache *c,
+			  const struct nrs_objhdr *h)
+{
+	return in_flight(c, h, HDR_IDX);
+}
+
+/* The blocks a fetch of h's header brings along (B8): none for prefetch
+ * j; for reader r starting at the first block, its wanted
+ * blocks (at least seq_first if it starts at the object's start, which
+ * makes it sequential), within readahead, as far as nobody holds them (a
+ * flight of their own in *rslot).  Lock held. */
+static uint32_t hdr_run(struct nrs_bcache *c, const struct nrs_objhdr *h,
+			const struct job *j, const struct req *r, int *rslot)
+{
+	uint32_t want, n = 0, nb = nrs_objfmt_nblocks(h->end - h->start);
+
+	if (j)
+		return 0;	/* B8: a prefetch's header comes alone */
+	if (!r || r->rel >= NRS_OBJ_BLOCK)
+		return 0;
+	want = r->last + 1;
+	if (r->rel == 0 && want < c->seq_first)
+		want = c->seq_first;
+	if (want > c->readahead / NRS_OBJ_BLOCK)
+		want = c->readahead / NRS_OBJ_BLOCK;
+	while (n < want && n < nb && !nrs_bc_is_held(c, h, n))
+		n++;
+	if (n)
+		*rslot = nrs_bc_flight_add(c, h, 0, n);
+	return *rslot < 0 ? 0 : n;
+}
+
+/*
+ * A reference to the header entry of h in *out, fetched if need be, once
+ * (B8): while another reader or prefetch fetches it, wait for it to land.
+ * A fetch of our own for reader r brings its first blocks along (hdr_run:
+ * r then wants no GET for blocks [0, r->served), r->run_err says if they
+ * were good); for prefetch j it is quiet and evicts nothing read ahead
+ * (B7).  Returns how many blocks came with the header, or an error (no
+ * reference taken).
+ */
+int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		   struct job *j, struct req *r, struct ent **out)
+{
+	struct ent *e, *mine = NULL;
+	int hslot = -1, rslot = -1, err;
+	uint32_t nrun = 0;
+	bool waited = false;
+
+	pthread_mutex_lock(&c->lock);
+	/* B6: a header flight's owner waits for nothing while it holds it */
+	while (!(e = nrs_bc_tier_find(&c->mem, h, HDR_IDX)) &&
+	       hdr_in_flight(c, h)) {
+		waited = true;
+		pthread_cond_wait(&c->landed, &c->lock);
+	}
+	if (e) {
+		e->refs++;
+		nrs_bc_tier_touch(&c->mem, e);
+		pthread_mutex_unlock(&c->lock);
+		*out = e;
+		return 0;
+	}
+	/* Landed and gone already (no room), or its GET failed: fetch it
+	 * ourselves, as a block's reader does, but listed as no flight, so
+	 * a failing store is not waited for once per reader. */
+	if (!waited) {
+		hslot = nrs_bc_flight_add(c, h, HDR_IDX, 1);	/* B8 */
+		nrun = hdr_run(c, h, j, r, &rslot);
+	}
+	if (r && nrun > r->rel / NRS_OBJ_BLOCK)	/* wanted, missed */
+		c->st.misses += (nrun < r->last + 1 ? nrun : r->last + 1) -
+				(uint32_t)(r->rel / NRS_OBJ_BLOCK);
+	pthread_mutex_unlock(&c->lock);
+
+	err = hdr_fetch(c, h, j, r, nrun, &mine);
+	pthread_mutex_lock(&c->lock);
+	if (!err) {
+		e = nrs_bc_tier_find(&c->mem, h, HDR_IDX);
+		if (e) {		/* fetched without a flight, twice */
+			e->refs++;
+			nrs_bc_tier_touch(&c->mem, e);
+		} else {
+			e = mine;
+			mine = NULL;
+			e->refs = 1;
+			if (nrs_bc_mem_make_room(c, sizeof(*e) + e->len,
+						 j != NULL)) {
+				e->refs++;
+				nrs_bc_tier_add(&c->mem, e, sizeof(*e) + e->len);
+			}
+		}
+		*out = e;
+	}
+	nrs_bc_flight_end_locked(c, hslot);
+	nrs_bc_flight_end_locked(c, rslot);
+	pthread_mutex_unlock(&c->lock);
+	free(mine);
+	return err < 0 ? err : (int)nrun;
+}
+
+/*
+ * Prefetch job j's blocks, and its object's header if it holds none: a
+ * run from the first block fetches the header first (once, B8); any
+ * other sends its GET at once and waits for the header only to verify
+ * what came, so a prefetch does not idle while another one's GET brings
+ * the header.  What fails is logged at most.
+ */
+void nrs_bc_fetch_job(struct nrs_bcache *c, struct job *j)
+{
+	struct req r = { .h = &j->h, .job = j, .hdr = j->hdr };
+	size_t bytes;
+	unsigned char *buf;
+	ssize_t got;
+
+	if (!j->hdr && j->first == 0) {
+		if (nrs_bc_hdr_ref(c, &j->h, j, NULL, &j->hdr) < 0)
+			return;
+		r.hdr = j->hdr;
+	}
+	if (r.hdr) {
+		nrs_bc_fetch_run(c, &r, j->first, j->n);
+		return;
+	}
+	bytes = run_bytes(&j->h, j->first, j->n);
+	buf = malloc(bytes);
+	if (!buf)
+		return;
+	got = store_get(c, &j->h, nrs_objfmt_hdr_len(j->h.end - j->h.start) +
+			(uint64_t)j->first * NRS_OBJ_BLOCK, buf, bytes, true);
+	if (got >= 0 && nrs_bc_hdr_ref(c, &j->h, j, NULL, &j->hdr) >= 0) {
+		r.hdr = j->hdr;
+		land_run(c, &r, j->first, j->n, buf, (size_t)got, true);
+	}
+	free(buf);
 }
 
 /* Serve block *cur of r and step *cur past what was served. */

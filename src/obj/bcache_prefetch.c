@@ -191,14 +191,14 @@ int nrs_bc_hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 		   size_t len)
 {
 	const struct nrs_objhdr *h = r->h;
-	uint64_t end = off + len;
+	uint64_t end = off + len, landed_to = 0;
 	struct seq *s;
 	bool near;
-	int err;
+	int landed;
 
-	err = nrs_bc_hdr_ref(c, h, false, &r->hdr);
-	if (err)
-		return err;
+	landed = nrs_bc_hdr_ref(c, h, NULL, r, &r->hdr);	/* B8 */
+	if (landed < 0)
+		return landed;
 	pthread_mutex_lock(&c->lock);
 	s = seq_of(c, h->stream_id);
 	near = s->seen && off + SEQ_SLACK >= s->next &&
@@ -209,29 +209,26 @@ int nrs_bc_hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 		s->pf = 0;
 		s->ra = c->seq_first;
 	}
+	if (landed > 0 && r->seq) {	/* B8: the run's first window */
+		landed_to = h->start + (uint64_t)landed * NRS_OBJ_BLOCK;
+		if (landed_to > h->end)
+			landed_to = h->end;
+		s->pf = landed_to;
+		s->ra = s->ra < c->pf_max / 2 ? 2 * s->ra : c->pf_max;
+	}
 	if (!near || end > s->next)
 		s->next = end;
 	s->seen = true;
 	r->win = s->ra;
 	if (r->seq)
 		prefetch_plan(c, r, s, end);
+	if (s->pf < landed_to)	/* planned as far, by the header's GET */
+		s->pf = landed_to;
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
 
 /* ---- prefetch workers -------------------------------------------------- */
-
-/* Fetch job j's blocks (and its object's header first if need be).  What
- * fails is logged at most; nothing is reported to anyone. */
-static void job_run(struct nrs_bcache *c, struct job *j)
-{
-	struct req r = { .h = &j->h, .job = j };
-
-	if (!j->hdr && nrs_bc_hdr_ref(c, &j->h, true, &j->hdr))
-		return;
-	r.hdr = j->hdr;
-	nrs_bc_fetch_run(c, &r, j->first, j->n);
-}
 
 /* Give back what job j holds: the memory of blocks that did not land, its
  * flight (waking the readers waiting for it), its header; and free it. */
@@ -270,7 +267,7 @@ void *nrs_bc_worker_main(void *arg)
 		stopping = c->stopping;
 		pthread_mutex_unlock(&c->lock);
 		if (!stopping)
-			job_run(c, j);
+			nrs_bc_fetch_job(c, j);
 		job_end(c, j);
 		pthread_mutex_lock(&c->lock);
 	}

@@ -62,8 +62,9 @@ struct tier {
 	uint64_t reserved;	/* memory: held for prefetches (B5) */
 };
 
-/* A run of blocks [first, first + n) of object h that a reader is fetching;
- * n == 0: a free slot. */
+/* A run of blocks [first, first + n) of object h that a reader or a
+ * prefetch is fetching; first HDR_IDX and n 1: its header (B8); n == 0: a
+ * free slot. */
 struct flight {
 	struct nrs_objhdr h;
 	uint32_t first, n;
@@ -131,6 +132,9 @@ struct req {
 	uint32_t win;		/* blocks a sequential miss may fetch */
 	struct job *job;	/* a prefetch: wants nothing, fails nothing */
 	unsigned char *dst;
+	uint32_t served;	/* blocks [0, served) came with the header
+				 * (B8): copied out if wanted */
+	int run_err;		/* -EBADMSG: a wanted one of them was bad */
 };
 
 static inline bool nrs_bc_obj_is(const struct nrs_objhdr *a,
@@ -173,7 +177,7 @@ void nrs_bc_disk_reap(struct nrs_bcache *c, struct ent *victims);
 
 /* bcache_fetch.c */
 int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
-		   bool prefetch, struct ent **out);
+		   struct job *j, struct req *r, struct ent **out);
 bool nrs_bc_is_held(const struct nrs_bcache *c, const struct nrs_objhdr *h,
 		    uint32_t idx);
 int nrs_bc_flight_add(struct nrs_bcache *c, const struct nrs_objhdr *h,
@@ -183,6 +187,7 @@ int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
 		     uint32_t first, uint32_t n);
 int nrs_bc_read_step(struct nrs_bcache *c, const struct req *r,
 		     uint32_t *cur);
+void nrs_bc_fetch_job(struct nrs_bcache *c, struct job *j);
 
 /* bcache_prefetch.c */
 int nrs_bc_hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,

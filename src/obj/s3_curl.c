@@ -6,10 +6,12 @@
  *
  *
  * The module is cut by concern (s3_curl_priv.h): this file holds the
- * client, its handle pool, one attempt and the retries (SR1-SR3);
- * s3_sign.c the headers that go with the signature (SH1, SH2); s3_resp.c
- * the reading of an answer; s3_class.c the error classes (pure).
- *
+ * client, one attempt and the retries (SR1-SR3), and the calls a caller
+ * makes (run, submit, wait); s3_engine.c the thread that drives every
+ * transfer through libcurl's multi interface (SM1-SM3); s3_sign.c the
+ * headers that go with the signature (SH1, SH2); s3_resp.c the reading
+ * of an answer; s3_class.c the error classes (pure).
+
  * WHY LIBCURL, AND WHY OUR OWN REQUESTS
  *
  * libs3 2.0 (Debian's) signs only V2, which AWS refuses for every bucket
@@ -50,9 +52,30 @@
  *      and no pause runs past it.  So a stalled service holds a caller
  *      (and unmount) for at most timeout_ms.
  *
- * CONNECTIONS: finished easy handles go back to a small pool (POOL_MAX),
- * so the next request reuses their connection (keep-alive) and TLS
- * session.
+ * CONCURRENCY: ONE ENGINE THREAD AND LIBCURL'S MULTI INTERFACE
+ *
+ * Every operation of a client runs in its one engine thread
+ * (s3_engine.c), which drives all transfers in flight with one CURLM
+ * (curl_multi_poll; a submission wakes it with curl_multi_wakeup).  A
+ * caller either blocks (nrs_s3c_run: submit, then wait on the operation's
+ * condition) or submits and waits later (nrs_s3c_submit, nrs_s3c_wait),
+ * so one thread -- the object WAL's, a prefetcher -- keeps several PUTs
+ * and GETs in flight at once.  Decided so, rather than a thread per
+ * request running curl_easy_perform on a pooled handle as before,
+ * because: the requests in flight are no longer bounded by the threads
+ * that wait for them; the connections live in the multi's connection
+ * cache (CURLMOPT_MAX_HOST_CONNECTIONS, CURLMOPT_MAXCONNECTS), which
+ * every request shares and reuses (keep-alive, TLS sessions), with
+ * requests past the per-host cap queued by libcurl rather than opening
+ * more; and a pause between attempts (SR2) costs a timer in the engine,
+ * not a sleeping thread.  The price is one thread doing every transfer's
+ * I/O and copies: memcpy and, over https, GnuTLS's AES run at GB/s, far
+ * above what an object store gives one client.  Each attempt keeps its
+ * own CURLOPT_TIMEOUT_MS (what is left of its operation's deadline,
+ * SR3), which the multi enforces as curl_easy_perform did.
+ *
+ * Idle easy handles go back to a small pool (POOL_MAX), so an attempt
+ * costs no handle set-up; the connections are the multi's, not theirs.
  *
  * TLS: CURLOPT_SSL_VERIFYPEER 1 and VERIFYHOST 2 on every request (curl's
  * defaults, set anyway), CURLOPT_CAINFO when a CA file is given; else
@@ -60,7 +83,6 @@
  * objstore_s3_v2tls.c's interposition unchanged (it acts only while libs3
  * sets up a request).
  */
-#include "config.h"
 #include "config.h"
 
 #include <errno.h>
@@ -76,12 +98,12 @@
 #include "obj/objstore.h"
 #include "obj/s3_curl.h"
 #include "obj/s3_curl_priv.h"
+
 #define BACKOFF_BASE_MS		100
 #define BACKOFF_CAP_MS		2000
 #define IO_BUFFER		(512 << 10)	/* curl's read and upload buffers:
 					 * 16 KiB and 64 KiB by default */
 #define MAX_ATTEMPTS		4	/* SR1: a refused connection fails in ~1 s */
-#define URL_MAX			(NRS_OBJKEY_MAX + 512)
 #define TOKEN_MAX		4096	/* a session token's length, at most */
 #define HEADERS_MAX		(TOKEN_MAX + 1024)
 
@@ -108,6 +130,7 @@ void nrs_s3c_free(struct nrs_s3c *c)
 {
 	if (!c)
 		return;
+	nrs_s3c_engine_stop(c);	/* after the operations it ran */
 	for (int i = 0; i < c->npool; i++)
 		curl_easy_cleanup(c->pool[i]);
 	pthread_mutex_destroy(&c->lock);
@@ -140,6 +163,7 @@ int nrs_s3c_new(const struct nrs_s3c_opts *o, struct nrs_s3c **out)
 {
 	struct nrs_s3c *c;
 	bool fail = false;
+	int rc;
 
 	if (!o->host || !o->bucket || !o->region || !o->access || !o->secret ||
 	    o->timeout_ms <= 0 || (o->token && strlen(o->token) > TOKEN_MAX))
@@ -171,6 +195,11 @@ int nrs_s3c_new(const struct nrs_s3c_opts *o, struct nrs_s3c **out)
 	if (fail) {
 		nrs_s3c_free(c);
 		return -ENOMEM;
+	}
+	rc = nrs_s3c_engine_start(c);
+	if (rc < 0) {
+		nrs_s3c_free(c);
+		return rc;
 	}
 	*out = c;
 	return 0;
@@ -266,7 +295,7 @@ static CURL *handle_get(struct nrs_s3c *c)
 		h = c->pool[--c->npool];
 	pthread_mutex_unlock(&c->lock);
 	if (h)
-		curl_easy_reset(h);	/* keeps its connections */
+		curl_easy_reset(h);
 	else
 		h = curl_easy_init();
 	return h;
@@ -284,15 +313,16 @@ static void handle_put(struct nrs_s3c *c, CURL *h)
 		curl_easy_cleanup(h);
 }
 
-/* One attempt of r with timeout_ms; the answer into a->out. */
-static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
+/* Set up one attempt of a->r with timeout_ms in a->h, for the engine to
+ * add to its multi; 0, or -ENOMEM, -EINVAL with nothing held. */
+static int attempt_start(struct nrs_s3c *c, struct attempt *a,
+			 long timeout_ms, void *priv)
 {
 	const struct nrs_s3c_req *r = a->r;
 	struct nrs_s3c_resp *o = a->out;
 	char url[URL_MAX], hdrs[HEADERS_MAX];
 	struct curl_slist *list = NULL;
 	CURLcode rc = CURLE_OK;
-	int err = 0;
 	char *line, *save = NULL;
 
 	if (nrs_s3c_url(c, r->key, url, sizeof(url)) < 0 ||
@@ -313,6 +343,7 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 		curl_slist_free_all(list);
 		return -ENOMEM;
 	}
+	a->hdrs = list;
 	o->got = 0;
 	o->too_long = false;
 	o->have_length = false;
@@ -323,7 +354,8 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 	a->curl_error[0] = '\0';
 
 #define SET(opt, v) do { if (rc == CURLE_OK) rc = curl_easy_setopt(a->h, opt, v); } while (0)
-	SET(CURLOPT_URL, url);
+	SET(CURLOPT_URL, url);	/* curl copies strings, not the list */
+	SET(CURLOPT_PRIVATE, priv);
 	SET(CURLOPT_NOSIGNAL, 1L);
 	SET(CURLOPT_AWS_SIGV4, c->sigv4);
 	pthread_mutex_lock(&c->cred_lock);
@@ -361,8 +393,24 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 		break;
 	}
 #undef SET
-	if (rc == CURLE_OK)
-		rc = curl_easy_perform(a->h);
+	if (rc != CURLE_OK) {
+		curl_slist_free_all(list);
+		a->hdrs = NULL;
+		handle_put(c, a->h);
+		a->h = NULL;
+		return rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+	}
+	return 0;
+}
+
+/* The attempt in a->h ended with rc (the engine removed it from its
+ * multi): read its answer into a->out, give the handle back. */
+static int attempt_end(struct nrs_s3c *c, struct attempt *a, CURLcode rc)
+{
+	const struct nrs_s3c_req *r = a->r;
+	struct nrs_s3c_resp *o = a->out;
+	int err = 0;
+
 	o->http = nrs_s3c_status_of(a->h);
 	if (rc == CURLE_WRITE_ERROR && o->too_long)
 		rc = CURLE_OK;	/* our own abort; the caller sees too_long */
@@ -388,13 +436,16 @@ static int attempt_run(struct nrs_s3c *c, struct attempt *a, long timeout_ms)
 	}
 	if (rc == CURLE_OUT_OF_MEMORY)
 		err = -ENOMEM;
-	curl_slist_free_all(list);
+	curl_slist_free_all(a->hdrs);
+	a->hdrs = NULL;
 	handle_put(c, a->h);
 	a->h = NULL;
 	return err;
 }
 
-static int64_t now_ms(void)
+/* ---- the retries and the deadline (SR1-SR3) ----------------------------- */
+
+int64_t nrs_s3c_now_ms(void)
 {
 	struct timespec ts;
 
@@ -430,58 +481,131 @@ bool nrs_s3_class_is_retryable(enum nrs_s3_class cls)
 	}
 }
 
-int nrs_s3c_run(struct nrs_s3c *c, const struct nrs_s3c_req *r,
-		struct nrs_s3c_resp *out)
+/* The next attempt of op, now (its pause, if any, is over). */
+enum op_step nrs_s3c_op_next(struct nrs_s3c *c, struct nrs_s3c_op *op)
 {
-	int64_t deadline = now_ms() + c->timeout_ms;	/* SR3 */
-	struct attempt *a;
-	int err = 0;
+	struct nrs_s3c_resp *out = op->a.out;
+	int64_t left = op->deadline - nrs_s3c_now_ms();	/* SR3 */
+	int err;
+
+	if (left <= 0) {
+		out->timed_out = true;
+		out->cls = NRS_S3C_TIMEOUT;
+		return OP_DONE;
+	}
+	out->attempts++;
+	err = attempt_start(c, &op->a, (long)left, op);
+	if (err < 0) {
+		op->err = err;
+		return OP_DONE;
+	}
+	return OP_STARTED;
+}
+
+/* op's attempt ended with rc: done, or another attempt after a pause. */
+enum op_step nrs_s3c_op_ended(struct nrs_s3c *c, struct nrs_s3c_op *op,
+			      CURLcode rc)
+{
+	const struct nrs_s3c_req *r = op->a.r;
+	struct nrs_s3c_resp *out = op->a.out;
+	int64_t left;
+	int pause;
+	int err = attempt_end(c, &op->a, rc);
+
+	if (err < 0) {
+		op->err = err;
+		return OP_DONE;
+	}
+	if (r->method == NRS_S3C_GET && out->http == 416) {
+		out->cls = NRS_S3C_OK;	/* off at or past the end */
+		out->got = 0;
+		return OP_DONE;
+	}
+	out->cls = nrs_s3_classify(out->http, out->code, out->net,
+				   r->key != NULL);
+	if (out->net == NRS_S3_NET_TIMEOUT && op->deadline - nrs_s3c_now_ms() <= 0)
+		out->timed_out = true;
+	if (!nrs_s3_class_is_retryable(out->cls) ||	/* SR1 */
+	    out->attempts >= MAX_ATTEMPTS)
+		return OP_DONE;
+	pthread_mutex_lock(&c->lock);
+	pause = nrs_s3_backoff_ms(out->attempts, BACKOFF_BASE_MS,
+				  BACKOFF_CAP_MS, &c->seed);	/* SR2 */
+	pthread_mutex_unlock(&c->lock);
+	left = op->deadline - nrs_s3c_now_ms();
+	if (left <= pause) {	/* SR3: no pause past the deadline */
+		out->timed_out = true;
+		return OP_DONE;
+	}
+	op->start_at = nrs_s3c_now_ms() + pause;
+	return OP_PAUSE;
+}
+
+/* ---- run, submit, wait -------------------------------------------------- */
+
+int nrs_s3c_submit(struct nrs_s3c *c, const struct nrs_s3c_req *r,
+		   struct nrs_s3c_resp *out, nrs_s3c_done_fn done, void *arg,
+		   struct nrs_s3c_op **opp)
+{
+	struct nrs_s3c_op *op;
 
 	if (r->method == NRS_S3C_PUT && r->body_len && !r->body)
 		return -EINVAL;
-	a = malloc(sizeof(*a));
-	if (!a)
+	op = malloc(sizeof(*op));
+	if (!op)
 		return -ENOMEM;
-	memset(out, 0, sizeof(*out));
-	a->r = r;
-	a->out = out;
-	for (;;) {
-		int64_t left = deadline - now_ms();
-		int pause;
-
-		if (left <= 0) {
-			out->timed_out = true;
-			out->cls = NRS_S3C_TIMEOUT;
-			break;
-		}
-		out->attempts++;
-		err = attempt_run(c, a, (long)left);
-		if (err < 0)
-			break;
-		if (r->method == NRS_S3C_GET && out->http == 416) {
-			out->cls = NRS_S3C_OK;	/* off at or past the end */
-			out->got = 0;
-			break;
-		}
-		out->cls = nrs_s3_classify(out->http, out->code, out->net,
-					   r->key != NULL);
-		if (out->net == NRS_S3_NET_TIMEOUT && deadline - now_ms() <= 0)
-			out->timed_out = true;
-		if (!nrs_s3_class_is_retryable(out->cls) ||	/* SR1 */
-		    out->attempts >= MAX_ATTEMPTS)
-			break;
-		pthread_mutex_lock(&c->lock);
-		pause = nrs_s3_backoff_ms(out->attempts, BACKOFF_BASE_MS,
-					  BACKOFF_CAP_MS, &c->seed);	/* SR2 */
-		pthread_mutex_unlock(&c->lock);
-		left = deadline - now_ms();
-		if (left <= pause) {	/* SR3: no pause past the deadline */
-			out->timed_out = true;
-			break;
-		}
-		struct timespec ts = { pause / 1000, (long)(pause % 1000) * 1000000 };
-		nanosleep(&ts, NULL);
+	if (pthread_cond_init(&op->cond, NULL) != 0) {
+		free(op);
+		return -ENOMEM;
 	}
-	free(a);
+	memset(out, 0, sizeof(*out));
+	op->c = c;
+	op->deadline = nrs_s3c_now_ms() + c->timeout_ms;	/* SR3 */
+	op->start_at = 0;
+	op->err = 0;
+	op->done = false;
+	op->cb = done;
+	op->cb_arg = arg;
+	op->next = NULL;
+	op->a.r = r;
+	op->a.out = out;
+	op->a.h = NULL;
+	op->a.hdrs = NULL;
+	nrs_s3c_engine_submit(c, op);
+	*opp = op;
+	return 0;
+}
+
+bool nrs_s3c_op_done(struct nrs_s3c_op *op)
+{
+	bool d;
+
+	pthread_mutex_lock(&op->c->lock);
+	d = op->done;
+	pthread_mutex_unlock(&op->c->lock);
+	return d;
+}
+
+int nrs_s3c_wait(struct nrs_s3c_op *op)
+{
+	struct nrs_s3c *c = op->c;
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	while (!op->done)
+		pthread_cond_wait(&op->cond, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	err = op->err;
+	pthread_cond_destroy(&op->cond);
+	free(op);
 	return err;
+}
+
+int nrs_s3c_run(struct nrs_s3c *c, const struct nrs_s3c_req *r,
+		struct nrs_s3c_resp *out)
+{
+	struct nrs_s3c_op *op;
+	int err = nrs_s3c_submit(c, r, out, NULL, NULL, &op);
+
+	return err < 0 ? err : nrs_s3c_wait(op);
 }

@@ -124,9 +124,11 @@ struct nrs_s3c_opts {
 	int timeout_ms;		/* per operation, retries included */
 };
 
-/* Copies every string of o.  Makes no request. */
+/* Copies every string of o and starts the client's engine thread.  Makes
+ * no request. */
 int nrs_s3c_new(const struct nrs_s3c_opts *o, struct nrs_s3c **out);
-/* Free of NULL is a no-op; the secret is wiped. */
+/* Free of NULL is a no-op; the secret is wiped.  Every operation
+ * submitted has been waited for. */
 void nrs_s3c_free(struct nrs_s3c *c);
 
 /*
@@ -187,6 +189,30 @@ struct nrs_s3c_resp {
  */
 int nrs_s3c_run(struct nrs_s3c *c, const struct nrs_s3c_req *r,
 		struct nrs_s3c_resp *out);
+
+/*
+ * The same operation without waiting for it: the client's engine thread
+ * (s3_curl.c, "CONCURRENCY") runs it among every other one in flight, and
+ * the caller may submit more before it waits.  r, what it points to (key,
+ * body, dst) and out must stay valid and unchanged until nrs_s3c_wait(op)
+ * returns.  done, if not NULL, is called with arg in the engine thread
+ * when the operation has ended (out is final): it must not block nor call
+ * this client.  Returns 0 with *op set, or -ENOMEM, -EINVAL (then nothing
+ * was submitted and done is never called).
+ */
+struct nrs_s3c_op;
+typedef void (*nrs_s3c_done_fn)(void *arg);
+int nrs_s3c_submit(struct nrs_s3c *c, const struct nrs_s3c_req *r,
+		   struct nrs_s3c_resp *out, nrs_s3c_done_fn done, void *arg,
+		   struct nrs_s3c_op **op);
+/* Has op ended (nrs_s3c_wait would not block)? */
+bool nrs_s3c_op_done(struct nrs_s3c_op *op);
+/*
+ * Wait for op to end (at most the client's timeout_ms from its submission,
+ * SR3), free it, and return what nrs_s3c_run would have.  Every submitted
+ * operation is waited for, before nrs_s3c_free.
+ */
+int nrs_s3c_wait(struct nrs_s3c_op *op);
 
 /*
  * For tests: the request headers the client would send for r (one per

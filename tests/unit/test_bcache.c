@@ -365,7 +365,7 @@ static void test_hit_needs_no_get(void **state)
 	c = open_cache(m, 0, NULL, 0, 0);
 	check_read(c, &h, 100, 2 * BLK);
 	gets = mock_gets(m);
-	assert_true(gets >= 2);		/* header, blocks */
+	assert_int_equal(gets, 1);	/* header and blocks: one GET (B8) */
 	st = stats(c);
 	assert_int_equal(st.get_requests, gets);
 	assert_int_equal(st.hits, 0);
@@ -421,17 +421,18 @@ static void test_readahead(void **state)
 
 	put_obj(m, &h);
 
-	/* Sequential in 128 KiB reads: a header GET, then GETs of 1 MiB,
-	 * 2 MiB, then the rest (the window doubles each time). */
+	/* Sequential in 128 KiB reads: the header with the first 1 MiB in
+	 * one GET (B8), then GETs of 2 MiB, then the rest (the window
+	 * doubles each time). */
 	c = open_cache(m, 0, NULL, 0, 0);
 	for (uint64_t at = 0; at < plen; at += 128 * KIB)
 		check_read(c, &h, h.start + at,
 			   plen - at < 128 * KIB ? plen - at : 128 * KIB);
 	gets = mock_gets(m);
-	assert_int_equal(gets, 1 + 3);
-	assert_int_equal(m->get_len[0], nrs_objfmt_hdr_len(plen));
-	expect_get_lens(m, 1, (const size_t[]){ MIB, 2 * MIB,
-						MIB + 3 * BLK + 5 }, 3);
+	assert_int_equal(gets, 3);
+	assert_int_equal(m->get_len[0], nrs_objfmt_hdr_len(plen) + MIB);
+	expect_get_lens(m, 1, (const size_t[]){ 2 * MIB,
+						MIB + 3 * BLK + 5 }, 2);
 	st = stats(c);
 	assert_int_equal(st.get_bytes, nrs_objfmt_hdr_len(plen) + plen);
 	nrs_bcache_close(c);
@@ -460,19 +461,20 @@ static void test_readahead(void **state)
 	for (uint64_t at = 0; at < plen; at += 128 * KIB)
 		check_read(c, &h, h.start + at,
 			   plen - at < 128 * KIB ? plen - at : 128 * KIB);
-	assert_int_equal(mock_gets(m), gets + 1 + 5);
-	expect_get_lens(m, gets + 1, (const size_t[]){ MIB, MIB, MIB, MIB,
-						       3 * BLK + 5 }, 5);
+	assert_int_equal(mock_gets(m), gets + 5);
+	assert_int_equal(m->get_len[gets], nrs_objfmt_hdr_len(plen) + MIB);
+	expect_get_lens(m, gets + 1, (const size_t[]){ MIB, MIB, MIB,
+						       3 * BLK + 5 }, 4);
 	nrs_bcache_close(c);
 	gets = mock_gets(m);
 
 	/* A read at the start, which might be the first of many, fetches
-	 * one window: no more unless the reader goes on. */
+	 * one window, with the header: no more unless the reader goes on. */
 	c = open_cache(m, 0, NULL, 0, 0);
 	check_read(c, &h, h.start, 4096);
 	nrs_bcache_drain(c);
-	assert_int_equal(mock_gets(m), gets + 2);
-	assert_int_equal(m->get_len[gets + 1], MIB);
+	assert_int_equal(mock_gets(m), gets + 1);
+	assert_int_equal(m->get_len[gets], nrs_objfmt_hdr_len(plen) + MIB);
 	nrs_bcache_close(c);
 	gets = mock_gets(m);
 
@@ -734,7 +736,11 @@ static void test_prefetch_budget(void **state)
 
 /* Named by the reader as the objects that follow, the next objects of a
  * stream are prefetched while a sequential reader is still in the one
- * before (their headers first), and no block is fetched twice. */
+ * before, and no block nor header is fetched twice.  A GET at an object's
+ * start (h[0]'s header and first run, h[1]'s header) passes the gate;
+ * h[1]'s two runs wait there beside h[0]'s second one.  (Before B8 this
+ * test waited for h[1]'s header at the gate twice: the two prefetches
+ * into h[1] each fetched it.) */
 static void test_prefetch_follow(void **state)
 {
 	struct mock *m = *state;
@@ -742,7 +748,7 @@ static void test_prefetch_follow(void **state)
 	size_t hl = nrs_objfmt_hdr_len(8 * BLK);
 	struct gated_read a;
 	struct nrs_bcache *c;
-	uint64_t blocks = 0;
+	uint64_t bytes = 0;
 	unsigned gets;
 
 	for (int i = 0; i < 3; i++) {
@@ -755,31 +761,119 @@ static void test_prefetch_follow(void **state)
 	c = open_cache(m, 0, NULL, 0, 4 * BLK);
 	nrs_bcache_follow(c, &h[0], &h[1], 2);
 	gets = mock_gets(m);
-	gate_from(m, 1, 0);			/* not h[0]'s header */
+	gate_from(m, 1, 0);			/* not at an object's start */
 	gate_set(m, true, 0);
 	a = (struct gated_read){ .c = c, .h = &h[0], .off = 0, .len = 8 * BLK };
 	assert_int_equal(pthread_create(&a.t, NULL, gated_reader, &a), 0);
-	gate_wait(m, 2);			/* h[0]'s two runs */
-	gate_from(m, 0, 0);
-	gate_wait(m, 4);			/* and two for h[1] */
+	gate_wait(m, 3);	/* h[0]'s second run, h[1]'s two */
 	gate_set(m, false, 0);
 	assert_int_equal(pthread_join(a.t, NULL), 0);
 	assert_int_equal(a.err, 0);
 	nrs_bcache_follow(c, &h[1], &h[2], 1);
 	for (uint64_t at = 8 * BLK; at < 16 * BLK; at += 4 * BLK)
 		check_read(c, &h[1], at, 4 * BLK);
+	nrs_bcache_drain(c);
 	for (uint64_t at = 16 * BLK; at < 24 * BLK; at += 4 * BLK)
 		check_read(c, &h[2], at, 4 * BLK);
 	nrs_bcache_drain(c);
 	for (unsigned i = gets; i < mock_gets(m); i++)
-		if (m->get_len[i] != hl)
-			blocks += m->get_len[i];
-	assert_int_equal(blocks, 24 * BLK);
+		bytes += m->get_len[i];
+	assert_int_equal(bytes, 24 * BLK + 3 * hl);
 	/* A hint that does not follow is ignored. */
 	nrs_bcache_follow(c, &h[0], &h[2], 1);
 	nrs_bcache_follow(c, &h[2], &h[0], 1);
 	nrs_bcache_follow(c, &h[0], NULL, 0);
 	assert_true(nrs_bcache_check(c));
+	nrs_bcache_close(c);
+}
+
+/* At gate: wait up to ms for n GETs there; true if they came. */
+static bool gate_reached(struct mock *m, unsigned n, int ms)
+{
+	for (int i = 0; i < ms / 10; i++) {
+		bool there;
+
+		pthread_mutex_lock(&m->lock);
+		there = m->at_gate >= n;
+		pthread_mutex_unlock(&m->lock);
+		if (there)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* B8: a reader that misses a header another reader is fetching waits for
+ * it rather than fetching it again; if that GET fails, it fetches for
+ * itself (and fails on its own) rather than hang. */
+static void test_header_once(void **state)
+{
+	struct mock *m = *state;
+	struct nrs_objhdr h = { .stream_id = 77, .start = 0, .end = 64 * BLK,
+				.gen = 1 };
+	struct gated_read a, b;
+	struct nrs_bcache *c;
+	unsigned gets;
+	bool dup;
+
+	put_obj(m, &h);
+	for (int fail = 0; fail >= -EIO; fail -= EIO) {
+		c = open_cache(m, 0, NULL, 0, 0);
+		gets = mock_gets(m);
+		gate_set(m, true, 0);
+		/* far apart, neither at the start: no run, no prefetch */
+		a = (struct gated_read){ .c = c, .h = &h, .off = 2 * BLK,
+					 .len = 100 };
+		assert_int_equal(pthread_create(&a.t, NULL, gated_reader, &a), 0);
+		gate_wait(m, 1);		/* a's header GET */
+		b = (struct gated_read){ .c = c, .h = &h, .off = 40 * BLK,
+					 .len = 100 };
+		assert_int_equal(pthread_create(&b.t, NULL, gated_reader, &b), 0);
+		/* b waits for a's header, sends no GET of its own */
+		dup = gate_reached(m, 2, 300);
+		gate_set(m, false, fail);
+		assert_int_equal(pthread_join(a.t, NULL), 0);
+		assert_int_equal(pthread_join(b.t, NULL), 0);
+		assert_false(dup);
+		assert_int_equal(a.err, fail);
+		assert_int_equal(b.err, fail);
+		/* a's header and block; b's block; failing: b's header too */
+		assert_int_equal(mock_gets(m), gets + (fail ? 2 : 3));
+		assert_true(nrs_bcache_check(c));
+		nrs_bcache_close(c);
+	}
+}
+
+/* B8: a read from an object's start fetches its header and first window
+ * in one GET; a prefetch into the next object fetches its header alone
+ * (once), then its run. */
+static void test_header_with_first_run(void **state)
+{
+	struct mock *m = *state;
+	struct nrs_objhdr h[2];
+	size_t hl = nrs_objfmt_hdr_len(4 * BLK);
+	struct nrs_bcache *c;
+	unsigned gets;
+
+	for (int i = 0; i < 2; i++) {
+		h[i] = (struct nrs_objhdr){ .stream_id = 78,
+					    .start = (uint64_t)i * 4 * BLK,
+					    .end = (uint64_t)(i + 1) * 4 * BLK,
+					    .gen = 1 };
+		put_obj(m, &h[i]);
+	}
+	c = open_cache(m, 0, NULL, 0, 4 * BLK);
+	nrs_bcache_follow(c, &h[0], &h[1], 1);
+	gets = mock_gets(m);
+	check_read(c, &h[0], 0, 4 * BLK);
+	nrs_bcache_drain(c);			/* the prefetch into h[1] */
+	check_read(c, &h[1], 4 * BLK, 4 * BLK);
+	nrs_bcache_drain(c);
+	assert_int_equal(mock_gets(m), gets + 3);
+	assert_int_equal(m->get_len[gets], hl + 4 * BLK);
+	assert_int_equal(m->get_len[gets + 1], hl);
+	assert_int_equal(m->get_len[gets + 2], 4 * BLK);
+	assert_int_equal(stats(c).misses, 4);
 	nrs_bcache_close(c);
 }
 
@@ -1346,6 +1440,8 @@ int main(void)
 		T(test_prefetch_budget),
 		T(test_prefetch_close),
 		T(test_prefetch_follow),
+		T(test_header_once),
+		T(test_header_with_first_run),
 		T(test_prefetch_follow_evicts_header),
 		T(test_corrupt_block),
 		T(test_bad_objects),
