@@ -19,6 +19,7 @@
 . "$nrs_lib/objlib.sh"
 
 HL="materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=300,object_wal_timeout_ms=20000,owner_lease_ms=1000$HL_OPTS"
+HL_LATE=$(echo "$HL" | sed 's/checkpoint_ms=300/checkpoint_ms=3600000/')
 K=$MNT/kafka
 acks=$TRASH/acks
 
@@ -46,6 +47,10 @@ test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' 
 	cat "$TRASH/l.blob" >>"$MNT/local/l0" &&
 	n=$(ckpt_status skipped) &&
 	nrs_wait_for 20 ckpt_settled "$n" &&
+	# from now on no periodic checkpoint: what reaches the bucket is the
+	# object WAL and the checkpoints NS1 asks for
+	nrs_umount &&
+	nrs_mount -o "$HL_LATE" &&
 	nrs_bg nrs-appender -t 4 -d 30 -s 33-9000 -w 100 -a "$acks" \
 		"$K/orders/p0" "$K/orders/p1" >"$TRASH/app" 2>&1 &&
 	app=$NRS_LAST_BG &&
@@ -56,7 +61,6 @@ test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' 
 	printf "late" >>"$K/late/s" &&
 	setfattr -n user.adapter.checkpoint -v "offset=99" "$K/orders/p1" &&
 	mv "$K/orders/sub" "$K/orders/sub2" &&
-	sleep 1 &&
 	nrs_kill9 &&
 	{ nrs_wait $app 30; arc=$?; } &&
 	test "$arc" = 3 &&
