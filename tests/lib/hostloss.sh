@@ -32,6 +32,7 @@ print(json.load(open(sys.argv[1]))["checkpoints"][sys.argv[2]])' \
 # the last one stored holds (ckpt_service.c KC1), every change made
 # before the count was read is in the bucket.
 ckpt_settled () { [ "$(ckpt_status skipped)" -gt "$1" ]; }
+acks_past () { [ "$(wc -l <"$acks")" -gt "$1" ]; }
 
 test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' '
 	nrs_mount -o "$HL" &&
@@ -61,6 +62,10 @@ test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' 
 	printf "late" >>"$K/late/s" &&
 	setfattr -n user.adapter.checkpoint -v "offset=99" "$K/orders/p1" &&
 	mv "$K/orders/sub" "$K/orders/sub2" &&
+	# appends acknowledged after the last checkpoint, which only the
+	# object WAL holds (and the recovery killed below re-publishes)
+	n=$(wc -l <"$acks") &&
+	nrs_wait_for 20 acks_past $((n + 20)) &&
 	nrs_kill9 &&
 	{ nrs_wait $app 30; arc=$?; } &&
 	test "$arc" = 3 &&
