@@ -15,6 +15,12 @@
 
 . "$nrs_lib/objlib.sh"
 
+# A mount scans every WAL object not yet reclaimed, one HEAD and GET
+# after another (wal_object_scan.c OW8), and this suite materializes
+# nothing until its end: on moto (Python) with the cores kept busy that
+# takes longer than lib.sh's 10 s.
+NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT_OWAL:-90}
+
 # Nothing materializes on its own here: reads of object-wal ranges come
 # from the WAL objects (the last tests turn materialization on).
 HOLD="materialize_age_ms=3600000,materialize_bytes=1099511627776,object_wal_timeout_ms=20000"
