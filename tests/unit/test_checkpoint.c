@@ -532,6 +532,36 @@ static void test_service_bytes(void **state)
 	bg_close(&f);
 }
 
+/* KC3: a sync returns only once a checkpoint whose snapshot began after
+ * it is stored: each change made before a sync is in the store when the
+ * sync returns, with no periodic checkpoint to help. */
+static void test_service_sync(void **state)
+{
+	struct bgfake f;
+	struct nrs_ckpt *k;
+	struct nrs_meta *m;
+	uint64_t got = 0;
+
+	(void)state;
+	bg_open(&f, "test_checkpoint", false);
+	k = svc_start_every(&f, NULL, 3600000, 3600000);
+	assert_int_equal(nrs_ckpt_sync(NULL, 10), 0);	/* NULL ok */
+	build_ns(f.meta, "first");
+	assert_int_equal(nrs_ckpt_sync(k, 20000), 0);
+	assert_int_equal(nrs_counter(&f.metrics.ckpt_taken), 1);
+	build_ns(f.meta, "second");
+	assert_int_equal(nrs_ckpt_sync(k, 20000), 0);
+	assert_int_equal(nrs_counter(&f.metrics.ckpt_taken), 2);
+	build_ns(f.meta, "third");
+	assert_int_equal(nrs_ckpt_sync(k, 20000), 0);
+	assert_int_equal(nrs_counter(&f.metrics.ckpt_taken), 3);
+	nrs_ckpt_stop(k);
+	m = restore(&f, "r", &got);
+	assert_true(has_stream(m, "third"));
+	nrs_meta_close(m);
+	bg_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -545,6 +575,7 @@ int main(void)
 		cmocka_unit_test(test_service_retry_quarantine),
 		cmocka_unit_test(test_service_prunes),
 		cmocka_unit_test(test_service_bytes),
+		cmocka_unit_test(test_service_sync),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
