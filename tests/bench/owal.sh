@@ -76,7 +76,8 @@ for c in $CASES; do
 	mkdir -p "$work/mnt/ow/$c"
 	o0=$(metric object_wal_objects_total) b0=$(metric object_wal_bytes_total)
 	r=$("$NRS_BENCH" --dir "$work/mnt/ow/$c" --writers "$writers" --size "$bytes" \
-		--seconds "$BENCH_SECONDS" 2>>"$work/logs/bench.err") || { echo "$c: nrs-bench failed"; continue; }
+		--seconds "$BENCH_SECONDS" 2>"$work/logs/bench.err") ||
+		{ echo "$c: failed: $(grep -m 1 . "$work/logs/bench.err" | sed 's/^nrs-bench: //')"; continue; }
 	o1=$(metric object_wal_objects_total) b1=$(metric object_wal_bytes_total)
 	objs=$((o1 - o0))
 	avg=$(( objs > 0 ? (b1 - b0) / objs : bytes ))

@@ -29,6 +29,23 @@
 # BENCH_ROUNDS > 1 every case runs that many rounds of all systems and the
 # run with the median ops/s of each system is shown.
 #
+# The benchmark holds on any disk (issue 16):
+#  - every run on a and h starts on a fresh mount of an empty data dir and
+#    is unmounted right after it (its data dir emptied); b and c start on
+#    an empty directory.  Each run then waits for the disk to settle.  No
+#    round inherits another's WAL, objects or background work, and h's WAL
+#    (never materialized) gets wal_budget = half the scratch filesystem's
+#    free space, so that one run at the disk's full speed fits in it.
+#  - a run that fails (an append fails, nrs-bench times out, the mount does
+#    not come up, the daemon dies) is reported under its case as
+#    "h: round 2 failed: writer 3: ENOSPC (No space left on device) (8 of
+#    8 writers failed)", its row shows n/a, and the rest runs on.
+#  - the report starts (and ends) with the disk beneath: p50/p99 of 1000
+#    write + fdatasync of 4 KiB appends to a plain file, and the sequential
+#    write rate of 256 MiB in 1 MiB appends with one fdatasync (both with
+#    nrs-bench, in the scratch dir), so the ratios can be read; and every
+#    row shows the highest 1-minute load average seen before its rounds.
+#
 # OBJECTS (issue 4), on each object store: the embedded directory (dir),
 # S3 on s3rver (s3, loopback, tests/fixtures/s3/s3rver.sh) and S3 on moto_server
 # (moto, loopback, tests/fixtures/s3/moto.sh: V4 signatures checked; issue 14):
@@ -101,6 +118,8 @@
 #   BENCH_ROUNDS    rounds per case (default 3; median shown)
 #   BENCH_RAW       if set, append every raw measurement line to this file
 #   BENCH_COND=0    skip the conditional-append comparison (issue 6)
+#   BENCH_PROBE=0   skip the disk's figures; BENCH_PROBE_OPS (1000) and
+#                   BENCH_PROBE_MIB (256) size them
 #   BENCH_KEEP=1    keep the scratch dir (and the daemons' logs) afterwards
 #   NEREUSFS_OPTS   extra options for the daemon, e.g. "-o max_threads=16"
 #   PASSTHROUGH_LL  a built passthrough_ll to use instead of compiling one
@@ -151,7 +170,7 @@ fi
 command -v fusermount3 >/dev/null || die "fusermount3 not found (apt-get install fuse3)"
 
 work=$(mktemp -d "$BENCH_TMPDIR/nrs-bench.XXXXXX") || die "cannot make a scratch dir in $BENCH_TMPDIR"
-mkdir -p "$work/mnt" "$work/h-mnt" "$work/plain" "$work/pt-src" "$work/pt-mnt" "$work/pt-build"
+mkdir -p "$work/mnt" "$work/h-mnt" "$work/plain" "$work/pt-src" "$work/pt-mnt" "$work/pt-build" "$work/logs"
 mkdir -m 700 "$work/data" "$work/h-data"	# nereusfs refuses a data dir others can read
 nrs_pid=
 pt_pid=
@@ -197,31 +216,67 @@ fstype=$(findmnt -n -o FSTYPE -T "$work" 2>/dev/null || stat -f -c %T "$work")
 fsdev=$(df -P "$work" | awk 'NR == 2 { print $1 }')
 [ "$fstype" = tmpfs ] && note "warning: $work is on tmpfs; fdatasync there costs nothing"
 
-case " $BENCH_SYSTEMS " in *" a "*)
-	if [ ! -x "$NEREUSFS" ]; then
-		note "no daemon at $NEREUSFS: column a is n/a"
-	elif mount_fs nrs_pid "$work/mnt" "$work/nereusfs.log" \
-			"$NEREUSFS" -f ${NEREUSFS_OPTS:-} -o "data=$work/data" "$work/mnt"; then
-		have_a=1
-	else
-		note "nereusfs did not mount; its log:"
-		sed 's/^/  | /' "$work/nereusfs.log" >&2
-	fi
-;; esac
+# Each run on nereusfs (a, h) starts from a fresh mount on an empty data
+# directory, and the mount is taken down again right after the run: no
+# round inherits the WAL, the objects or the materializer's work of one
+# before (h never materializes, so its WAL would otherwise hold every round
+# of a case until unlink reclaims it), a daemon that died in one round does
+# not take the rounds after it down with it, and the disk holds at most one
+# run's bytes.  h's WAL must hold a whole run, at the disk's full speed, for
+# BENCH_SECONDS: it gets wal_budget = half the free space of the scratch
+# filesystem (NEREUSFS_OPTS may set another), where the default's 4 GiB
+# would end a run on a disk faster than ~1.4 GB/s.
+avail=$(df -P -B1 "$work" | awk 'NR == 2 { print $4 }')
+H_BUDGET=$((${avail:-0} / 2))
+[ "$H_BUDGET" -gt 0 ] || H_BUDGET=4294967296
+declare -A NUP=([a]=0 [h]=0) NLOG=() NMNT=([a]=$work/mnt [h]=$work/h-mnt)
+declare -A NDATA=([a]=$work/data [h]=$work/h-data)
+nrs_seq=0
 
-case " $BENCH_SYSTEMS " in *" h "*)
-	if [ ! -x "$NEREUSFS" ]; then
-		note "no daemon at $NEREUSFS: column h is n/a"
-	elif mount_fs h_pid "$work/h-mnt" "$work/nereusfs-h.log" \
-			"$NEREUSFS" -f ${NEREUSFS_OPTS:-} \
-			-o "data=$work/h-data,materialize_bytes=$HOLD,materialize_age_ms=$HOLD_MS" \
-			"$work/h-mnt"; then
-		have_h=1
-	else
-		note "nereusfs (h) did not mount; its log:"
-		sed 's/^/  | /' "$work/nereusfs-h.log" >&2
+# Mount SYS (a or h) on its empty data dir; its log is NLOG[SYS].  1 if it
+# did not mount (then the log says why).
+nrs_up() { # SYS
+	local s=$1 pidv=nrs_pid
+	[ "${NUP[$s]}" = 1 ] && return 0
+	# NEREUSFS_OPTS is split into words, as on a command line
+	# shellcheck disable=SC2206
+	local -a mopts=(${NEREUSFS_OPTS:-} -o "data=${NDATA[$s]}")
+	# shellcheck disable=SC2206
+	[ "$s" = h ] && mopts=(-o "wal_budget=$H_BUDGET" ${NEREUSFS_OPTS:-} \
+		-o "data=${NDATA[$s]},materialize_bytes=$HOLD,materialize_age_ms=$HOLD_MS")
+	[ "$s" = h ] && pidv=h_pid
+	nrs_seq=$((nrs_seq + 1))
+	NLOG[$s]=$work/logs/nereusfs-$s-$nrs_seq.log
+	if mount_fs "$pidv" "${NMNT[$s]}" "${NLOG[$s]}" "$NEREUSFS" -f "${mopts[@]}" "${NMNT[$s]}"; then
+		NUP[$s]=1
+		return 0
 	fi
-;; esac
+	unmount "${NMNT[$s]}" "${!pidv}"
+	printf -v "$pidv" %s ''
+	return 1
+}
+
+# Unmount SYS and empty its data dir.
+nrs_down() { # SYS
+	local s=$1 pidv=nrs_pid
+	[ "$s" = h ] && pidv=h_pid
+	unmount "${NMNT[$s]}" "${!pidv}"
+	printf -v "$pidv" %s ''
+	NUP[$s]=0
+	rm -rf "${NDATA[$s]}" && mkdir -m 700 "${NDATA[$s]}"
+}
+
+for s in a h; do
+	case " $BENCH_SYSTEMS " in *" $s "*) ;; *) continue ;; esac
+	if [ ! -x "$NEREUSFS" ]; then
+		note "no daemon at $NEREUSFS: column $s is n/a"
+	elif nrs_up "$s"; then
+		printf -v "have_$s" 1
+	else
+		note "nereusfs ($s) did not mount; its log:"
+		sed 's/^/  | /' "${NLOG[$s]}" >&2
+	fi
+done
 
 # passthrough_ll: PASSTHROUGH_LL, or built once from libfuse3-dev's example.
 # Sets pt (empty if there is none) and says why not, once.
@@ -291,8 +346,57 @@ field() { # LINE KEY -> value or empty
 	printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
 }
 
-run_one() { # CASE SYS WRITERS SIZE SAME
-	local c=$1 s=$2 n=$3 size=$4 same=$5 dir args out
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# One nrs-bench run on SYS in DIR (a and h: on a fresh mount, taken down
+# after): got = its line, or empty and why = what failed, in one line (the
+# first writer's error and how many failed, a timeout, a mount that did
+# not come up, a daemon that died); got_load = the load just before it.
+bench_on() { # SYS DIR NRS-BENCH-ARGS...
+	local s=$1 dir=$2 rc pid nrs=0 errs lim
+	shift 2
+	got='' why='' got_load=''
+	case $s in a|h) nrs=1 ;; esac
+	if [ $nrs = 1 ] && ! nrs_up "$s"; then
+		why="nereusfs did not mount: $(tail -n 1 "${NLOG[$s]}")"
+		note "nereusfs ($s) did not mount; its log:"
+		sed 's/^/  | /' "${NLOG[$s]}" >&2
+		return 0
+	fi
+	pid=; [ $s = a ] && pid=$nrs_pid; [ $s = h ] && pid=$h_pid
+	sync	# what the last run left dirty is not this run's cost
+	got_load=$(load1)
+	# A wedged file system must not wedge the benchmark: bounded wait.
+	lim=$(awk -v s="$BENCH_SECONDS" 'BEGIN { printf "%d", s * 3 + 60 }')
+	got=$(timeout -k 10 "$lim" "$NRS_BENCH" --dir "$dir" --seconds "$BENCH_SECONDS" "$@" 2>"$work/err")
+	rc=$?
+	if [ $rc = 124 ] || [ $rc = 137 ]; then
+		why="timed out after ${lim}s"
+	elif [ $rc != 0 ]; then
+		why=$(grep -m 1 . "$work/err" | sed 's/^nrs-bench: //')
+		errs=$(field "$got" errors)
+		[ -n "$errs" ] && why="${why:-nrs-bench failed} ($errs of $(field "$got" writers) writers failed)"
+		why=${why:-nrs-bench exited with status $rc}
+	fi
+	if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+		why="${why:+$why; }the daemon died (the end of its log is on stderr)"
+		note "nereusfs ($s) died during a run; the end of its log:"
+		tail -n 30 "${NLOG[$s]}" | sed 's/^/  | /' >&2
+	fi
+	[ -z "$why" ] || got=''
+	if [ $nrs = 1 ]; then
+		nrs_down "$s"
+	else
+		rm -rf "$dir"	# keep the disk footprint to one run
+	fi
+	settle
+}
+
+declare -A FAIL=() LD=()	# FAIL[case,sys]: "SYS: round K failed: WHY" lines; LD: highest load before a round
+
+# Round ROUND of CASE on SYS: appends its line (or "error") to R[CASE,SYS].
+run_one() { # CASE SYS WRITERS SIZE SAME ROUND
+	local c=$1 s=$2 n=$3 size=$4 same=$5 round=$6 dir args
 	case $s in
 		a) dir=$work/mnt/$c; args= ;;
 		h) dir=$work/h-mnt/$c; args= ;;
@@ -300,27 +404,30 @@ run_one() { # CASE SYS WRITERS SIZE SAME
 		c) dir=$work/pt-mnt/$c; args=--sync ;;
 	esac
 	[ "$same" = 1 ] && args="$args --same-stream"
-	sync	# what the last run left dirty is not this run's cost
-	# A wedged file system must not wedge the benchmark: bounded wait.
-	if out=$(timeout -k 10 "$(awk -v s="$BENCH_SECONDS" 'BEGIN { printf "%d", s * 3 + 60 }')" \
-			"$NRS_BENCH" --dir "$dir" --writers "$n" --size "$size" \
-			--seconds "$BENCH_SECONDS" $args 2>"$work/err"); then
-		R[$c,$s]+="$out"$'\n'
+	bench_on "$s" "$dir" --writers "$n" --size "$size" $args
+	if [ -n "$got" ]; then
+		R[$c,$s]+="$got"$'\n'
 	else
 		R[$c,$s]+=error$'\n'
-		note "$c on $s failed: $(head -c 300 "$work/err")"
+		FAIL[$c,$s]+="$s: round $round failed: $why"$'\n'
+		note "$c: $s: round $round failed: $why"
 	fi
-	[ -n "${BENCH_RAW:-}" ] && echo "case=$c sys=$s $out" >>"$BENCH_RAW"
-	rm -rf "$dir"	# keep the disk footprint to one case
-	settle
+	awk -v a="$got_load" -v b="${LD[$c,$s]:-}" 'BEGIN { exit !(b == "" || a + 0 > b + 0) }' && LD[$c,$s]=$got_load
+	[ -n "${BENCH_RAW:-}" ] && echo "case=$c sys=$s round=$round load=$got_load ${got:-error: $why}" >>"$BENCH_RAW"
 }
 
 # The round with the median ops/s of R[CASE,SYS] (the lower middle one of
-# an even count); "error" if every round failed, empty if none ran.
+# an even count); "error" if any round failed (FAIL says which and why:
+# the others ran under a system that could not hold the load), empty if
+# none ran.
 median_run() { # CASE SYS
 	local runs=${R[$1,$2]:-}
 	[ -n "$runs" ] || return 0
-	printf '%s' "$runs" | grep -v '^error$' | awk '
+	if printf '%s' "$runs" | grep -q '^error$'; then
+		echo error
+		return 0
+	fi
+	printf '%s' "$runs" | awk '
 		{ for (i = 1; i <= NF; i++) if ($i ~ /^ops_s=/) v = substr($i, 7); print v, $0 }' |
 		sort -g -k1,1 | cut -d' ' -f2- |
 		awk '{ l[NR] = $0 } END { if (NR) print l[int((NR + 1) / 2)]; else print "error" }'
@@ -342,8 +449,42 @@ for c in $BENCH_CASES; do
 	case_params "$c" >/dev/null || die "unknown case '$c'"
 done
 
+# The disk the ratios stand on, measured in $work before the appends with
+# nrs-bench on a plain file: the latency of a durable small append
+# (BENCH_PROBE_OPS write + fdatasync of 4 KiB, p50 and p99) and the
+# sequential write rate (BENCH_PROBE_MIB appends of 1 MiB, the payload
+# every run writes, and one fdatasync at the end, inside the time).  A disk
+# with a cheap fdatasync makes b and c fast and the group commit's gain
+# small; a fast sequential write makes the embedded store's second write of
+# each byte (a against h) and the CPU per append the limit.
+probe_disk() {
+	local line
+	line=$("$NRS_BENCH" --dir "$work/probe" --writers 1 --size 4096 --sync \
+		--ops "${BENCH_PROBE_OPS:-1000}" --seconds 60 2>/dev/null)
+	if [ -n "$line" ]; then
+		printf 'fdatasync of a 4 KiB append: p50 %s us, p99 %s us (%s appends)' \
+			"$(field "$line" p50_us)" "$(field "$line" p99_us)" "$(field "$line" ops)"
+	else
+		printf 'fdatasync of a 4 KiB append: n/a'
+	fi
+	rm -rf "$work/probe"
+	sync
+	line=$("$NRS_BENCH" --dir "$work/probe" --writers 1 --size 1048576 --sync-end \
+		--ops "${BENCH_PROBE_MIB:-256}" --seconds 60 2>/dev/null)
+	rm -rf "$work/probe"
+	if [ -n "$line" ]; then
+		printf '; sequential write: %.0f MB/s (%s MiB in 1 MiB writes, then fdatasync)\n' \
+			"$(field "$line" mbps)" "$(field "$line" ops)"
+	else
+		printf '; sequential write: n/a\n'
+	fi
+}
+
 if want append; then
 	echo "nereusfs append benchmark: ${BENCH_SECONDS}s per run; $work on $fstype ($fsdev); $(nproc) cores; kernel $(uname -r)"
+	[ "${BENCH_PROBE:-1}" = 1 ] && echo "  disk at start: $(probe_disk)"
+	echo "  load average at start: $(cut -d' ' -f1-3 /proc/loadavg); the load column is the highest 1-minute load seen before one of a row's rounds"
+	echo "  every run on a and h starts on a fresh mount of an empty data dir; h has wal_budget=$H_BUDGET (half the free space)"
 	echo "  a = nereusfs (write() is durable)   h = the same, materialization held off (the append path alone)"
 	echo "  b = plain files + fdatasync per write   c = passthrough_ll + fdatasync per write"
 	[ "$BENCH_ROUNDS" -gt 1 ] && echo "  $BENCH_ROUNDS rounds per case: the run with the median ops/s of each system is shown"
@@ -356,7 +497,7 @@ for c in $BENCH_CASES; do
 	for round in $(seq "$BENCH_ROUNDS"); do
 		for s in $SYSTEMS; do
 			v=have_$s
-			[ "${!v}" = 1 ] && run_one "$c" "$s" "$n" "$size" "$same"
+			[ "${!v}" = 1 ] && run_one "$c" "$s" "$n" "$size" "$same" "$round"
 		done
 	done
 	for s in $SYSTEMS; do
@@ -366,26 +507,22 @@ done
 
 # Issue 6: conditional appends through the ioctl against plain O_APPEND
 # writes, on nereusfs alone, 1 and 8 writers each on its own stream; the
-# two alternate so that drift hits both.
-declare -A CND=()
+# two alternate so that drift hits both.  Each run has a fresh mount too.
+declare -A CND=() CFAIL=()
 if [ $have_a = 1 ] && [ "${BENCH_COND:-1}" = 1 ]; then
 	for n in 1 8; do
 		for mode in append expect; do
 			flag=; [ $mode = expect ] && flag=--expect
-			dir=$work/mnt/cond-$mode-$n
-			mkdir -p "$dir" || continue
-			CND[$n,$mode]=$("$NRS_BENCH" --dir "$dir" --writers "$n" --size 1024 \
-				--seconds "$BENCH_SECONDS" --name c $flag 2>>"$work/bench.err") ||
-				CND[$n,$mode]=error
-			[ -n "${BENCH_RAW:-}" ] && echo "case=cond-$n-$mode ${CND[$n,$mode]}" >>"$BENCH_RAW"
-			rm -rf "$dir"
+			bench_on a "$work/mnt/cond-$mode-$n" --writers "$n" --size 1024 --name c $flag
+			CND[$n,$mode]=${got:-error}
+			[ -n "$got" ] || {
+				CFAIL[$n,$mode]=$why
+				note "conditional appends, $n writers, $mode: failed: $why"
+			}
+			CND[$n,$mode,load]=$got_load
+			[ -n "${BENCH_RAW:-}" ] && echo "case=cond-$n-$mode load=$got_load ${got:-error: $why}" >>"$BENCH_RAW"
 		done
 	done
-fi
-
-if [ $have_a = 1 ] && ! kill -0 "$nrs_pid" 2>/dev/null; then
-	note "nereusfs died during the run; the end of its log:"
-	tail -n 30 "$work/nereusfs.log" | sed 's/^/  | /' >&2
 fi
 
 # ---- append report ---------------------------------------------------------
@@ -396,8 +533,8 @@ le() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x != "-" && x + 0 <= y + 0) }'; }
 
 if want append; then
 	echo
-	printf '%-14s %-3s %10s %9s %10s %10s %7s %7s  %s\n' \
-		case sys ops/s MB/s p50_us p99_us x_b x_c "target (issue 2): met?"
+	printf '%-14s %-3s %10s %9s %10s %10s %7s %7s %5s  %s\n' \
+		case sys ops/s MB/s p50_us p99_us x_b x_c load "target (issue 2): met?"
 	for c in $BENCH_CASES; do
 		read -r n size same label <<<"$(case_params "$c")"
 		declare -A ops=() mbps=() p99=()
@@ -438,39 +575,49 @@ if want append; then
 			line=${R[$c,$s]:-}
 			[ -n "$line" ] || continue
 			lab=; [ $first = 1 ] && lab=$label
+			t=; [ $first = 1 ] && t=$target
 			if [ "$line" = error ]; then
-				printf '%-14s %-3s %10s\n' "$lab" "$s" error
+				printf '%-14s %-3s %10s %9s %10s %10s %7s %7s %5s  %s\n' "$lab" "$s" \
+					n/a n/a - - - - "${LD[$c,$s]:--}" "$t"
 			else
 				xb=-; xc=-
 				[ "$s" != b ] && xb=$(ratio "${ops[$s]}" "${ops[b]}")
 				[ "$s" = a ] || [ "$s" = h ] && xc=$(ratio "${ops[$s]}" "${ops[c]}")
-				t=; [ $first = 1 ] && t=$target
-				printf '%-14s %-3s %10s %9s %10s %10s %7s %7s  %s\n' "$lab" "$s" \
-					"${ops[$s]}" "${mbps[$s]}" "$(field "$line" p50_us)" "${p99[$s]}" "$xb" "$xc" "$t"
+				printf '%-14s %-3s %10s %9s %10s %10s %7s %7s %5s  %s\n' "$lab" "$s" \
+					"${ops[$s]}" "${mbps[$s]}" "$(field "$line" p50_us)" "${p99[$s]}" "$xb" "$xc" \
+					"${LD[$c,$s]:--}" "$t"
 			fi
 			first=0
+		done
+		for s in $SYSTEMS; do
+			printf '%s' "${FAIL[$c,$s]:-}" | sed 's/^/               /'
 		done
 		unset ops mbps p99
 	done
 	echo
 	echo "x_b, x_c: ops/s relative to b and c (for 1 MiB, ops/s and MB/s ratios are the same)."
+	echo "n/a: a round of that system failed (the line under the case says which and why); the other rounds ran on."
 	if [ ${#CND[@]} -gt 0 ]; then
 		echo
 		echo "conditional appends (NRS_IOC_EXPECT + write) vs O_APPEND write, 1 KiB, nereusfs (issue 6: ratio close to 1)"
-		printf '%-8s %-8s %10s %10s %10s %7s\n' writers mode ops/s p50_us p99_us ratio
+		printf '%-8s %-8s %10s %10s %10s %7s %5s\n' writers mode ops/s p50_us p99_us ratio load
 		for n in 1 8; do
 			for mode in append expect; do
 				line=${CND[$n,$mode]:-error}
 				if [ "$line" = error ]; then
-					printf '%-8s %-8s %10s\n' "$n" "$mode" error
+					printf '%-8s %-8s %10s %10s %10s %7s %5s  failed: %s\n' "$n" "$mode" n/a - - - \
+						"${CND[$n,$mode,load]:--}" "${CFAIL[$n,$mode]:-?}"
 					continue
 				fi
 				r=-; [ $mode = expect ] && r=$(ratio "$(field "$line" ops_s)" "$(field "${CND[$n,append]:-}" ops_s)")
-				printf '%-8s %-8s %10s %10s %10s %7s\n' "$n" "$mode" "$(field "$line" ops_s)" \
-					"$(field "$line" p50_us)" "$(field "$line" p99_us)" "$r"
+				printf '%-8s %-8s %10s %10s %10s %7s %5s\n' "$n" "$mode" "$(field "$line" ops_s)" \
+					"$(field "$line" p50_us)" "$(field "$line" p99_us)" "$r" "${CND[$n,$mode,load]:--}"
 			done
 		done
 	fi
+	echo
+	[ "${BENCH_PROBE:-1}" = 1 ] && echo "disk at the end: $(probe_disk)"
+	echo "load average at the end of the appends: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores"
 fi
 
 # ---- objects (issue 4) -------------------------------------------------------
@@ -488,8 +635,6 @@ MiB=1048576
 declare -A MAT=() MATV=() CLI=() CLIV=() CLIH=() CLIHV=() BOTO=() BOTOV=() RD=() LOAD=() NOTE=()
 got='' got_load=''	# what mat_run and cli_run measured
 can_drop=0
-
-load1() { cut -d' ' -f1 /proc/loadavg; }
 
 # The value of one metric of the nereusfs mounted at MNT, or empty.
 metric() { # MNT NAME
