@@ -86,6 +86,10 @@
  *                           it failed having sent nothing (retried, OW2).
  *   owal.after_put          after the PUT returned: its answer was lost
  *                           (resolved by the HEAD proof that follows).
+ *   owner.renew             owner/owner.c OR1, a renewal of the owner
+ *                           record: the store did not answer (the owner
+ *                           stays owned, and acknowledges only until its
+ *                           window ends, OR3).
  *
  * nrs_meta_publish serves both the pipeline (PL3) and recovery (RC4), so the
  * meta.* points are hit by both.
@@ -125,6 +129,7 @@ static const char *const fp_names[NRS_FP_COUNT] = {
 	[NRS_FP_GC_AFTER_DELETE] = "gc.after_delete",
 	[NRS_FP_OWAL_BEFORE_PUT] = "owal.before_put",
 	[NRS_FP_OWAL_AFTER_PUT] = "owal.after_put",
+	[NRS_FP_OWNER_RENEW] = "owner.renew",
 };
 
 /* The errnos a point may inject (the grammar's ERRNO), named by errname.h. */
