@@ -86,6 +86,9 @@
  *                           it failed having sent nothing (retried, OW2).
  *   owal.after_put          after the PUT returned: its answer was lost
  *                           (resolved by the HEAD proof that follows).
+ *   owal.after_proof        after the HEAD proved the object, before its
+ *                           appends may be acknowledged: the proof's
+ *                           answer was lost (the PUT is retried, OW2).
  *   owner.renew             owner/owner.c OR1, a renewal of the owner
  *                           record: the store did not answer (the owner
  *                           stays owned, and acknowledges only until its
@@ -129,6 +132,7 @@ static const char *const fp_names[NRS_FP_COUNT] = {
 	[NRS_FP_GC_AFTER_DELETE] = "gc.after_delete",
 	[NRS_FP_OWAL_BEFORE_PUT] = "owal.before_put",
 	[NRS_FP_OWAL_AFTER_PUT] = "owal.after_put",
+	[NRS_FP_OWAL_AFTER_PROOF] = "owal.after_proof",
 	[NRS_FP_OWNER_RENEW] = "owner.renew",
 };
 

@@ -40,6 +40,7 @@ enum nrs_fp {
 	NRS_FP_GC_AFTER_DELETE,		/* "gc.after_delete" */
 	NRS_FP_OWAL_BEFORE_PUT,		/* "owal.before_put" */
 	NRS_FP_OWAL_AFTER_PUT,		/* "owal.after_put" */
+	NRS_FP_OWAL_AFTER_PROOF,	/* "owal.after_proof" */
 	NRS_FP_OWNER_RENEW,		/* "owner.renew" */
 	NRS_FP_COUNT
 };

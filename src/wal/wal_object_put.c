@@ -106,6 +106,7 @@ static enum nrs_put_verdict put_once(struct wal_object *w, struct ow_obj *o,
 	unsigned char md5[NRS_MD5_LEN];
 	bool want_md5 = nrs_obj_wants_md5(w->store);
 	char key[NRS_OBJKEY_MAX];
+	enum nrs_put_verdict v;
 
 	ow_key(key, o->seg);
 	*perr = nrs_failpoint(NRS_FP_OWAL_BEFORE_PUT);
@@ -117,7 +118,10 @@ static enum nrs_put_verdict put_once(struct wal_object *w, struct ow_obj *o,
 	if (!*perr)
 		*perr = nrs_failpoint(NRS_FP_OWAL_AFTER_PUT);
 	*herr = nrs_obj_head(w->store, key, got);
-	return nrs_put_decide(*herr, got, o->size, o->sha256);
+	v = nrs_put_decide(*herr, got, o->size, o->sha256);
+	if (v == NRS_PUT_PROVEN && nrs_failpoint(NRS_FP_OWAL_AFTER_PROOF))
+		v = NRS_PUT_LATER;	/* as if the HEAD's answer were lost */
+	return v;
 }
 
 /*
