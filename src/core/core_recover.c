@@ -42,6 +42,7 @@
 #include "meta/meta.h"
 #include "stream/stream.h"
 #include "stream/table.h"
+#include "util/fileio.h"
 #include "util/log.h"
 #include "wal/wal.h"
 
@@ -74,15 +75,7 @@ static int mark(const char *dir)
 	if (fsync(fd) < 0)
 		err = -errno;
 	close(fd);
-	if (err)
-		return err;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		err = -errno;
-	close(fd);
-	return err;
+	return err ? err : nrs_fsync_dir(dir);
 }
 
 int nrs_core_recover_bucket(struct nrs_core *c, const struct nrs_core_opts *o)

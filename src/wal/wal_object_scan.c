@@ -93,7 +93,6 @@ int ow_state_write(const char *path, const char *dir, uint64_t floor,
 {
 	unsigned char b[ST_LEN] = { 0 };
 	char tmp[4096];
-	int fd, err = 0;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
@@ -101,27 +100,7 @@ int ow_state_write(const char *path, const char *dir, uint64_t floor,
 	nrs_le64_put(b + 8, floor);
 	nrs_le64_put(b + 16, last_run);
 	nrs_le32_put(b + 24, nrs_crc32c(0, b, 24));
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (pwrite(fd, b, sizeof(b), 0) != (ssize_t)sizeof(b))
-		err = errno ? -errno : -EIO;
-	if (!err && fsync(fd) < 0)
-		err = -errno;
-	close(fd);
-	if (!err && rename(tmp, path) < 0)
-		err = -errno;
-	if (!err) {
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		if (fsync(fd) < 0)
-			err = -errno;
-		close(fd);
-	}
-	if (err)
-		(void)unlink(tmp);
-	return err;
+	return nrs_file_replace(path, tmp, dir, b, sizeof(b));
 }
 
 /* OW8: fetch and check the object of seg, whose HEAD answered m. */
