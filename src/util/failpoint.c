@@ -86,6 +86,15 @@
  *                           it failed having sent nothing (retried, OW2).
  *   owal.after_put          after the PUT returned: its answer was lost
  *                           (resolved by the HEAD proof that follows).
+ *   owal.before_floor       wal_object_gc.c OW7, once objects' grace is
+ *                           over (OWG1), before the new floor is recorded
+ *                           (OW6): nothing recorded, nothing deleted.
+ *   owal.before_delete      after the floor is recorded, before each WAL
+ *                           object's DELETE: it failed having sent
+ *                           nothing (the object stays, an orphan below
+ *                           the floor that no scan reads).
+ *   owal.after_delete       after each DELETE returned: its answer was
+ *                           lost (the object is gone).
  *
  * nrs_meta_publish serves both the pipeline (PL3) and recovery (RC4), so the
  * meta.* points are hit by both.
@@ -125,6 +134,9 @@ static const char *const fp_names[NRS_FP_COUNT] = {
 	[NRS_FP_GC_AFTER_DELETE] = "gc.after_delete",
 	[NRS_FP_OWAL_BEFORE_PUT] = "owal.before_put",
 	[NRS_FP_OWAL_AFTER_PUT] = "owal.after_put",
+	[NRS_FP_OWAL_BEFORE_FLOOR] = "owal.before_floor",
+	[NRS_FP_OWAL_BEFORE_DELETE] = "owal.before_delete",
+	[NRS_FP_OWAL_AFTER_DELETE] = "owal.after_delete",
 };
 
 /* The errnos a point may inject (the grammar's ERRNO), named by errname.h. */

@@ -37,12 +37,15 @@
  *      OS1, but only once it knows it is fenced, and the floor would move
  *      over objects that stay.)
  *
- * STEPS, and what a crash at each leaves: the floor recorded, the Nth
- * DELETE not sent -- the objects below the floor not yet deleted stay,
- * orphans that no scan reads (nothing deletes them later: only a listing
- * would find them); they go highest first.  No step deletes an object at
- * or above the floor a scan starts from, and none moves the floor over an
- * object a slice above `below` needs.
+ * STEPS, and what a crash at each leaves (the failpoints name them,
+ * util/failpoint.c): owal.before_floor -- grace over, nothing recorded:
+ * the next run holds every object and starts their grace again;
+ * owal.before_delete -- the floor recorded, the Nth DELETE not sent: the
+ * objects below the floor not yet deleted stay, orphans that no scan
+ * reads (nothing deletes them later: only a listing would find them);
+ * owal.after_delete -- the Nth object gone (they go highest first).  No
+ * step deletes an object at or above the floor a scan starts from, and
+ * none moves the floor over an object a slice above `below` needs.
  */
 #include "config.h"
 
@@ -54,6 +57,7 @@
 
 #include "obj/objstore.h"
 #include "util/clock.h"
+#include "util/failpoint.h"
 #include "util/log.h"
 #include "wal/wal.h"
 #include "wal/wal_object_priv.h"
@@ -126,10 +130,13 @@ static int delete_all(struct wal_object *w, struct ow_obj *gone,
 		gone = o->next;
 		ow_key(key, o->seg);
 		if (o->state == OW_PROVEN) {
+			err = nrs_failpoint(NRS_FP_OWAL_BEFORE_DELETE);
 			if (!err && !may_delete(w))
 				err = -ESTALE;			/* OWG2 */
 			if (!err)
 				err = nrs_obj_del(w->store, key);
+			if (!err)
+				err = nrs_failpoint(NRS_FP_OWAL_AFTER_DELETE);
 			*bytes += o->size;
 			n++;
 		}
@@ -161,7 +168,10 @@ int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes)
 		pthread_mutex_unlock(&w->lock);
 		return 0;
 	}
-	err = ow_state_write(w->state_path, w->dir, floor, w->last_run);
+	err = nrs_failpoint(NRS_FP_OWAL_BEFORE_FLOOR);
+	if (!err)
+		err = ow_state_write(w->state_path, w->dir, floor,
+				     w->last_run);
 	if (err) {
 		pthread_mutex_unlock(&w->lock);
 		nrs_warn("object WAL: cannot record floor %016" PRIx64 " in %s:"
