@@ -86,6 +86,8 @@ static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
 		.flush_bytes = o->owal_bytes,
 		.linger_ms = o->owal_linger_set ? o->owal_linger_ms :
 			     NRS_WAL_OBJECT_LINGER_MS,
+		.grace_ms = o->gc_grace_ms ? o->gc_grace_ms :	/* OWG1 */
+			    NRS_GC_GRACE_MS_DEFAULT,
 		.metrics = &c->metrics,
 		.stored = owal_stored,
 		.stored_ctx = c,

@@ -108,6 +108,10 @@ struct nrs_wal_stats {
 	bool broken;		/* a failed append could not be undone */
 	uint64_t inflight;	/* object WAL: objects sealed, not yet proven */
 	uint64_t waiting_bytes;	/* object WAL: their bytes and the open one's */
+	uint64_t reclaim_due_ns;	/* object WAL: the monotonic time the first
+					 * object waiting out its GC grace may
+					 * go (wal_object_gc.c OWG1); 0: none
+					 * waits */
 };
 
 struct nrs_wal_ops {
@@ -326,8 +330,12 @@ struct nrs_wal_object_opts {
 	uint64_t linger_ms;		/* or this long after its first write
 					 * (0: none; NRS_WAL_OBJECT_LINGER_MS
 					 * is the daemon's default) */
+	uint64_t grace_ms;		/* a reclaimable object is deleted this
+					 * long after it became so
+					 * (wal_object_gc.c OWG1; 0: at once) */
 	/* The owner gate (DESIGN I8): sync() fails -ESTALE once it returns
-	 * false.  NULL: always allowed. */
+	 * false, and reclaim() deletes nothing while it does (OWG2).  NULL:
+	 * always allowed. */
 	bool (*may_ack)(void *ctx);
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;	/* may be NULL */

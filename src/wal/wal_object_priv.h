@@ -3,9 +3,11 @@
  * functions its files share.
  *
  *   wal_object.c       the provider: the append path (OW1, OW3-OW5, OW9),
- *                      reads, stats, reclaim (OW7), open and close, the
- *                      operations table; the format of a WAL object
+ *                      reads, stats, open and close, the operations
+ *                      table; the format of a WAL object
  *   wal_object_put.c   the workers: PUT, proof (OW1) and retries (OW2)
+ *   wal_object_gc.c    reclaim (OW7) after the GC grace (OWG1), never
+ *                      while fenced (OWG2)
  *   wal_object_scan.c  the state file (OW6) and the recovery scan (OW8)
  *
  * The formats and the rules are in wal_object.c's top comment.
@@ -89,6 +91,9 @@ struct ow_obj {
 	uint64_t aband_from;		/* records from this offset on are
 					 * cut (OW4); UINT64_MAX: none */
 	uint64_t t_write_ns;		/* its first write() */
+	uint64_t t_dead_ns;		/* OWG1: first found reclaimable
+					 * (monotonic; 0: not, or needed
+					 * again since) */
 	struct ow_obj *next;		/* in seg order */
 };
 
@@ -102,6 +107,7 @@ struct wal_object {
 	uint64_t cache_bytes;
 	uint64_t flush_bytes;		/* OW9 */
 	uint64_t linger_ns;		/* OW9 */
+	uint64_t grace_ns;		/* OWG1 */
 	bool (*may_ack)(void *ctx);
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;
@@ -170,5 +176,11 @@ void ow_marker_encode(uint64_t run, unsigned char out[OW_MARKER_LEN]);
 void *ow_worker(void *arg);
 
 int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx);
+
+/* OW7, OWG1, OWG2: the provider's reclaim (wal_object_gc.c). */
+int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes);
+/* OWG1: when the first object waiting out its grace may go; 0: none
+ * waits (lock held). */
+uint64_t ow_reclaim_due(const struct wal_object *w);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * wal_object_scan.c - the object WAL's state file and its recovery scan
- * (wal_object.c has the object format and OW1-OW5, OW7).
+ * (wal_object.c has the object format and OW1-OW5, wal_object_gc.c OW7).
  *
  *  OW6 The state file DIR/state says where the WAL's objects are without
  *      a listing: the floor (every object below it is gone or abandoned)

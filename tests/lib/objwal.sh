@@ -181,12 +181,12 @@ test_expect_success 'a PUT never sent: the conditional append lands it, once' '
 
 test_expect_success 'materialized, the WAL objects are deleted; the bytes stay' '
 	nrs_umount &&
-	nrs_mount -o "$FAST,checkpoint_ms=300$OBJ_OPTS" &&
+	nrs_mount -o "$FAST,checkpoint_ms=300,gc_grace_ms=300$OBJ_OPTS" &&
 	wait_materialized -t 60 "$P0" "$P1" "$L0" &&
 	nrs_wait_for 30 no_owal_objects &&
 	test "$(nrs_metric object_wal_held_objects)" = 0 &&
 	nrs_umount &&
-	nrs_mount -o "$FAST,checkpoint_ms=300$OBJ_OPTS" &&
+	nrs_mount -o "$FAST,checkpoint_ms=300,gc_grace_ms=300$OBJ_OPTS" &&
 	nrs_verify_records -u 1 -a "$acks" -a "$TRASH/ack.k9" -a "$TRASH/ack.lost" \
 		$crash_acks "$P0" "$P1" "$L0" &&
 	nrs_umount

@@ -1,8 +1,9 @@
 /*
- * test_wal_object.c - the object WAL (wal_object.c OW1-OW8) over the real
- * embedded directory store, behind a wrapper that injects the faults an
- * object store has: PUTs that fail, answers lost after the bytes were
- * stored, a store that does not answer, other bytes under a key.
+ * test_wal_object.c - the object WAL (wal_object.c OW1-OW8, wal_object_gc.c
+ * OWG1-OWG2) over the real embedded directory store, behind a wrapper that
+ * injects the faults an object store has: PUTs that fail, answers lost
+ * after the bytes were stored, a store that does not answer, other bytes
+ * under a key.
  */
 #include "config.h"
 
@@ -171,6 +172,7 @@ static bool gate(void *ctx)
 static uint64_t cache_bytes;	/* 0: the default */
 static uint64_t flush_bytes;	/* 0: the default */
 static uint64_t linger_ms = 5;
+static uint64_t grace_ms;	/* 0: reclaim at once */
 
 static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 			     uint64_t timeout_ms)
@@ -179,7 +181,7 @@ static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 		.store = &f->store.base, .dir = f->state,
 		.inflight_max = inflight, .timeout_ms = timeout_ms,
 		.cache_bytes = cache_bytes, .flush_bytes = flush_bytes,
-		.linger_ms = linger_ms,
+		.linger_ms = linger_ms, .grace_ms = grace_ms,
 		.may_ack = gate, .may_ack_ctx = f,
 	};
 	struct nrs_wal *w = NULL;
@@ -404,6 +406,71 @@ static void test_reclaim(void **state)
 	assert_int_equal(nrs_obj_head(f->real, key, &m), -ENOENT);
 	scan(f, &s);
 	expect_lsns(&s, want, 2);
+}
+
+/* Is the object of segment seg in the store? */
+static bool stored(struct fx *f, uint64_t seg)
+{
+	char key[NRS_OBJKEY_MAX];
+	struct nrs_obj_meta m;
+
+	nrs_wal_object_key(key, seg);
+	return nrs_obj_head(f->real, key, &m) == 0;
+}
+
+/* Sleep until the first object waiting out its grace may go (OWG1). */
+static void wait_due(struct nrs_wal *w)
+{
+	struct nrs_wal_stats st;
+
+	nrs_wal_stats(w, &st);
+	assert_true(st.reclaim_due_ns > 0);
+	while (nrs_now_mono_ns() < st.reclaim_due_ns)
+		usleep(10000);
+}
+
+/* OWG1: a reclaimable object is deleted only grace_ms after a reclaim
+ * first found it so; one found needed again starts over.  OWG2: nothing
+ * while the owner gate is closed. */
+static void test_reclaim_grace(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[4];
+	struct nrs_wal_stats st;
+	uint64_t bytes = 0, t0;
+	struct nrs_wal *w;
+
+	grace_ms = 300;
+	w = wopen(f, 4, 5000);
+	grace_ms = 0;
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	t0 = nrs_now_mono_ns();
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 0);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.segments, 4);		/* all held */
+	assert_true(st.reclaim_due_ns >= t0 + 300 * 1000000ull);
+	assert_true(stored(f, pos[0].seg) && stored(f, pos[2].seg));
+	/* 1 and 2 are needed again: their grace starts over later */
+	assert_int_equal(nrs_wal_reclaim(w, pos[1].seg, &bytes), 0);
+	wait_due(w);
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 1);
+	assert_false(stored(f, pos[0].seg));
+	assert_true(stored(f, pos[1].seg) && stored(f, pos[2].seg));
+	/* OWG2: once the gate closes, nothing goes, the floor stays */
+	wait_due(w);
+	f->gate_open = false;
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 0);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.segments, 3);
+	assert_true(stored(f, pos[1].seg) && stored(f, pos[2].seg));
+	f->gate_open = true;
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 2);
+	assert_false(stored(f, pos[1].seg) || stored(f, pos[2].seg));
+	assert_true(stored(f, pos[3].seg));
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.reclaim_due_ns, 0);
+	nrs_wal_close(w);
 }
 
 /* OW12: one HEAD that shows other bytes (a PUT of ours half written in
@@ -789,6 +856,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_abandon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reclaim_grace, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_quarantine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_odd_head, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged, setup, teardown),
