@@ -44,6 +44,7 @@
 #include "bg/services.h"
 #include "meta/meta.h"
 #include "obj/objfmt.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/metrics.h"
@@ -123,11 +124,7 @@ static bool nap(struct nrs_ckpt *k, uint64_t ms)
 
 static uint64_t backoff_ms(unsigned int attempt)
 {
-	uint64_t ms = RETRY_MIN_MS;
-
-	while (attempt-- > 0 && ms < RETRY_MAX_MS)
-		ms *= 2;
-	return ms < RETRY_MAX_MS ? ms : RETRY_MAX_MS;
+	return nrs_backoff_ms(attempt, RETRY_MIN_MS, RETRY_MAX_MS);
 }
 
 /* KP1: seq holds other bytes; KP7 leaves it be (the oldest forgotten

@@ -34,6 +34,7 @@
 
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/failpoint.h"
@@ -89,13 +90,12 @@ bool ow_nap(struct wal_object *w, unsigned int ms)
 
 static unsigned int backoff_ms(unsigned int attempt)
 {
-	unsigned int d = BACKOFF_BASE_MS;
+	static __thread unsigned int seed;
 
-	while (attempt-- > 0 && d < BACKOFF_CAP_MS)
-		d *= 2;
-	if (d > BACKOFF_CAP_MS)
-		d = BACKOFF_CAP_MS;
-	return d / 2 + (unsigned int)random() % (d / 2 + 1);
+	if (!seed)
+		seed = (unsigned int)nrs_now_mono_ns() | 1;
+	return (unsigned int)nrs_backoff_jitter_ms(attempt, BACKOFF_BASE_MS,
+						   BACKOFF_CAP_MS, &seed);
 }
 
 /* One PUT and its proof (OW1, OB1); no lock held. */
