@@ -25,6 +25,7 @@
 #include "stream/stream.h"
 #include "stream/table.h"
 #include "util/metrics.h"
+#include "util/pool.h"
 
 struct nrs_bcache;
 struct nrs_lc;
@@ -74,6 +75,7 @@ struct nrs_core {
 	pthread_mutex_t hlock;		/* the handle list */
 	struct nrs_handle *handles;
 	pthread_mutex_t admin;
+	struct nrs_pool ar_pool;	/* small append requests (core.c) */
 	struct nrs_streams streams;	/* the stream table (its own lock) */
 
 	nrs_inval_fn inval;
