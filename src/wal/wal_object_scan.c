@@ -30,8 +30,9 @@
  *      markers (wal_object.c OW11).  Each run's seal is read before its
  *      objects, and a scan that may write seals every run it probed that
  *      had none before it returns any record (wal_object_seal.c SL1-SL4):
- *      an object that lands in a sealed run later is never returned.  A WAL that never wrote (no state
- *      file) scans nothing and touches no store.
+ *      an object that lands in a sealed run later is never returned.  A
+ *      WAL that never wrote (no state file) scans nothing and touches no
+ *      store.
  */
 #include "config.h"
 

@@ -51,6 +51,9 @@ struct faulty {
 					 * bytes: a PUT half written in place */
 	atomic_bool release;
 	atomic_int stalled;		/* PUTs waiting now */
+	atomic_bool hide_seal;		/* the next HEAD of a run's seal: not
+					 * there (another scan's lands just
+					 * after it) */
 };
 
 static struct faulty *fy(struct nrs_objstore *s)
@@ -97,11 +100,26 @@ static int f_head(struct nrs_objstore *s, const char *key,
 
 	if (atomic_load(&fy(s)->down))
 		return -ECONNREFUSED;
+	if (strcmp(key + strlen(key) - 5, "/seal") == 0 &&
+	    atomic_exchange(&fy(s)->hide_seal, false))
+		return -ENOENT;
 	err = nrs_obj_head(fy(s)->real, key, out);
 	if (!err && strcmp(key + strlen(key) - 11, "/0000000000") != 0 &&
 	    atomic_exchange(&fy(s)->odd_head, false))
 		out->length = 0;
 	return err;
+}
+
+static int f_put_cond(struct nrs_objstore *s, const char *key,
+		      const void *buf, size_t len,
+		      const unsigned char md5[NRS_MD5_LEN],
+		      const unsigned char sha[NRS_SHA256_LEN],
+		      const char *if_match, char etag[NRS_ETAG_MAX])
+{
+	if (atomic_load(&fy(s)->down))
+		return -ECONNREFUSED;
+	return nrs_obj_put_cond(fy(s)->real, key, buf, len, md5, sha, if_match,
+				etag);
 }
 
 static ssize_t f_get(struct nrs_objstore *s, const char *key, uint64_t off,
@@ -125,8 +143,8 @@ static void f_close(struct nrs_objstore *s)
 }
 
 static const struct nrs_objstore_ops faulty_ops = {
-	.name = "faulty", .put = f_put, .head = f_head, .get = f_get,
-	.del = f_del, .close = f_close,
+	.name = "faulty", .put = f_put, .put_cond = f_put_cond, .head = f_head,
+	.get = f_get, .del = f_del, .close = f_close,
 };
 
 /* ---- fixture -------------------------------------------------------------- */
@@ -951,6 +969,20 @@ static void test_seal_kept(void **state)
 	scan_refused(f, "owal5");
 }
 
+/* SL2: another scan's seal that lands between our read and our PUT is
+ * refused our bytes (If-None-Match), and counts: objects 2 and 3, which
+ * it does not name, are not returned. */
+static void test_seal_adopted(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t want[] = { 1 };
+
+	takeover(f, 3, 2, 3, want, 1, false);	/* their seal: seq 1 */
+	atomic_store(&f->store.hide_seal, true);
+	recover_finds(f, "owal3", want, 1);
+	assert_false(atomic_load(&f->store.hide_seal));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -981,6 +1013,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_late_in_gap, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_seal_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seal_adopted, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
