@@ -354,8 +354,12 @@ static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
 	struct ow_obj *o;
 	int err = 0;
 
-	if (!w->run_marked)
+	if (!w->run_marked) {
 		err = start_run(w, now + w->timeout_ns);
+		/* the object's first write is now, after its run's marker:
+		 * the linger (OW9) does not count the marker's PUT */
+		now = nrs_now_mono_ns();
+	}
 	if (!err && w->next_seq > OW_SEQ_MAX)
 		err = -EOVERFLOW;
 	if (err)
