@@ -34,6 +34,19 @@
  * the store's metadata (x-amz-meta-sha256; objstore.h).  A key is written
  * with one set of bytes only, ever: retries and re-PUTs send the same bytes.
  *
+ * THE KEYS of the object WAL, each written once and never rewritten (the
+ * only keys of the bucket ever rewritten are the owner record, "owner",
+ * and the checkpoint pointer, "ckpt/latest"):
+ *   owal/<run>/<seq>          a WAL object, above
+ *   owal/<run>/0000000000     the run's marker (OW11)
+ *   owal/<run>/seal           the run's seal, written by the first scan
+ *                             after the run, before anything is published
+ *                             from it: where the run ends (its last seq,
+ *                             and the seqs below that it never stored); an
+ *                             object of the run that lands later is
+ *                             ignored by every scan (wal_object_seal.c has
+ *                             its format and SL1-SL4)
+ *
  * RULES
  *
  *  OW1 Proof.  sync(end) returns 0 only once every object of this run up
@@ -86,7 +99,8 @@
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
- * the reclaim, OW7 and its grace period OWG1-OWG2, in wal_object_gc.c.)
+ * the reclaim, OW7 and its grace period OWG1-OWG2, in wal_object_gc.c;
+ * the seal of a past run, SL1-SL4, in wal_object_seal.c.)
  *
  * READS: from the bytes in memory -- every object is kept until proven,
  * then while the proven ones take at most cache_bytes (oldest dropped
@@ -335,8 +349,12 @@ static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
 	struct ow_obj *o;
 	int err = 0;
 
-	if (!w->run_marked)
+	if (!w->run_marked) {
 		err = start_run(w, now + w->timeout_ns);
+		/* the object's first write is now, after its run's marker:
+		 * the linger (OW9) does not count the marker's PUT */
+		now = nrs_now_mono_ns();
+	}
 	if (!err && w->next_seq > OW_SEQ_MAX)
 		err = -EOVERFLOW;
 	if (err)
@@ -622,6 +640,7 @@ static void ow_close(struct nrs_wal *wal)
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w->workers);
+	free(w->views);
 	free(w->state_path);
 	free(w->dir);
 	free(w);

@@ -9,6 +9,7 @@
  *   wal_object_gc.c    reclaim (OW7) after the GC grace (OWG1), never
  *                      while fenced (OWG2)
  *   wal_object_scan.c  the state file (OW6) and the recovery scan (OW8)
+ *   wal_object_seal.c  the seal of a past run (SL1-SL4)
  *
  * The formats and the rules are in wal_object.c's top comment.
  */
@@ -30,6 +31,7 @@
 #define OW_SEQ_BITS	40		/* a position's segment: run << 40 | seq */
 #define OW_RUN_PROBE	8		/* OW11: missing markers a scan crosses */
 #define OW_SEQ_MAX	((1ull << OW_SEQ_BITS) - 1)
+#define OW_SEAL_HOLES_MAX 128		/* SL1: gaps one seal names */
 #define OW_RUN_MAX	((1ull << (64 - OW_SEQ_BITS)) - 1)
 
 static inline uint64_t ow_seg(uint64_t run, uint64_t seq)
@@ -66,6 +68,19 @@ struct ow_hdr {
 	uint64_t rec_len;		/* record bytes after the header */
 	uint32_t n_aband;
 	struct ow_range aband[OW_ABAND_MAX];
+};
+
+/* A scan's view of one run (SL1): from its seal, or what it found. */
+struct ow_view {
+	uint64_t run;
+	uint64_t from;			/* the first seq probed */
+	uint64_t end;			/* the last seq found; 0: none */
+	bool sealed;			/* a seal in the store says so */
+	uint32_t n_holes;
+	struct {
+		uint64_t lo, hi;
+	} holes[OW_SEAL_HOLES_MAX];	/* seqs in [from, end] not found */
+	uint64_t ignored;		/* SL3: late objects found */
 };
 
 enum ow_state {
@@ -129,6 +144,8 @@ struct wal_object {
 	uint64_t last_seg;		/* highest segment held or written */
 	struct ow_range pend[OW_ABAND_MAX];	/* OW4: not yet recorded */
 	unsigned int n_pend;
+	struct ow_view *views;		/* SL1: of the runs the scan probed */
+	size_t n_views, cap_views;
 	unsigned int unproven;		/* objects PUTTING (OW5) */
 	uint64_t held_bytes;		/* bytes of every object held */
 	uint64_t cached_bytes;		/* bytes of bufs of proven objects */
@@ -182,5 +199,17 @@ int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes);
 /* OWG1: when the first object waiting out its grace may go; 0: none
  * waits (lock held). */
 uint64_t ow_reclaim_due(const struct wal_object *w);
+/* SL1-SL4 (wal_object_seal.c).  The key of run's seal. */
+void ow_seal_key(char key[NRS_OBJKEY_MAX], uint64_t run);
+/* SL3: is seq of v's run late (above its seal's end, or in a hole)? */
+bool ow_view_excludes(const struct ow_view *v, uint64_t seq);
+/* SL1: v's run has a gap [lo, hi]; -EOVERFLOW past OW_SEAL_HOLES_MAX. */
+int ow_view_add_hole(struct ow_view *v, uint64_t lo, uint64_t hi);
+/* SL2: read run's seal into *v (sealed stays false without one); 0,
+ * -EUCLEAN (a damaged seal) or the store's error (lock held). */
+int ow_seal_read(struct wal_object *w, uint64_t run, struct ow_view *v);
+/* SL1, SL2: store v as its run's seal and prove it, or adopt the seal
+ * already there (then *v is that one); lock held, dropped in naps. */
+int ow_seal_store(struct wal_object *w, struct ow_view *v);
 
 #endif

@@ -27,8 +27,12 @@
  *      cannot be known without it.  The seqs the last run may still have
  *      had in flight are recorded abandoned by the next object (OW4).
  *      Runs after the last the state file names are found by their
- *      markers (wal_object.c OW11).  A WAL that never wrote (no state
- *      file) scans nothing and touches no store.
+ *      markers (wal_object.c OW11).  Each run's seal is read before its
+ *      objects, and a scan that may write seals every run it probed that
+ *      had none before it returns any record (wal_object_seal.c SL1-SL4):
+ *      an object that lands in a sealed run later is never returned.  A
+ *      WAL that never wrote (no state file) scans nothing and touches no
+ *      store.
  */
 #include "config.h"
 
@@ -48,6 +52,7 @@
 #include "util/grow.h"
 #include "util/le.h"
 #include "util/log.h"
+#include "util/metrics.h"
 #include "wal/wal.h"
 #include "wal/wal_object_priv.h"
 #include "wal/walrec.h"
@@ -172,24 +177,56 @@ damaged:
 	return 0;
 }
 
-/* OW8: probe run from seq on; *last: the highest seq found (0: none). */
+/* SL1, SL3: the view of run, from its seal if it has one (lock held);
+ * NULL with *err set on failure. */
+static struct ow_view *view_of(struct wal_object *w, uint64_t run,
+			       uint64_t from, int *err)
+{
+	struct ow_view *v;
+
+	*err = nrs_grow((void **)&w->views, &w->cap_views, w->n_views + 1,
+			sizeof(*w->views));
+	if (*err)
+		return NULL;
+	v = &w->views[w->n_views];
+	memset(v, 0, sizeof(*v));
+	v->run = run;
+	v->from = from;
+	*err = ow_seal_read(w, run, v);
+	if (*err)
+		return NULL;
+	w->n_views++;
+	return v;
+}
+
+/* OW8: probe run from seq on; *last: the highest seq found (0: none).
+ * SL3: a sealed run is probed at least to its end, and its late objects
+ * are only counted; SL4: an unsealed one's gaps become its holes. */
 static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
 		     uint64_t *last)
 {
 	unsigned int misses = 0;
+	uint64_t gap = 0;		/* the first seq of a gap, 0: none */
+	struct ow_view *v;
+	int err;
 
 	*last = 0;
-	for (; misses < w->inflight_max && seq <= OW_SEQ_MAX; seq++) {
+	v = view_of(w, run, seq, &err);
+	if (!v)
+		return err;
+	for (; (misses < w->inflight_max || (v->sealed && seq <= v->end)) &&
+	       seq <= OW_SEQ_MAX; seq++) {
 		uint64_t seg = ow_seg(run, seq);
 		struct nrs_obj_meta m = { 0 };
 		char key[NRS_OBJKEY_MAX];
 		struct ow_obj *o = NULL;
-		int err;
 
 		ow_key(key, seg);
 		err = nrs_obj_head(w->store, key, &m);
 		if (err == -ENOENT) {
 			misses++;
+			if (!gap)
+				gap = seq;
 			continue;
 		}
 		if (err) {
@@ -199,7 +236,19 @@ static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
 			return err;
 		}
 		misses = 0;
+		if (ow_view_excludes(v, seq)) {
+			v->ignored++;		/* SL3: late */
+			continue;
+		}
+		if (gap && !v->sealed) {
+			err = ow_view_add_hole(v, gap, seq - 1);	/* SL4 */
+			if (err)
+				return err;
+		}
+		gap = 0;
 		*last = seq;
+		if (!v->sealed)
+			v->end = seq;
 		err = fetch(w, seg, &m, &o);
 		if (err)
 			return err;
@@ -239,6 +288,57 @@ static int later_runs(struct wal_object *w, uint64_t *last)
 		err = probe_run(w, run, 1, last);
 		if (err)
 			return err;
+	}
+	return 0;
+}
+
+/*
+ * SL1: seal every run probed that has none (unless read-only), then drop
+ * the objects a seal -- maybe another scan's, adopted (SL2) -- excludes,
+ * and log the late ones once per run (SL3).  Lock held.
+ */
+static int seal_runs(struct wal_object *w)
+{
+	struct ow_obj **pp = &w->head;
+	int err = 0;
+
+	for (size_t i = 0; !err && !w->read_only && i < w->n_views; i++)
+		if (!w->views[i].sealed)
+			err = ow_seal_store(w, &w->views[i]);
+	if (err)
+		return err;
+	w->tail = NULL;
+	while (*pp) {
+		struct ow_obj *o = *pp;
+		struct ow_view *v = NULL;
+
+		for (size_t i = 0; i < w->n_views; i++)
+			if (w->views[i].run == ow_run_of(o->seg))
+				v = &w->views[i];
+		if (!v || !ow_view_excludes(v, ow_seq_of(o->seg))) {
+			w->tail = o;
+			pp = &o->next;
+			continue;
+		}
+		v->ignored++;
+		*pp = o->next;
+		w->held_bytes -= o->size;
+		if (o->buf)
+			w->cached_bytes -= o->size;
+		free(o->buf);
+		free(o);
+	}
+	for (size_t i = 0; i < w->n_views; i++) {
+		const struct ow_view *v = &w->views[i];
+
+		if (!v->ignored)
+			continue;
+		nrs_warn("object WAL scan: %" PRIu64 " objects of run %" PRIu64
+			 " landed after it was sealed at seq %" PRIu64 " (SL3):"
+			 " never acknowledged, ignored, left in the store",
+			 v->ignored, v->run, v->end);
+		if (w->metrics)
+			nrs_count(&w->metrics->owal_late, v->ignored);
 	}
 	return 0;
 }
@@ -301,6 +401,7 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 	if (w->last_run == 0)
 		return 0;			/* never written */
 	pthread_mutex_lock(&w->lock);
+	w->n_views = 0;
 	run = ow_run_of(w->floor) ? ow_run_of(w->floor) : 1;
 	for (; !err && run <= w->last_run; run++)
 		err = probe_run(w, run, run == ow_run_of(w->floor) &&
@@ -308,6 +409,8 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 				&last);
 	if (!err)
 		err = later_runs(w, &last);
+	if (!err)
+		err = seal_runs(w);		/* SL1, before any record */
 	for (struct ow_obj *o = w->head; !err && o; o = o->next) {
 		struct ow_hdr h;
 

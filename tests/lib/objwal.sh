@@ -35,9 +35,10 @@ s3) FSCK_STORE="--s3=$NRS_S3_URL" ;;
 esac
 
 # WAL objects in the store, not counting the runs' markers (seq 0, kept:
-# wal_object.c OW11).
+# wal_object.c OW11) nor their seals (kept: wal_object_seal.c SL2).
 owal_objects () {
-	obj_files | grep '/owal/' | grep -vc '/0000000000\(\._S3rver_object\)\{0,1\}$'
+	obj_files | grep '/owal/' |
+		grep -vc '/\(0000000000\|seal\)\(\._S3rver_object\)\{0,1\}$'
 }
 
 no_owal_objects () {
