@@ -169,6 +169,7 @@ static bool gate(void *ctx)
 }
 
 static uint64_t cache_bytes;	/* 0: the default */
+static struct nrs_wal_progress *progress;	/* RP1; NULL: none */
 static uint64_t flush_bytes;	/* 0: the default */
 static uint64_t linger_ms = 5;
 
@@ -181,6 +182,7 @@ static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 		.cache_bytes = cache_bytes, .flush_bytes = flush_bytes,
 		.linger_ms = linger_ms,
 		.may_ack = gate, .may_ack_ctx = f,
+		.progress = progress,
 	};
 	struct nrs_wal *w = NULL;
 
@@ -780,6 +782,38 @@ static void test_bad_state(void **state)
 	assert_null(w);
 }
 
+/* RP1: the scan counts each object it reads; lines at most once a second,
+ * and the done line always. */
+static void test_progress(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_progress p = { .what = "test" };
+	struct nrs_wal_pos pos[3];
+	struct seen s;
+	const uint64_t want[] = { 1, 2, 3 };
+
+	for (uint64_t i = 0; i < 3; i++)
+		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	nrs_wal_close(w);
+	progress = &p;
+	w = wopen(f, 4, 5000);
+	progress = NULL;
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(nrs_wal_scan(w, collect, &s), 0);
+	nrs_wal_close(w);
+	expect_lsns(&s, want, 3);
+	assert_int_equal(p.objects, 3);
+	assert_true(p.bytes > 3 * 3000);
+	assert_int_equal(p.lines, 0);		/* well under a second */
+	for (int i = 0; i < 1000; i++)
+		nrs_wal_progress_tick(&p, false);
+	assert_int_equal(p.lines, 0);
+	nrs_wal_progress_tick(&p, true);
+	assert_int_equal(p.lines, 1);
+	nrs_wal_progress_tick(NULL, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -805,6 +839,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_later_runs, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_cut_partial, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
