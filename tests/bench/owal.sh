@@ -24,8 +24,9 @@
 #   ack p50 <= linger + 1.5 x PUT p50;  ack p99 <= linger + 3 x PUT p99
 #     (PUT: the case's own baseline, objects of its mean size);
 #   with 64 writers, MB/s >= 0.8 x the raw PUTs' MB/s at the same
-#     concurrency (64 threads of flush-size PUTs; beside it the ratio to
-#     the case's own baseline, min(64, 8) threads).
+#     concurrency (64 threads putting objects of the case's mean size;
+#     beside it the ratio to 64 threads of flush-size PUTs, which 1 KiB
+#     appends cannot fill).
 # Without nrs-putbench (NRS_PUTBENCH) boto3 (boto3_bench.py putlat) is the
 # baseline; boto3 is Python, which adds to each PUT.
 # It prints and never fails over a figure.
@@ -126,17 +127,19 @@ for c in $CASES; do
 	avg=$(( objs > 0 ? (b1 - b0) / objs : bytes ))
 	n=$(( writers < INFLIGHT ? writers : INFLIGHT ))
 	raw=$(raw_puts "$n" $((n * 24)) "$avg" "raw-$c") || raw=
+	raw_w=
+	[ "$writers" -ge 64 ] && { raw_w=$(raw_puts "$writers" $((writers * 4)) "$avg" "raww-$c") || raw_w=; }
 	p50=$(kv p50_us "$r") p99=$(kv p99_us "$r") mb=$(kv mbps "$r")
 	rp50=$(kv p50_ms "$raw") rp99=$(kv p99_ms "$raw") rmb=$(kv mbps "$raw")
 	t=$(awk -v a="$p50" -v b="$p99" -v m="$mb" -v x="$rp50" -v y="$rp99" -v z="$rmb" \
-		-v l="$LINGER_MS" -v w="$writers" -v r="${RAW[$writers]:-}" 'BEGIN {
+		-v l="$LINGER_MS" -v w="$writers" -v r="${RAW[$writers]:-}" -v q="$(kv mbps "$raw_w")" 'BEGIN {
 		if (x == "") { print "n/a (no baseline)"; exit }
 		s = sprintf("p50 %s (%.1f <= %.1f ms: %.2f), p99 %s (%.1f <= %.1f ms: %.2f)",
 			a / 1000 <= l + 1.5 * x ? "yes" : "no", a / 1000, l + 1.5 * x, a / 1000 / (l + 1.5 * x),
 			b / 1000 <= l + 3 * y ? "yes" : "no", b / 1000, l + 3 * y, b / 1000 / (l + 3 * y))
-		if (w >= 64 && r != "")
-			s = s sprintf(", MB/s %s (%.2fx raw at %d threads; %.2fx this baseline)",
-				m >= 0.8 * r ? "yes" : "no", m / r, w, z > 0 ? m / z : 0)
+		if (w >= 64 && q != "")
+			s = s sprintf(", MB/s %s (%.2fx raw PUTs of this size at %d threads; %.2fx flush-size ones)",
+				m >= 0.8 * q ? "yes" : "no", q > 0 ? m / q : 0, w, r > 0 ? m / r : 0)
 		else if (w >= 64)
 			s = s sprintf(", MB/s %s (%.2fx raw)", m >= 0.8 * z ? "yes" : "no", z > 0 ? m / z : 0)
 		print s }')

@@ -151,7 +151,7 @@ recover() {
 	fi
 	line=$(grep 'recover: progress: done: ' "$2" | tail -n 1)
 	REC=$(awk -v a="$t0" -v b="$t1" -v l="$line" \
-		-v w="$(sed -n 's/.*owner record: .* \(waiting\|watching it for\) \([0-9]*\) ms.*/\2/p' "$2" |
+		-v w="$(sed -n 's/.*owner record: \(.* \)\{0,1\}\(waiting\|watching it for\) \([0-9]*\) ms.*/\3/p' "$2" |
 			awk '{ s += $1 } END { print s + 0 }')" -v n="$(grep -c 'recover: progress: ' "$2")" 'BEGIN {
 		o = l; sub(/.*objects read /, "", o); sub(/,.*/, "", o)
 		m = l; sub(/.*, bytes [0-9]* \(/, "", m); sub(/ MiB.*/, "", m)
