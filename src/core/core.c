@@ -820,7 +820,10 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		.owal = c->owal,
 		.streams = &c->streams,
 		.data_dir = c->data_dir,
+		.progress = &c->progress,		/* RP1 */
 	};
+	if (!c->progress.what)
+		c->progress.what = "recovery";
 	err = nrs_recover(&rec, &next_lsn);
 	if (!err)
 		err = nrs_core_recover_report(c);	/* RB3 */

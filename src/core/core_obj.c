@@ -91,6 +91,7 @@ static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
 		.metrics = &c->metrics,
 		.stored = owal_stored,
 		.stored_ctx = c,
+		.progress = &c->progress,		/* RP1 */
 	};
 	char path[4096];
 

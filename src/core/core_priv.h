@@ -26,6 +26,7 @@
 #include "stream/table.h"
 #include "util/metrics.h"
 #include "util/pool.h"
+#include "wal/wal.h"
 
 struct nrs_bcache;
 struct nrs_lc;
@@ -49,6 +50,7 @@ struct nrs_core {
 	struct nrs_pipeline *opipe;	/* its pipeline; NULL: none */
 	_Atomic uint64_t lsn;		/* both pipelines' LSNs (PL7) */
 	bool recovering;		/* -o recover under way (RB1) */
+	struct nrs_wal_progress progress; /* what start-up recovery read (RP1) */
 	uint64_t owal_timeout_ms;	/* NS1 */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
 	struct nrs_bcache *bcache;	/* verified object blocks */

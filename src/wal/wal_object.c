@@ -696,6 +696,7 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->stored_ctx = o->stored_ctx;
 	w->damage = o->damage;
 	w->damage_ctx = o->damage_ctx;
+	w->progress = o->progress;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	w->state_path = strdup(path);

@@ -131,6 +131,7 @@ struct wal_object {
 	void *stored_ctx;
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
+	struct nrs_wal_progress *progress;	/* RP1; may be NULL */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* an object's state changed; work */

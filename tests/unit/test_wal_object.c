@@ -191,6 +191,7 @@ static bool gate(void *ctx)
 }
 
 static uint64_t cache_bytes;	/* 0: the default */
+static struct nrs_wal_progress *progress;	/* RP1; NULL: none */
 static uint64_t flush_bytes;	/* 0: the default */
 static uint64_t linger_ms = 5;
 static uint64_t grace_ms;	/* 0: reclaim at once */
@@ -204,6 +205,7 @@ static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 		.cache_bytes = cache_bytes, .flush_bytes = flush_bytes,
 		.linger_ms = linger_ms, .grace_ms = grace_ms,
 		.may_ack = gate, .may_ack_ctx = f,
+		.progress = progress,
 	};
 	struct nrs_wal *w = NULL;
 
@@ -1051,6 +1053,28 @@ static void test_seal_adopted(void **state)
 	atomic_store(&f->store.hide_seal, true);
 	recover_finds(f, "owal3", want, 1);
 	assert_false(atomic_load(&f->store.hide_seal));
+/* RP1: the scan counts each object it reads; lines at most once a second,
+ * and the done line always. */
+static void test_progress(void **state)
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_progress p = { .what = "test" };
+	struct nrs_wal_pos pos[3];
+	const uint64_t want[] = { 1, 2, 3 };
+
+	for (uint64_t i = 0; i < 3; i++)
+		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	progress = &p;
+	progress = NULL;
+	assert_int_equal(nrs_wal_scan(w, collect, &s), 0);
+	assert_int_equal(p.objects, 3);
+	assert_true(p.bytes > 3 * 3000);
+	assert_int_equal(p.lines, 0);		/* well under a second */
+	for (int i = 0; i < 1000; i++)
+		nrs_wal_progress_tick(&p, false);
+	assert_int_equal(p.lines, 0);
+	nrs_wal_progress_tick(&p, true);
+	assert_int_equal(p.lines, 1);
+	nrs_wal_progress_tick(NULL, true);
 }
 
 int main(void)
@@ -1087,6 +1111,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_seal_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_seal_adopted, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
