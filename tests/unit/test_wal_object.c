@@ -1053,19 +1053,29 @@ static void test_seal_adopted(void **state)
 	atomic_store(&f->store.hide_seal, true);
 	recover_finds(f, "owal3", want, 1);
 	assert_false(atomic_load(&f->store.hide_seal));
+}
+
 /* RP1: the scan counts each object it reads; lines at most once a second,
  * and the done line always. */
 static void test_progress(void **state)
+{
+	struct fx *f = *state;
 	struct nrs_wal *w = wopen(f, 4, 5000);
 	struct nrs_wal_progress p = { .what = "test" };
 	struct nrs_wal_pos pos[3];
+	struct seen s;
 	const uint64_t want[] = { 1, 2, 3 };
 
 	for (uint64_t i = 0; i < 3; i++)
 		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	nrs_wal_close(w);
 	progress = &p;
+	w = wopen(f, 4, 5000);
 	progress = NULL;
+	memset(&s, 0, sizeof(s));
 	assert_int_equal(nrs_wal_scan(w, collect, &s), 0);
+	nrs_wal_close(w);
+	expect_lsns(&s, want, 3);
 	assert_int_equal(p.objects, 3);
 	assert_true(p.bytes > 3 * 3000);
 	assert_int_equal(p.lines, 0);		/* well under a second */
