@@ -666,7 +666,7 @@ cli_run() { # N HASH
 # boto3_bench.py ARGS... against STORE (moto, or s3: s3rver): got = MB/s,
 # got_load = the load before it; status 1 if it failed.
 boto_run() { # STORE ARGS...
-	local url=$MOTO_URL ak=$MOTO_AK sk=$MOTO_SK
+	local url=${MOTO_URL:-} ak=${MOTO_AK:-} sk=${MOTO_SK:-}
 	[ "$1" = s3 ] && url=$NRS_S3_URL ak=$NRS_S3_ACCESS_KEY sk=$NRS_S3_SECRET_KEY
 	shift
 	got='' got_load=$(load1)
