@@ -31,7 +31,10 @@
  *  KP7 Old checkpoints: the newest two are kept; an older one is deleted
  *      only once the pointer names one at least two above it, and after
  *      the GC grace period (gc_grace_ms) since then, so that a recovery
- *      that found it a moment ago can still read it.
+ *      that found it a moment ago can still read it.  Every one is
+ *      deleted in the end, however many a burst wrote within one grace
+ *      period (ckpt_service.c keeps ranges, not a list), but for a
+ *      quarantined key (KP1), which holds someone else's bytes.
  */
 #include "config.h"
 

@@ -44,20 +44,26 @@
 #include "bg/services.h"
 #include "meta/meta.h"
 #include "obj/objfmt.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/metrics.h"
 #include "util/sat.h"
 #include "util/waitms.h"
 
-#define KNOWN_MAX	64	/* checkpoints remembered for KP7 */
+#define MARKS_MAX	16	/* KP7 ranges waiting out the grace period */
+#define QUAR_MAX	8	/* quarantined seqs KP7 leaves alone */
+#define PRUNE_MAX	256	/* deletes per step of the thread */
+#define FIND_MAX	4096	/* old checkpoints probed for at start */
 #define RETRY_MIN_MS	250	/* nothing waits for a checkpoint: gently */
 #define RETRY_MAX_MS	10000
 #define IDLE_MS		1000	/* how often the triggers are looked at */
 
-struct known {
-	uint64_t seq;
-	int64_t since_ns;	/* KP7: deletable since; 0: not yet */
+/* KP7: every checkpoint from floor up to upto may go once the grace
+ * period has passed since since_ns (when the pointer named upto + 2). */
+struct mark {
+	uint64_t upto;
+	int64_t since_ns;
 };
 
 struct nrs_ckpt {
@@ -83,8 +89,14 @@ struct nrs_ckpt {
 	bool have_last;
 	unsigned char last_sha[NRS_SHA256_LEN];	/* of the last database */
 	uint64_t last_covered, last_epoch;
-	struct known known[KNOWN_MAX];
-	size_t nknown;
+	/* KP7: no checkpoint of ours is left below floor; the ranges from
+	 * it waiting out the grace, oldest first; seqs quarantined (KP1,
+	 * other bytes under the key), never deleted */
+	uint64_t floor;
+	struct mark marks[MARKS_MAX];
+	size_t nmarks;
+	uint64_t quar[QUAR_MAX];
+	size_t nquar;
 	/* the checkpoint waiting for proof (KC2); obj NULL: none */
 	void *obj;
 	size_t obj_len;
@@ -112,53 +124,76 @@ static bool nap(struct nrs_ckpt *k, uint64_t ms)
 
 static uint64_t backoff_ms(unsigned int attempt)
 {
-	uint64_t ms = RETRY_MIN_MS;
-
-	while (attempt-- > 0 && ms < RETRY_MAX_MS)
-		ms *= 2;
-	return ms < RETRY_MAX_MS ? ms : RETRY_MAX_MS;
+	return nrs_backoff_ms(attempt, RETRY_MIN_MS, RETRY_MAX_MS);
 }
 
-static void remember(struct nrs_ckpt *k, uint64_t seq, int64_t since)
+/* KP1: seq holds other bytes; KP7 leaves it be (the oldest forgotten
+ * when there are more: a quarantine is the store's fault, and rare). */
+static void quarantined(struct nrs_ckpt *k, uint64_t seq)
 {
-	if (k->nknown == KNOWN_MAX) {	/* forget the oldest: a leftover */
-		memmove(k->known, k->known + 1,
-			(KNOWN_MAX - 1) * sizeof(k->known[0]));
-		k->nknown--;
+	if (k->nquar == QUAR_MAX) {
+		memmove(k->quar, k->quar + 1, (QUAR_MAX - 1) * sizeof(k->quar[0]));
+		k->nquar--;
 	}
-	k->known[k->nknown++] = (struct known){ seq, since };
+	k->quar[k->nquar++] = seq;
 }
 
-/* KP7: after the pointer names ptr, the ones two or more below it may
- * go once the grace period has passed. */
+static bool is_quarantined(const struct nrs_ckpt *k, uint64_t seq)
+{
+	for (size_t i = 0; i < k->nquar; i++)
+		if (k->quar[i] == seq)
+			return true;
+	return false;
+}
+
+/* KP7: once the pointer names ptr, the ones two or more below it may go
+ * after the grace period.  A range is added only when the last one does
+ * not cover it; with MARKS_MAX waiting, the next call adds it. */
 static void mark_old(struct nrs_ckpt *k, int64_t now)
 {
-	for (size_t i = 0; i < k->nknown; i++)
-		if (k->known[i].since_ns == 0 && k->known[i].seq + 2 <= k->ptr_seq)
-			k->known[i].since_ns = now;
+	uint64_t upto;
+
+	if (k->ptr_seq < k->floor + 2)	/* the newest two stay */
+		return;
+	upto = k->ptr_seq - 2;
+	if (k->nmarks && k->marks[k->nmarks - 1].upto >= upto)
+		return;
+	if (k->nmarks == MARKS_MAX)
+		return;
+	k->marks[k->nmarks++] = (struct mark){ upto, now };
 }
 
+/* KP7: delete what has waited out the grace period, at most PRUNE_MAX
+ * keys a step; a delete that fails is tried again at the next step. */
 static void prune(struct nrs_ckpt *k)
 {
 	int64_t now = nrs_now_real_ns();
-	size_t j = 0;
+	unsigned int n = 0;
 
-	for (size_t i = 0; i < k->nknown; i++) {
-		struct known *e = &k->known[i];
-		char key[NRS_OBJKEY_MAX];
+	mark_old(k, now);
+	while (k->nmarks && nrs_elapsed_ms(now, k->marks[0].since_ns,
+					   k->o.grace_ms)) {
+		while (k->floor <= k->marks[0].upto) {
+			char key[NRS_OBJKEY_MAX];
+			int err = 0;
 
-		if (e->since_ns && nrs_elapsed_ms(now, e->since_ns,
-						  k->o.grace_ms)) {
-			nrs_ckptfmt_key(key, e->seq);
-			if (nrs_obj_del(k->svc->store, key) == 0) {
+			if (n++ == PRUNE_MAX)
+				return;
+			nrs_ckptfmt_key(key, k->floor);
+			if (!is_quarantined(k, k->floor))
+				err = nrs_obj_del(k->svc->store, key);
+			if (err && err != -ENOENT)
+				return;
+			if (err == 0 && !is_quarantined(k, k->floor)) {
 				nrs_debug("checkpoint: deleted %s", key);
 				nrs_count(&k->svc->metrics->ckpt_deleted, 1);
-				continue;
 			}
+			k->floor++;
 		}
-		k->known[j++] = *e;
+		memmove(k->marks, k->marks + 1,
+			(k->nmarks - 1) * sizeof(k->marks[0]));
+		k->nmarks--;
 	}
-	k->nknown = j;
 }
 
 /* KP4 at start: where to go on, and which old ones are still there. */
@@ -172,21 +207,17 @@ static int find_start(struct nrs_ckpt *k)
 		return err;
 	k->next_seq = top + 1;
 	k->ptr_seq = ptr;
-	for (uint64_t s = top; s > 0 && top - s < KNOWN_MAX; s--) {
+	/* KP7: the oldest of ours still there (FIND_MAX at most: older
+	 * ones, a leftover of a daemon before this rule, stay) */
+	k->floor = top + 1;
+	for (uint64_t s = top; s > 0 && top - s < FIND_MAX; s--) {
 		struct nrs_obj_meta m;
 		char key[NRS_OBJKEY_MAX];
 
 		nrs_ckptfmt_key(key, s);
 		if (nrs_obj_head(k->svc->store, key, &m) != 0)
 			break;	/* missing (or no answer: a later start) */
-		remember(k, s, 0);
-	}
-	/* oldest first, as they are added later */
-	for (size_t i = 0; i < k->nknown / 2; i++) {
-		struct known t = k->known[i];
-
-		k->known[i] = k->known[k->nknown - 1 - i];
-		k->known[k->nknown - 1 - i] = t;
+		k->floor = s;
 	}
 	mark_old(k, now);
 	nrs_info("checkpoint: the newest in the store is %" PRIu64 ", the next"
@@ -300,8 +331,6 @@ static void proven(struct nrs_ckpt *k)
 		k->ptr_seq = p.seq;
 	k->have_last = true;
 	atomic_store(&k->covered, k->hdr.covered);	/* MZ8 */
-	answer(k, k->hdr_taking);			/* KC3 */
-	remember(k, k->hdr.seq, 0);
 	mark_old(k, nrs_now_real_ns());
 	nrs_count(&m->ckpt_taken, 1);
 	atomic_store(&m->ckpt_last_seq, k->hdr.seq);
@@ -309,6 +338,7 @@ static void proven(struct nrs_ckpt *k)
 	atomic_store(&m->ckpt_last_ms, (nrs_now_mono_ns() - k->t0) / 1000000);
 	atomic_store(&m->ckpt_last_lock_us, k->lock_ns / 1000);
 	atomic_store(&m->ckpt_last_real_ns, (uint64_t)k->hdr.created_ns);
+	answer(k, k->hdr_taking);	/* KC3, once the metrics say so too */
 	nrs_info("checkpoint %" PRIu64 " stored (%zu bytes, object WAL covered"
 		 " up to %" PRIu64 ")", k->hdr.seq, k->obj_len, k->hdr.covered);
 	k->next_seq = k->hdr.seq + 1;
@@ -334,6 +364,7 @@ static uint64_t upload(struct nrs_ckpt *k)
 	}
 	if (err == -EBADMSG) {		/* KP1: that seq is gone for good */
 		nrs_count(&k->svc->metrics->ckpt_quarantined, 1);
+		quarantined(k, k->hdr.seq);
 		void *old = k->obj;
 
 		db = (const unsigned char *)old + k->obj_len - k->hdr.db_len;

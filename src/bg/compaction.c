@@ -30,6 +30,11 @@
  *    run only when the stream is idle (everything materialized, no commit
  *    for 10 x materialize_age_ms), which compacts the idle tail.  An object
  *    of a quarter of compact_size or more is never rewritten.
+ *    Only the entries below `materialized` are looked at: every object
+ *    entry ends at or below it (mat_object.c moves it to each published
+ *    object's end), and the WAL entries above it, one per record, grow
+ *    with every batch while the plan runs under the stream lock that the
+ *    publisher needs (pipeline_publish.c PL4), at every idle tick.
  */
 static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 			 uint64_t *a, uint64_t *b, struct olds *olds)
@@ -38,15 +43,17 @@ static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 	bool idle = st->materialized >= st->head && st->mtime_ns > 0 &&
 		    nrs_elapsed_ms(nrs_now_real_ns(), st->mtime_ns,
 				   nrs_sat_mul(m->o.max_age_ms, 10));	/* SAT1 */
+	/* the first entry ending above materialized: no object from there */
+	size_t n = nrs_index_find(&st->index, st->materialized);
 
-	for (size_t i = 0; i < st->index.n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		const struct nrs_index_ent *e = &st->index.v[i];
 		size_t j = i;
 
 		olds->n = 0;
 		olds->bytes = 0;
 		*a = *b = e->start;
-		for (; j < st->index.n && olds->n < MAX_COMPACT; j++) {
+		for (; j < n && olds->n < MAX_COMPACT; j++) {
 			const struct nrs_index_ent *x = &st->index.v[j];
 			uint64_t len = x->oend - x->ostart;
 

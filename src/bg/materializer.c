@@ -92,6 +92,7 @@
 #include "bg/walgc.h"
 #include "obj/objfmt.h"
 #include "stream/table.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/metrics.h"
@@ -141,11 +142,7 @@ static void idle_wait(struct nrs_mat *m, uint64_t ms)
 
 uint64_t nrs_mat_backoff_ms(const struct nrs_mat *m, unsigned int attempt)
 {
-	uint64_t ms = RETRY_MIN_MS;
-
-	while (attempt-- > 0 && ms < m->o.retry_max_ms)
-		ms *= 2;
-	return ms < m->o.retry_max_ms ? ms : m->o.retry_max_ms;
+	return nrs_backoff_ms(attempt, RETRY_MIN_MS, m->o.retry_max_ms);
 }
 
 /* Where the next object of st starts: past `materialized`, the start,

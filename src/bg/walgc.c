@@ -30,6 +30,11 @@
  *     object WAL has no current segment (every object is sealed before
  *     it is PUT); a segment made after the stats were read is above
  *     their last_seg, so it is never below the bound.
+ *     The object WAL deletes an object only gc_grace_ms after a reclaim
+ *     first found it below the bound (wal_object_gc.c OWG1), so the
+ *     bound not moving is no reason to skip a reclaim: one runs again
+ *     once the stats' reclaim_due_ns is past, with the bound as it is
+ *     then (MZ5 and MZ8 still hold) and after the same drain (I5).
  *  MZ7 Seal (issue 12).  MZ5 never deletes the segment appends go to, so on
  *     an idle mount the space of its dead records would stay taken for
  *     good.  When the current segment holds a record, the pipeline holds
@@ -141,9 +146,11 @@ void nrs_walgc_reclaim(struct nrs_walgc *g)
 
 	pthread_mutex_lock(&g->lock);
 	/* nothing but the current segment; or nothing new since last time
-	 * (with no current segment, `below` says nothing: no appends yet) */
+	 * (with no current segment, `below` says nothing: no appends yet)
+	 * and no WAL object whose grace has run out since (OWG1) */
 	if (ws.segments <= (ws.cur_seg ? 1u : 0u) ||
-	    ((ws.cur_seg || g->object) && below <= g->reclaimed_below)) {
+	    ((ws.cur_seg || g->object) && below <= g->reclaimed_below &&
+	     (!ws.reclaim_due_ns || nrs_now_mono_ns() < ws.reclaim_due_ns))) {
 		pthread_mutex_unlock(&g->lock);
 		return;
 	}

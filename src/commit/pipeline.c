@@ -175,7 +175,11 @@ bool nrs_pipeline_try_lead(struct nrs_pipeline *p)
 {
 	bool got = false;
 
-	if (!p->cfg.lead || atomic_load(&p->failed))
+	/* Under load the role is taken: then say so without qlock, which
+	 * every submitter and the holder of the role take too.  A stale
+	 * "taken" only queues the request, as a taken role would. */
+	if (!p->cfg.lead || atomic_load(&p->failed) ||
+	    atomic_load_explicit(&p->busy, memory_order_relaxed))
 		return false;
 	pthread_mutex_lock(&p->qlock);
 	if (!p->busy && !p->stopping) {
@@ -476,6 +480,7 @@ int nrs_pipeline_start(const struct nrs_pipeline_cfg *cfg,
 	atomic_init(&p->sfail, 0);
 	atomic_init(&p->failed, false);
 	atomic_init(&p->last_batch_ns, 0);
+	atomic_init(&p->busy, false);
 	for (int i = 0; i < NBUF; i++) {
 		atomic_init(&p->b[i].floor, UINT64_MAX);
 		atomic_init(&p->b[i].wal, cfg->wal);

@@ -81,7 +81,9 @@ struct nrs_pipeline {
 	/* protected by qlock */
 	struct nrs_req *qhead, **qtail;
 	bool stopping;
-	bool busy;			/* a thread holds the commit role */
+	/* a thread holds the commit role; written under qlock, read
+	 * without it only as a hint (nrs_pipeline_try_lead) */
+	atomic_bool busy;
 
 	atomic_bool failed;
 	_Atomic uint64_t last_batch_ns;	/* when a batch was last taken: PL6 */

@@ -79,6 +79,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,8 +470,17 @@ struct append_req {
 	struct nrs_req req;
 	nrs_append_done done;
 	void *cookie;
+	struct nrs_pool *pool;		/* it came from (pool.h PO2), or NULL:
+					 * malloc'd */
 	unsigned char data[];
 };
+
+/* An append request of AR_BLOCK bytes in all comes from c->ar_pool: one
+ * page holds the copy of a small append (the common case of many writers:
+ * every one not leading is copied); a larger one is malloc'd. */
+#define AR_BLOCK	4096u
+#define AR_POOL_MAX	256u	/* blocks kept: 1 MiB */
+#define AR_SMALL	(AR_BLOCK - offsetof(struct append_req, data))
 
 static void append_done(struct nrs_req *r, int err)
 {
@@ -478,7 +488,27 @@ static void append_done(struct nrs_req *r, int err)
 
 	atomic_fetch_sub(&r->st->appends_out, 1);	/* XA2 */
 	ar->done(ar->cookie, err, r->len);
-	free(ar);
+	if (ar->pool)
+		nrs_pool_put(ar->pool, ar);
+	else
+		free(ar);
+}
+
+/* An append request with room for len bytes of copy (0 when leading). */
+static struct append_req *append_req_new(struct nrs_core *c, size_t len)
+{
+	struct append_req *ar;
+
+	if (len > AR_SMALL) {
+		ar = malloc(sizeof(*ar) + len);
+		if (ar)
+			ar->pool = NULL;
+		return ar;
+	}
+	ar = nrs_pool_get(&c->ar_pool);
+	if (ar)
+		ar->pool = &c->ar_pool;
+	return ar;
 }
 
 struct nrs_pipeline *nrs_core_pipe_of(struct nrs_core *c,
@@ -543,7 +573,7 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 	if (!pipe)
 		return -EBUSY;		/* XA2 */
 	lead = nrs_pipeline_try_lead(pipe);
-	ar = malloc(sizeof(*ar) + (lead ? 0 : len));
+	ar = append_req_new(c, lead ? 0 : len);
 	if (!ar) {
 		if (lead)
 			nrs_pipeline_lead(pipe, NULL);	/* gives it back */
@@ -723,6 +753,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	nrs_metrics_init(&c->metrics);
 	pthread_mutex_init(&c->admin, NULL);
 	pthread_mutex_init(&c->hlock, NULL);
+	nrs_pool_init(&c->ar_pool, AR_BLOCK, AR_POOL_MAX);
 	nrs_streams_init(&c->streams);
 	/* the reclaimer must get through a steady stream of readers */
 	pthread_rwlockattr_init(&ga);
@@ -789,7 +820,10 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		.owal = c->owal,
 		.streams = &c->streams,
 		.data_dir = c->data_dir,
+		.progress = &c->progress,		/* RP1 */
 	};
+	if (!c->progress.what)
+		c->progress.what = "recovery";
 	err = nrs_recover(&rec, &next_lsn);
 	if (!err)
 		err = nrs_core_recover_report(c);	/* RB3 */
@@ -885,6 +919,7 @@ static int core_free(struct nrs_core *c, bool sync)
 	pthread_rwlock_destroy(&c->gate);
 	pthread_mutex_destroy(&c->admin);
 	pthread_mutex_destroy(&c->hlock);
+	nrs_pool_destroy(&c->ar_pool);	/* the pipelines completed them all */
 	free(c->data_dir);
 	free(c);
 	return err;

@@ -53,7 +53,8 @@ struct nrs_core_opts {
 	/* materializer (materializer.h; 0: defaults) */
 	uint64_t mat_min_bytes, mat_max_age_ms, object_size;
 	unsigned int mat_threads;
-	uint64_t gc_grace_ms;		/* lifecycle.c G2; 0: default */
+	uint64_t gc_grace_ms;		/* lifecycle.c G2, wal_object_gc.c OWG1;
+					 * 0: default */
 	uint64_t compact_size;		/* compaction.c CP1; 0: default,
 					 * UINT64_MAX: off */
 	const char *objects_dir;	/* the embedded store's directory;

@@ -86,9 +86,12 @@ static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
 		.flush_bytes = o->owal_bytes,
 		.linger_ms = o->owal_linger_set ? o->owal_linger_ms :
 			     NRS_WAL_OBJECT_LINGER_MS,
+		.grace_ms = o->gc_grace_ms ? o->gc_grace_ms :	/* OWG1 */
+			    NRS_GC_GRACE_MS_DEFAULT,
 		.metrics = &c->metrics,
 		.stored = owal_stored,
 		.stored_ctx = c,
+		.progress = &c->progress,		/* RP1 */
 	};
 	char path[4096];
 
@@ -271,33 +274,21 @@ void nrs_core_obj_close(struct nrs_core *c)
 	c->mat = NULL;
 }
 
-/*
- * The effective profile of ino: its own, else the nearest directory's
- * above it (as a stream created there inherits it).  0 on any error.
- */
-static int effective_profile(struct nrs_core *c, uint64_t ino)
+/* NS1: is ino under an object-wal directory (its effective profile, one
+ * meta call)?  When that cannot be told, it may be: the sync is made. */
+static bool under_object_wal(struct nrs_core *c, uint64_t ino)
 {
-	for (int depth = 0; ino && depth < 256; depth++) {
-		struct nrs_attr a;
-		int p;
+	int p;
 
-		if (nrs_meta_get_profile(c->meta, ino, &p) != 0)
-			return 0;
-		if (p != NRS_PROFILE_UNSET)
-			return p;
-		if (ino == NRS_ROOT_INO || nrs_meta_getattr(c->meta, ino, &a))
-			return 0;
-		ino = a.parent;
-	}
-	return 0;
+	return nrs_meta_effective_profile(c->meta, ino, &p) != 0 ||
+	       p == NRS_PROFILE_OBJECT_WAL;
 }
 
 int nrs_core_bucket_sync(struct nrs_core *c, uint64_t ino, uint64_t ino2)
 {
 	if (!c->ckpt || !c->owal)
 		return 0;
-	if (effective_profile(c, ino) != NRS_PROFILE_OBJECT_WAL &&
-	    (!ino2 || effective_profile(c, ino2) != NRS_PROFILE_OBJECT_WAL))
+	if (!under_object_wal(c, ino) && (!ino2 || !under_object_wal(c, ino2)))
 		return 0;
 	return nrs_ckpt_sync(c->ckpt, c->owal_timeout_ms);	/* NS1 */
 }

@@ -25,6 +25,8 @@
 #include "stream/stream.h"
 #include "stream/table.h"
 #include "util/metrics.h"
+#include "util/pool.h"
+#include "wal/wal.h"
 
 struct nrs_bcache;
 struct nrs_lc;
@@ -48,6 +50,7 @@ struct nrs_core {
 	struct nrs_pipeline *opipe;	/* its pipeline; NULL: none */
 	_Atomic uint64_t lsn;		/* both pipelines' LSNs (PL7) */
 	bool recovering;		/* -o recover under way (RB1) */
+	struct nrs_wal_progress progress; /* what start-up recovery read (RP1) */
 	uint64_t owal_timeout_ms;	/* NS1 */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
 	struct nrs_bcache *bcache;	/* verified object blocks */
@@ -74,6 +77,7 @@ struct nrs_core {
 	pthread_mutex_t hlock;		/* the handle list */
 	struct nrs_handle *handles;
 	pthread_mutex_t admin;
+	struct nrs_pool ar_pool;	/* small append requests (core.c) */
 	struct nrs_streams streams;	/* the stream table (its own lock) */
 
 	nrs_inval_fn inval;

@@ -27,6 +27,12 @@
  *      readable up to what was materialized; the range above that reads
  *      EIO (never other bytes) and is logged per stream, with the total,
  *      once the start-up recovery ran (nrs_core_recover_report).
+ *
+ * Progress (wal_object_scan.c RP1): the checkpoint counts as one object
+ * read, of its database's size; the object WAL's scan adds each object it
+ * reads, the start-up recovery the streams it loads; the done line comes
+ * once that recovery ran.  A mount without recover shows the same lines,
+ * prefixed "recovery", only when its scan took a second or more.
  */
 #include "config.h"
 
@@ -35,6 +41,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bg/checkpoint.h"
@@ -42,6 +49,7 @@
 #include "meta/meta.h"
 #include "stream/stream.h"
 #include "stream/table.h"
+#include "util/fileio.h"
 #include "util/log.h"
 #include "wal/wal.h"
 
@@ -74,15 +82,7 @@ static int mark(const char *dir)
 	if (fsync(fd) < 0)
 		err = -errno;
 	close(fd);
-	if (err)
-		return err;
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		err = -errno;
-	close(fd);
-	return err;
+	return err ? err : nrs_fsync_dir(dir);
 }
 
 int nrs_core_recover_bucket(struct nrs_core *c, const struct nrs_core_opts *o)
@@ -105,6 +105,8 @@ int nrs_core_recover_bucket(struct nrs_core *c, const struct nrs_core_opts *o)
 		return err;
 	}
 	c->recovering = true;
+	c->progress.what = "recover";
+	nrs_wal_progress_tick(&c->progress, false);	/* RP1: the start */
 	if (exists(c->data_dir, "meta.db")) {
 		nrs_info("recover: resuming the recovery begun in %s",
 			 c->data_dir);
@@ -123,7 +125,16 @@ int nrs_core_recover_bucket(struct nrs_core *c, const struct nrs_core_opts *o)
 			strerror(-err));
 		return err;
 	}
-	err = path_of(owal, sizeof(owal), c->data_dir, "owal");
+	err = path_of(owal, sizeof(owal), c->data_dir, "meta.db");
+	if (!err) {
+		struct stat sb;
+
+		c->progress.objects++;			/* RP1 */
+		if (stat(owal, &sb) == 0)
+			c->progress.bytes += (uint64_t)sb.st_size;
+		nrs_wal_progress_tick(&c->progress, false);
+		err = path_of(owal, sizeof(owal), c->data_dir, "owal");
+	}
 	if (!err)
 		err = nrs_wal_object_state_init(owal, covered);
 	if (err && err != -EEXIST) {
@@ -162,6 +173,8 @@ int nrs_core_recover_report(struct nrs_core *c)
 	char p[4096];
 	int err;
 
+	if (c->recovering || c->progress.lines)	/* RP1: the done line */
+		nrs_wal_progress_tick(&c->progress, true);
 	if (!c->recovering)
 		return 0;
 	nrs_streams_each(&c->streams, count_lost, &l);

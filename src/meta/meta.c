@@ -125,6 +125,11 @@ int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile)
 	return m->ops->get_profile(m, ino, profile);
 }
 
+int nrs_meta_effective_profile(struct nrs_meta *m, uint64_t ino, int *profile)
+{
+	return m->ops->effective_profile(m, ino, profile);
+}
+
 int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile)
 {
 	return m->ops->set_profile(m, ino, profile);

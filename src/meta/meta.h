@@ -248,6 +248,10 @@ ssize_t nrs_meta_xattr_list(struct nrs_meta *m, uint64_t ino, char *buf,
 
 /* Own profile of an inode (UNSET for a dir that has none). */
 int nrs_meta_get_profile(struct nrs_meta *m, uint64_t ino, int *profile);
+/* The profile that governs ino: its own, else the nearest ancestor's,
+ * else LOCAL_WAL -- what a stream created in directory ino would get (MT5).
+ * One walk up, in one call.  -ENOENT, -EUCLEAN (the parent chain loops). */
+int nrs_meta_effective_profile(struct nrs_meta *m, uint64_t ino, int *profile);
 /* -ENOENT, -EINVAL, -EUCLEAN (a stream whose row is damaged) */
 int nrs_meta_set_profile(struct nrs_meta *m, uint64_t ino, int profile);
 /*
@@ -497,6 +501,8 @@ struct nrs_meta_ops {
 			      size_t size);
 
 	int (*get_profile)(struct nrs_meta *m, uint64_t ino, int *profile);
+	int (*effective_profile)(struct nrs_meta *m, uint64_t ino,
+				 int *profile);
 	int (*set_profile)(struct nrs_meta *m, uint64_t ino, int profile);
 	int (*get_retention)(struct nrs_meta *m, uint64_t ino, int which,
 			     uint64_t *value);

@@ -304,6 +304,7 @@ const struct nrs_meta_ops nrs_sq_ops = {
 	.xattr_remove = nrs_sq_xattr_remove,
 	.xattr_list = nrs_sq_xattr_list,
 	.get_profile = nrs_sq_get_profile,
+	.effective_profile = nrs_sq_effective_profile,
 	.set_profile = nrs_sq_set_profile,
 	.get_retention = nrs_sq_get_retention,
 	.set_retention = nrs_sq_set_retention,

@@ -41,6 +41,7 @@
 
 #include "meta/sqlite_priv.h"
 #include "util/clock.h"
+#include "util/fileio.h"
 #include "util/log.h"
 
 /* SN1: 64 pages of 4 KiB per hold of the lock (test_snapshot prints it:
@@ -245,17 +246,12 @@ static int write_all(int fd, const void *buf, size_t len)
 static int fsync_parent(const char *path)
 {
 	char *dup = strdup(path);
-	int fd, ret = 0;
+	int ret;
 
 	if (!dup)
 		return -ENOMEM;
-	fd = open(dirname(dup), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ret = nrs_fsync_dir(dirname(dup));
 	free(dup);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		ret = -errno;
-	close(fd);
 	return ret;
 }
 

@@ -45,6 +45,7 @@
 
 #include "meta/sqlite_priv.h"
 #include "util/crc32c.h"
+#include "util/le.h"
 #include "util/log.h"
 
 /* The checksum of a streams row from its covered columns as stored. */
@@ -53,9 +54,7 @@ static uint32_t stream_crc(const int64_t v[CRC_FIELDS])
 	unsigned char buf[CRC_FIELDS * 8];
 
 	for (size_t i = 0; i < CRC_FIELDS; i++)
-		for (int b = 0; b < 8; b++)
-			buf[8 * i + (size_t)b] =
-				(unsigned char)((uint64_t)v[i] >> (8 * b));
+		nrs_le64_put(buf + 8 * i, (uint64_t)v[i]);
 	return nrs_crc32c(0, buf, sizeof(buf));
 }
 

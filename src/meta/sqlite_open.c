@@ -299,12 +299,27 @@ static int create_private(const char *path)
 	return 0;
 }
 
+/*
+ * Before SQLite's first use in the process (every connection is opened
+ * here or later by sqlite_ckpt.c): no memory statistics, which nothing
+ * reads and which take a global mutex around every allocation SQLite
+ * makes -- a few per statement, so several per head published.  If SQLite
+ * was initialized already (a test that opened a file itself), it refuses,
+ * harmlessly.
+ */
+static void sqlite_setup(void)
+{
+	(void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static int meta_open(const char *path, bool readonly, struct nrs_meta **out)
 {
+	static pthread_once_t setup = PTHREAD_ONCE_INIT;
 	pthread_mutexattr_t ma;
 	struct sqlite_meta *m;
 	int i, rc, ret;
 
+	pthread_once(&setup, sqlite_setup);
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;

@@ -245,6 +245,8 @@ int nrs_sq_walk_up(struct sqlite_meta *m, uint64_t ino, enum walk_stop what,
 void nrs_sq_memo_drop(struct sqlite_meta *m, uint64_t ino);
 void nrs_sq_memo_drop_all(struct sqlite_meta *m);
 int nrs_sq_get_profile(struct nrs_meta *base, uint64_t ino, int *profile);
+int nrs_sq_effective_profile(struct nrs_meta *base, uint64_t ino,
+			     int *profile);
 int nrs_sq_set_profile(struct nrs_meta *base, uint64_t ino, int profile);
 int nrs_sq_get_retention(struct nrs_meta *base, uint64_t ino, int which,
 			 uint64_t *value);

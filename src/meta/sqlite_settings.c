@@ -276,6 +276,22 @@ int nrs_sq_get_profile(struct nrs_meta *base, uint64_t ino, int *profile)
 	return ret;
 }
 
+int nrs_sq_effective_profile(struct nrs_meta *base, uint64_t ino,
+			     int *profile)
+{
+	struct sqlite_meta *m = sqm(base);
+	struct settings st = { 0 };
+	int ret = tx_begin(m, TX_NONE), found = 0;
+
+	if (!ret) {
+		found = nrs_sq_walk_up(m, ino, WALK_PROFILE, 0, &st);
+		ret = tx_end(m, found < 0 ? found : 0);
+	}
+	if (!ret)
+		*profile = found ? st.profile : NRS_PROFILE_LOCAL_WAL;
+	return ret;
+}
+
 int nrs_sq_set_profile(struct nrs_meta *base, uint64_t ino, int profile)
 {
 	struct sqlite_meta *m = sqm(base);

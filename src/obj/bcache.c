@@ -75,12 +75,27 @@
  *       blocks of seq_first, or as many as it wants up to readahead, that
  *       nobody holds, listed as a flight of their own), verified and
  *       cached like any other blocks (B1), the wanted ones copied out.
- *       A prefetch's fetch brings the header alone, and a prefetch of a
- *       later run sends its GET before it waits for the header, to verify
- *       what came: a header that came only with a large run held back
- *       every other prefetch into the object and the reader (measured on
- *       moto, which reads a whole object per GET: 0.47x of boto3's cold
- *       GETs against 0.71x).
+ *       A prefetch from the object's first block brings its own run
+ *       along the same way (the run is its flight already), and a
+ *       prefetch of a later run sends its GET before it waits for the
+ *       header, to verify what came.  So no prefetch idles while another
+ *       one's GET brings the header (on moto, which reads a whole object
+ *       per range GET, prefetches that waited for a header that came
+ *       with a large run made 0.47x of boto3's cold GETs, 0.71x once
+ *       they no longer waited), and an object a sequential reader
+ *       reaches costs no GET for its header alone.
+ *   BA1 A prefetch's window grows to readahead unless the bytes ahead
+ *       (B7) could not hold PF_DEEP (2) such GETs in flight and one
+ *       window landed besides: pf_max = ahead_max / (PF_DEEP + 1), at
+ *       most readahead.  With the default tier (64 MiB) and readahead
+ *       (8 MiB) that is 8 MiB: an object of the default size (16 MiB)
+ *       comes in two GETs, aligned to its start, the second in flight
+ *       while the first lands, and the store has a GET to serve while
+ *       the reader consumes what landed.  (Room for a GET per worker,
+ *       NWORKERS + 1, cut windows to 6.4 MiB: 3 runs per object, the
+ *       last a short one; s3rver pays milliseconds of its one thread per
+ *       request, and the cold read reached 0.71x of boto3's whole-object
+ *       GETs.)
  *   BW1 jobs (queued or running) <= nworkers: a planned prefetch starts at
  *       once, so a reader waiting for its flight waits for one GET only.
  *   BW2 nrs_bcache_close() stops the workers and joins them: a running
@@ -163,8 +178,8 @@ int nrs_bcache_open(const struct nrs_bcache_opts *o, struct nrs_objstore *store,
 		return err;
 	}
 	c->ahead_max = c->mem.budget / 2;
-	/* Room ahead for every worker's GET and one window landed. */
-	c->pf_max = (uint32_t)(c->ahead_max / (NWORKERS + 1) / NRS_OBJ_BLOCK);
+	/* BA1: room ahead for PF_DEEP GETs and one window landed. */
+	c->pf_max = (uint32_t)(c->ahead_max / (PF_DEEP + 1) / NRS_OBJ_BLOCK);
 	if (c->pf_max > c->readahead / NRS_OBJ_BLOCK)
 		c->pf_max = c->readahead / NRS_OBJ_BLOCK;
 	if (c->pf_max == 0)

@@ -23,7 +23,7 @@ struct nrs_bcache_opts {
 	uint32_t readahead;	/* bytes fetched per GET at most; 0: 8 MiB
 				 * (sequential reads ramp up to it from
 				 * 1 MiB, their prefetches to less if
-				 * mem_bytes is small: bcache_prefetch.c) */
+				 * mem_bytes / 6 is less: bcache.c BA1) */
 };
 
 struct nrs_bcache_stats {

@@ -367,8 +367,9 @@ static bool hdr_in_flight(const struct nrs_bcache *c,
 	return in_flight(c, h, HDR_IDX);
 }
 
-/* The blocks a fetch of h's header brings along (B8): none for prefetch
- * j; for reader r starting at the first block, its wanted
+/* The blocks a fetch of h's header brings along (B8): prefetch j's run
+ * if it starts at the first block (listed as j's flight already), else
+ * none; for reader r starting at the first block, its wanted
  * blocks (at least seq_first if it starts at the object's start, which
  * makes it sequential), within readahead, as far as nobody holds them (a
  * flight of their own in *rslot).  Lock held. */
@@ -377,8 +378,8 @@ static uint32_t hdr_run(struct nrs_bcache *c, const struct nrs_objhdr *h,
 {
 	uint32_t want, n = 0, nb = nrs_objfmt_nblocks(h->end - h->start);
 
-	if (j)
-		return 0;	/* B8: a prefetch's header comes alone */
+	if (j)		/* B8: a prefetch's own run, its flight */
+		return j->first == 0 ? j->n : 0;
 	if (!r || r->rel >= NRS_OBJ_BLOCK)
 		return 0;
 	want = r->last + 1;
@@ -398,9 +399,10 @@ static uint32_t hdr_run(struct nrs_bcache *c, const struct nrs_objhdr *h,
  * (B8): while another reader or prefetch fetches it, wait for it to land.
  * A fetch of our own for reader r brings its first blocks along (hdr_run:
  * r then wants no GET for blocks [0, r->served), r->run_err says if they
- * were good); for prefetch j it is quiet and evicts nothing read ahead
- * (B7).  Returns how many blocks came with the header, or an error (no
- * reference taken).
+ * were good); for prefetch j it brings j's run if j starts at the first
+ * block (its blocks cached as read ahead, j's reservation), is quiet and
+ * evicts nothing read ahead (B7).  Returns how many blocks came with the
+ * header, or an error (no reference taken).
  */
 int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		   struct job *j, struct req *r, struct ent **out)
@@ -464,10 +466,11 @@ int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
 
 /*
  * Prefetch job j's blocks, and its object's header if it holds none: a
- * run from the first block fetches the header first (once, B8); any
- * other sends its GET at once and waits for the header only to verify
- * what came, so a prefetch does not idle while another one's GET brings
- * the header.  What fails is logged at most.
+ * run from the first block fetches the header (once, B8) and itself in
+ * one GET, unless another's GET brings the header, which it waits for;
+ * any other run sends its GET at once and waits for the header only to
+ * verify what came, so a prefetch does not idle while another one's GET
+ * brings the header.  What fails is logged at most.
  */
 void nrs_bc_fetch_job(struct nrs_bcache *c, struct job *j)
 {
@@ -477,8 +480,10 @@ void nrs_bc_fetch_job(struct nrs_bcache *c, struct job *j)
 	ssize_t got;
 
 	if (!j->hdr && j->first == 0) {
-		if (nrs_bc_hdr_ref(c, &j->h, j, NULL, &j->hdr) < 0)
-			return;
+		int landed = nrs_bc_hdr_ref(c, &j->h, j, NULL, &j->hdr);
+
+		if (landed < 0 || (uint32_t)landed == j->n)
+			return;		/* B8: the run came with the header */
 		r.hdr = j->hdr;
 	}
 	if (r.hdr) {

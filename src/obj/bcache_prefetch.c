@@ -29,13 +29,14 @@
  *   - from where the stream's prefetches got to (or the read's first
  *     block), each block not held is planned in runs of the stream's
  *     window, which starts at SEQ_FIRST and doubles with each prefetch up
- *     to `readahead`, or less if the bytes ahead (B7) could not hold a GET
- *     for every worker and one window landed besides (with the default
- *     64 MiB tier: 6.4 MiB; else, every worker busy, the reader would
- *     wait for a full window to be read before the next GET could start);
+ *     to `readahead`, or less if the bytes ahead (B7) could not hold
+ *     PF_DEEP (2) GETs in flight and one window landed besides (BA1: with
+ *     the default 64 MiB tier, the whole 8 MiB; with fewer in flight the
+ *     reader would wait for a full window to be read before the next GET
+ *     could start);
  *   - past the object's end it goes on into the object the reader named as
  *     the next one (nrs_bcache_follow, from the stream's index), whose
- *     header the worker fetches first if need be;
+ *     header the worker fetches with the run from its first block (B8);
  *   - it stops when every worker has a job (BW1), no flight slot is free,
  *     or the bytes read ahead (B7) or the memory tier would go over.
  * A worker verifies each block as a reader's GET does and caches it marked

@@ -34,6 +34,8 @@
 #define MAX_FLIGHTS	32		/* more at once are not deduplicated */
 #define NWORKERS	4		/* prefetch threads: GETs in flight
 					 * ahead of sequential readers */
+#define PF_DEEP		2		/* GETs a full window leaves room
+					 * for in flight at once (BA1) */
 #define NSEQ		64		/* streams whose reads are followed */
 #define DISK_NAME_MAX	96
 #define BLK_SUFFIX	".blk"

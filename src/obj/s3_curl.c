@@ -98,6 +98,7 @@
 #include "obj/objstore.h"
 #include "obj/s3_curl.h"
 #include "obj/s3_curl_priv.h"
+#include "util/backoff.h"
 
 #define BACKOFF_BASE_MS		100
 #define BACKOFF_CAP_MS		2000
@@ -456,15 +457,12 @@ int64_t nrs_s3c_now_ms(void)
 int nrs_s3_backoff_ms(unsigned int attempt, int base_ms, int cap_ms,
 		      unsigned int *seed)
 {
-	int64_t d = base_ms;
-
 	if (base_ms <= 0 || cap_ms <= 0)
 		return 0;
-	for (unsigned int i = 1; i < attempt && d < cap_ms; i++)
-		d *= 2;	/* SR2: stops doubling at the cap, never wraps */
-	if (d > cap_ms)
-		d = cap_ms;
-	return (int)(d / 2 + rand_r(seed) % (d / 2 + 1));
+	/* SR2: stops doubling at the cap, never wraps */
+	return (int)nrs_backoff_jitter_ms(attempt ? attempt - 1 : 0,
+					  (uint64_t)base_ms, (uint64_t)cap_ms,
+					  seed);
 }
 
 bool nrs_s3_class_is_retryable(enum nrs_s3_class cls)

@@ -83,6 +83,7 @@
 #include "owner/owner.h"
 #include "owner/owner_priv.h"
 #include "util/clock.h"
+#include "util/failpoint.h"
 #include "util/log.h"
 
 #define CLAIM_TRIES	8	/* a record that keeps moving under a claim */
@@ -395,7 +396,10 @@ static int bo_renew(struct nrs_owner *o)
 		return -EAGAIN;
 	pthread_mutex_lock(&b->lock);
 	t0 = mono(b);
-	if (b->mode == NRS_OWNER_CAS) {
+	rc = nrs_failpoint(NRS_FP_OWNER_RENEW);
+	if (rc < 0) {
+		/* the store did not answer: still ours, for OR3's window */
+	} else if (b->mode == NRS_OWNER_CAS) {
 		rc = nrs_owrec_write(b, true, b->etag);
 		if (rc == -ESTALE || rc == -ENOENT) {	/* OR2 */
 			fence(b, rc == -ESTALE ? "the owner record changed"

@@ -35,7 +35,7 @@
 static int id_write(const char *dir, const char *id, bool owner)
 {
 	char path[4096], tmp[4096], line[LINE_MAX_LEN];
-	int fd, rc = 0, n;
+	int rc, n;
 
 	n = snprintf(line, sizeof(line), "%s%s\n", id, owner ? " owner" : "");
 	if ((size_t)snprintf(path, sizeof(path), "%s/" ID_FILE, dir) >=
@@ -43,26 +43,9 @@ static int id_write(const char *dir, const char *id, bool owner)
 	    (size_t)snprintf(tmp, sizeof(tmp), "%s/." ID_FILE ".tmp", dir) >=
 	    sizeof(tmp))
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, line, (size_t)n) != n || fsync(fd) < 0)
-		rc = errno ? -errno : -EIO;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc == 0) {
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0 || fsync(fd) < 0)
-			rc = -errno;
-		if (fd >= 0)
-			close(fd);
-	}
-	if (rc < 0) {
-		unlink(tmp);
+	rc = nrs_file_replace(path, tmp, dir, line, (size_t)n);
+	if (rc < 0)
 		nrs_err("cannot write %s: %s", path, strerror(-rc));
-	}
 	return rc;
 }
 

@@ -211,8 +211,12 @@ static int load_stream(void *ctx, const struct nrs_stream_row *row)
 		return -ENOMEM;
 	st->damage = damage;
 	err = nrs_streams_insert(e->streams, st);
-	if (err)
+	if (err) {
 		nrs_stream_put(st);
+	} else if (e->progress) {				/* RP1 */
+		e->progress->streams++;
+		nrs_wal_progress_tick(e->progress, false);
+	}
 	return err;
 }
 

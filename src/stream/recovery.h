@@ -41,6 +41,8 @@ struct nrs_recover_env {
 					 * every record is taken from wal) */
 	struct nrs_streams *streams;
 	const char *data_dir;
+	/* Counts the streams loaded (wal_object_scan.c RP1); NULL: none. */
+	struct nrs_wal_progress *progress;
 };
 
 /* RC1-RC7: load the streams into e->streams, re-publish the heads the WAL

@@ -86,6 +86,22 @@
  *                           it failed having sent nothing (retried, OW2).
  *   owal.after_put          after the PUT returned: its answer was lost
  *                           (resolved by the HEAD proof that follows).
+ *   owal.after_proof        after the HEAD proved the object, before its
+ *                           appends may be acknowledged: the proof's
+ *                           answer was lost (the PUT is retried, OW2).
+ *   owner.renew             owner/owner.c OR1, a renewal of the owner
+ *                           record: the store did not answer (the owner
+ *                           stays owned, and acknowledges only until its
+ *                           window ends, OR3).
+ *   owal.before_floor       wal_object_gc.c OW7, once objects' grace is
+ *                           over (OWG1), before the new floor is recorded
+ *                           (OW6): nothing recorded, nothing deleted.
+ *   owal.before_delete      after the floor is recorded, before each WAL
+ *                           object's DELETE: it failed having sent
+ *                           nothing (the object stays, an orphan below
+ *                           the floor that no scan reads).
+ *   owal.after_delete       after each DELETE returned: its answer was
+ *                           lost (the object is gone).
  *
  * nrs_meta_publish serves both the pipeline (PL3) and recovery (RC4), so the
  * meta.* points are hit by both.
@@ -125,6 +141,11 @@ static const char *const fp_names[NRS_FP_COUNT] = {
 	[NRS_FP_GC_AFTER_DELETE] = "gc.after_delete",
 	[NRS_FP_OWAL_BEFORE_PUT] = "owal.before_put",
 	[NRS_FP_OWAL_AFTER_PUT] = "owal.after_put",
+	[NRS_FP_OWAL_AFTER_PROOF] = "owal.after_proof",
+	[NRS_FP_OWNER_RENEW] = "owner.renew",
+	[NRS_FP_OWAL_BEFORE_FLOOR] = "owal.before_floor",
+	[NRS_FP_OWAL_BEFORE_DELETE] = "owal.before_delete",
+	[NRS_FP_OWAL_AFTER_DELETE] = "owal.after_delete",
 };
 
 /* The errnos a point may inject (the grammar's ERRNO), named by errname.h. */

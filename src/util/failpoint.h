@@ -40,6 +40,11 @@ enum nrs_fp {
 	NRS_FP_GC_AFTER_DELETE,		/* "gc.after_delete" */
 	NRS_FP_OWAL_BEFORE_PUT,		/* "owal.before_put" */
 	NRS_FP_OWAL_AFTER_PUT,		/* "owal.after_put" */
+	NRS_FP_OWAL_AFTER_PROOF,	/* "owal.after_proof" */
+	NRS_FP_OWNER_RENEW,		/* "owner.renew" */
+	NRS_FP_OWAL_BEFORE_FLOOR,	/* "owal.before_floor" */
+	NRS_FP_OWAL_BEFORE_DELETE,	/* "owal.before_delete" */
+	NRS_FP_OWAL_AFTER_DELETE,	/* "owal.after_delete" */
 	NRS_FP_COUNT
 };
 

@@ -3,6 +3,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -28,6 +30,51 @@ ssize_t nrs_pread_full(int fd, void *buf, size_t len, uint64_t off)
 		done += (size_t)n;
 	}
 	return (ssize_t)done;
+}
+
+int nrs_fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+int nrs_file_replace(const char *path, const char *tmp, const char *dir,
+		     const void *buf, size_t len)
+{
+	size_t done = 0;
+	int fd, err = 0;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		  0600);					/* DM1 */
+	if (fd < 0)
+		return -errno;
+	while (!err && done < len) {
+		ssize_t n = write(fd, (const char *)buf + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			err = n < 0 ? -errno : -EIO;
+		else
+			done += (size_t)n;
+	}
+	if (!err && fsync(fd) < 0)
+		err = -errno;
+	if (close(fd) < 0 && !err)
+		err = -errno;
+	if (!err && rename(tmp, path) < 0)
+		err = -errno;
+	if (err) {
+		(void)unlink(tmp);
+		return err;
+	}
+	return nrs_fsync_dir(dir);
 }
 
 int nrs_dir_check_private(const char *path, const char *what)

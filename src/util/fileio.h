@@ -23,6 +23,21 @@
  * short reads are retried).  Bytes read, or a negative errno. */
 ssize_t nrs_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
+/* fsync(2) of the directory dir (what makes a name created, renamed or
+ * removed in it durable).  0 or a negative errno. */
+int nrs_fsync_dir(const char *dir);
+
+/*
+ * Replace the file path with the len bytes of buf so that a crash leaves
+ * the old file or the new one whole: write them to tmp (created 0600,
+ * DM1; a leftover is truncated), fsync it, rename it over path, fsync
+ * dir (the directory of both).  On failure tmp is removed and path is as
+ * it was, or already the new file if only the last fsync failed.  0 or a
+ * negative errno.
+ */
+int nrs_file_replace(const char *path, const char *tmp, const char *dir,
+		     const void *buf, size_t len);
+
 /* DM2: 0 if the directory path (what: "data directory") is private to
  * this user; else -EPERM, -ENOTDIR or the errno of stat, logged with
  * the mode, the owner and the command that fixes it. */

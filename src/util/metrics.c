@@ -294,6 +294,9 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	counter(&t, "object_wal_put_hedges_total",
 		"Object WAL PUTs slower than the hedge delay, sent a second time.",
 		nrs_counter(&m->owal_hedges));
+	counter(&t, "object_wal_late_objects_total",
+		"Object WAL objects found past their run's seal, ignored.",
+		nrs_counter(&m->owal_late));
 	histogram(&t, "object_wal_put_seconds",
 		  "Time of one object WAL PUT and the HEAD that proves it.",
 		  &m->owal_put_us, 1e-6);

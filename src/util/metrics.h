@@ -88,6 +88,7 @@ struct nrs_metrics {
 	atomic_uint_fast64_t owal_bytes;
 	atomic_uint_fast64_t owal_retries;	/* PUTs not proven, sent again */
 	atomic_uint_fast64_t owal_hedges;	/* second PUTs of a slow one */
+	atomic_uint_fast64_t owal_late;		/* objects past a run's seal */
 	struct nrs_hist owal_put_us;		/* PUT + HEAD, microseconds */
 };
 

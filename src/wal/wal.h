@@ -108,6 +108,10 @@ struct nrs_wal_stats {
 	bool broken;		/* a failed append could not be undone */
 	uint64_t inflight;	/* object WAL: objects sealed, not yet proven */
 	uint64_t waiting_bytes;	/* object WAL: their bytes and the open one's */
+	uint64_t reclaim_due_ns;	/* object WAL: the monotonic time the first
+					 * object waiting out its GC grace may
+					 * go (wal_object_gc.c OWG1); 0: none
+					 * waits */
 };
 
 struct nrs_wal_ops {
@@ -313,6 +317,24 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 struct nrs_objstore;
 struct nrs_metrics;
 
+/*
+ * What a recovery has read so far, shown while it runs (wal_object_scan.c
+ * RP1): objects and bytes read from the store (the checkpoint, then each
+ * WAL object the scan fetches), and the streams it recovers.  Whoever
+ * reads adds to it and calls nrs_wal_progress_tick(); recovery runs alone,
+ * so no lock.  start_ns is set by the first tick.
+ */
+struct nrs_wal_progress {
+	const char *what;		/* the lines' prefix: "recover" */
+	uint64_t objects, bytes, streams;
+	uint64_t start_ns, last_ns;	/* monotonic: first tick, last line */
+	unsigned int lines;		/* lines written so far */
+};
+
+/* RP1: a line of p's counts if a second went by since the last one (or
+ * since the first tick), or always when final.  p may be NULL. */
+void nrs_wal_progress_tick(struct nrs_wal_progress *p, bool final);
+
 struct nrs_wal_object_opts {
 	struct nrs_objstore *store;	/* where the WAL objects go */
 	const char *dir;		/* a local directory for the state file
@@ -326,8 +348,12 @@ struct nrs_wal_object_opts {
 	uint64_t linger_ms;		/* or this long after its first write
 					 * (0: none; NRS_WAL_OBJECT_LINGER_MS
 					 * is the daemon's default) */
+	uint64_t grace_ms;		/* a reclaimable object is deleted this
+					 * long after it became so
+					 * (wal_object_gc.c OWG1; 0: at once) */
 	/* The owner gate (DESIGN I8): sync() fails -ESTALE once it returns
-	 * false.  NULL: always allowed. */
+	 * false, and reclaim() deletes nothing while it does (OWG2).  NULL:
+	 * always allowed. */
 	bool (*may_ack)(void *ctx);
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;	/* may be NULL */
@@ -343,6 +369,8 @@ struct nrs_wal_object_opts {
 	bool read_only;
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
+	/* The scan counts each object it reads in it (RP1); NULL: none. */
+	struct nrs_wal_progress *progress;
 };
 
 /* The key of the object WAL's segment seg (wal_object.c): for

@@ -34,6 +34,19 @@
  * the store's metadata (x-amz-meta-sha256; objstore.h).  A key is written
  * with one set of bytes only, ever: retries and re-PUTs send the same bytes.
  *
+ * THE KEYS of the object WAL, each written once and never rewritten (the
+ * only keys of the bucket ever rewritten are the owner record, "owner",
+ * and the checkpoint pointer, "ckpt/latest"):
+ *   owal/<run>/<seq>          a WAL object, above
+ *   owal/<run>/0000000000     the run's marker (OW11)
+ *   owal/<run>/seal           the run's seal, written by the first scan
+ *                             after the run, before anything is published
+ *                             from it: where the run ends (its last seq,
+ *                             and the seqs below that it never stored); an
+ *                             object of the run that lands later is
+ *                             ignored by every scan (wal_object_seal.c has
+ *                             its format and SL1-SL4)
+ *
  * RULES
  *
  *  OW1 Proof.  sync(end) returns 0 only once every object of this run up
@@ -68,13 +81,6 @@
  *      nothing written).  So a run leaves at most inflight_max missing
  *      seqs at a crash, and the scan that probes inflight_max keys past
  *      the last object found has found every object of the run.
- *  OW7 Reclaim.  reclaim(below) first records durably (OW6) the new
- *      floor -- the lowest segment still held, at most below -- then
- *      deletes the objects under it.  An object still being PUT is kept
- *      (its key may yet be filled), and so holds the floor down.  A
- *      quarantined or damaged object is never deleted (an operator looks
- *      at it), but does not hold the floor.
- *
  *  OW11 Runs are found without a listing.  Before the first object of a
  *      run, its marker -- key "owal/RUN/0000000000" (seq 0, which no
  *      object takes), 32 bytes: "NRSOWRN1", u64 run, u64 0, u32 CRC32C of
@@ -92,7 +98,9 @@
  *      heads are published in log order whatever order the PUTs end in.
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
- * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c.)
+ * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
+ * the reclaim, OW7 and its grace period OWG1-OWG2, in wal_object_gc.c;
+ * the seal of a past run, SL1-SL4, in wal_object_seal.c.)
  *
  * READS: from the bytes in memory -- every object is kept until proven,
  * then while the proven ones take at most cache_bytes (oldest dropped
@@ -123,6 +131,7 @@
 #include "util/le.h"
 #include "util/log.h"
 #include "util/metrics.h"
+#include "util/sat.h"
 #include "wal/wal.h"
 #include "wal/wal_object_priv.h"
 
@@ -340,8 +349,12 @@ static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
 	struct ow_obj *o;
 	int err = 0;
 
-	if (!w->run_marked)
+	if (!w->run_marked) {
 		err = start_run(w, now + w->timeout_ns);
+		/* the object's first write is now, after its run's marker:
+		 * the linger (OW9) does not count the marker's PUT */
+		now = nrs_now_mono_ns();
+	}
 	if (!err && w->next_seq > OW_SEQ_MAX)
 		err = -EOVERFLOW;
 	if (err)
@@ -587,69 +600,8 @@ static void ow_stats(struct nrs_wal *wal, struct nrs_wal_stats *out)
 	out->inflight = w->unproven;
 	out->last_seg = w->last_seg;
 	out->broken = w->broken;
+	out->reclaim_due_ns = ow_reclaim_due(w);		/* OWG1 */
 	pthread_mutex_unlock(&w->lock);
-}
-
-/* OW7 */
-static int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes)
-{
-	struct wal_object *w = wo(wal);
-	struct ow_obj *gone = NULL, **pp;
-	uint64_t floor = below;
-	int n = 0, err;
-
-	*bytes = 0;
-	if (w->read_only)
-		return -EROFS;
-	pthread_mutex_lock(&w->lock);
-	for (struct ow_obj *o = w->head; o && o->seg < below; o = o->next)
-		if (((o->state != OW_PROVEN && o->state != OW_BAD) ||
-		     o->users) && o->seg < floor)
-			floor = o->seg;
-	if (floor <= w->floor) {
-		pthread_mutex_unlock(&w->lock);
-		return 0;
-	}
-	err = ow_state_write(w->state_path, w->dir, floor, w->last_run);
-	if (err) {
-		pthread_mutex_unlock(&w->lock);
-		nrs_warn("object WAL: cannot record floor %016" PRIx64 " in %s:"
-			 " %s", floor, w->state_path, strerror(-err));
-		return err;
-	}
-	w->floor = floor;
-	pp = &w->head;
-	while (*pp && (*pp)->seg < floor) {
-		struct ow_obj *o = *pp;
-
-		*pp = o->next;
-		w->held_bytes -= o->size;
-		if (o->buf && o->state == OW_PROVEN)
-			w->cached_bytes -= o->size;
-		o->next = gone;
-		gone = o;
-	}
-	if (!w->head)
-		w->tail = NULL;
-	pthread_mutex_unlock(&w->lock);
-	while (gone) {
-		struct ow_obj *o = gone;
-		char key[NRS_OBJKEY_MAX];
-
-		gone = o->next;
-		ow_key(key, o->seg);
-		err = o->state == OW_PROVEN ? nrs_obj_del(w->store, key) : 0;
-		if (err)	/* below the floor: an orphan fsck names */
-			nrs_warn("object WAL: delete of %s: %s", key,
-				 strerror(-err));
-		if (o->state == OW_PROVEN) {
-			*bytes += o->size;
-			n++;
-		}
-		free(o->buf);
-		free(o);
-	}
-	return n;
 }
 
 /* Every write is a segment of its own: nothing to seal. */
@@ -688,6 +640,7 @@ static void ow_close(struct nrs_wal *wal)
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w->workers);
+	free(w->views);
 	free(w->state_path);
 	free(w->dir);
 	free(w);
@@ -734,6 +687,7 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	if (w->flush_bytes > OW_OBJ_MAX)
 		w->flush_bytes = OW_OBJ_MAX;
 	w->linger_ns = o->linger_ms * 1000000ull;
+	w->grace_ns = nrs_sat_mul(o->grace_ms, NRS_NS_PER_MS);	/* SAT1 */
 	w->may_ack = o->may_ack;
 	w->may_ack_ctx = o->may_ack_ctx;
 	w->metrics = o->metrics;
@@ -742,6 +696,7 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->stored_ctx = o->stored_ctx;
 	w->damage = o->damage;
 	w->damage_ctx = o->damage_ctx;
+	w->progress = o->progress;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	w->state_path = strdup(path);

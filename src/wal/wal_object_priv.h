@@ -3,10 +3,13 @@
  * functions its files share.
  *
  *   wal_object.c       the provider: the append path (OW1, OW3-OW5, OW9),
- *                      reads, stats, reclaim (OW7), open and close, the
- *                      operations table; the format of a WAL object
+ *                      reads, stats, open and close, the operations
+ *                      table; the format of a WAL object
  *   wal_object_put.c   the workers: PUT, proof (OW1) and retries (OW2)
+ *   wal_object_gc.c    reclaim (OW7) after the GC grace (OWG1), never
+ *                      while fenced (OWG2)
  *   wal_object_scan.c  the state file (OW6) and the recovery scan (OW8)
+ *   wal_object_seal.c  the seal of a past run (SL1-SL4)
  *
  * The formats and the rules are in wal_object.c's top comment.
  */
@@ -28,6 +31,7 @@
 #define OW_SEQ_BITS	40		/* a position's segment: run << 40 | seq */
 #define OW_RUN_PROBE	8		/* OW11: missing markers a scan crosses */
 #define OW_SEQ_MAX	((1ull << OW_SEQ_BITS) - 1)
+#define OW_SEAL_HOLES_MAX 128		/* SL1: gaps one seal names */
 #define OW_RUN_MAX	((1ull << (64 - OW_SEQ_BITS)) - 1)
 
 static inline uint64_t ow_seg(uint64_t run, uint64_t seq)
@@ -66,6 +70,19 @@ struct ow_hdr {
 	struct ow_range aband[OW_ABAND_MAX];
 };
 
+/* A scan's view of one run (SL1): from its seal, or what it found. */
+struct ow_view {
+	uint64_t run;
+	uint64_t from;			/* the first seq probed */
+	uint64_t end;			/* the last seq found; 0: none */
+	bool sealed;			/* a seal in the store says so */
+	uint32_t n_holes;
+	struct {
+		uint64_t lo, hi;
+	} holes[OW_SEAL_HOLES_MAX];	/* seqs in [from, end] not found */
+	uint64_t ignored;		/* SL3: late objects found */
+};
+
 enum ow_state {
 	OW_OPEN = 1,		/* batches are written into it (OW9) */
 	OW_SEALING,		/* its header and digest are being made */
@@ -89,6 +106,9 @@ struct ow_obj {
 	uint64_t aband_from;		/* records from this offset on are
 					 * cut (OW4); UINT64_MAX: none */
 	uint64_t t_write_ns;		/* its first write() */
+	uint64_t t_dead_ns;		/* OWG1: first found reclaimable
+					 * (monotonic; 0: not, or needed
+					 * again since) */
 	struct ow_obj *next;		/* in seg order */
 };
 
@@ -102,6 +122,7 @@ struct wal_object {
 	uint64_t cache_bytes;
 	uint64_t flush_bytes;		/* OW9 */
 	uint64_t linger_ns;		/* OW9 */
+	uint64_t grace_ns;		/* OWG1 */
 	bool (*may_ack)(void *ctx);
 	void *may_ack_ctx;
 	struct nrs_metrics *metrics;
@@ -110,6 +131,7 @@ struct wal_object {
 	void *stored_ctx;
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
+	struct nrs_wal_progress *progress;	/* RP1; may be NULL */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* an object's state changed; work */
@@ -123,6 +145,8 @@ struct wal_object {
 	uint64_t last_seg;		/* highest segment held or written */
 	struct ow_range pend[OW_ABAND_MAX];	/* OW4: not yet recorded */
 	unsigned int n_pend;
+	struct ow_view *views;		/* SL1: of the runs the scan probed */
+	size_t n_views, cap_views;
 	unsigned int unproven;		/* objects PUTTING (OW5) */
 	uint64_t held_bytes;		/* bytes of every object held */
 	uint64_t cached_bytes;		/* bytes of bufs of proven objects */
@@ -170,5 +194,23 @@ void ow_marker_encode(uint64_t run, unsigned char out[OW_MARKER_LEN]);
 void *ow_worker(void *arg);
 
 int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx);
+
+/* OW7, OWG1, OWG2: the provider's reclaim (wal_object_gc.c). */
+int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes);
+/* OWG1: when the first object waiting out its grace may go; 0: none
+ * waits (lock held). */
+uint64_t ow_reclaim_due(const struct wal_object *w);
+/* SL1-SL4 (wal_object_seal.c).  The key of run's seal. */
+void ow_seal_key(char key[NRS_OBJKEY_MAX], uint64_t run);
+/* SL3: is seq of v's run late (above its seal's end, or in a hole)? */
+bool ow_view_excludes(const struct ow_view *v, uint64_t seq);
+/* SL1: v's run has a gap [lo, hi]; -EOVERFLOW past OW_SEAL_HOLES_MAX. */
+int ow_view_add_hole(struct ow_view *v, uint64_t lo, uint64_t hi);
+/* SL2: read run's seal into *v (sealed stays false without one); 0,
+ * -EUCLEAN (a damaged seal) or the store's error (lock held). */
+int ow_seal_read(struct wal_object *w, uint64_t run, struct ow_view *v);
+/* SL1, SL2: store v as its run's seal and prove it, or adopt the seal
+ * already there (then *v is that one); lock held, dropped in naps. */
+int ow_seal_store(struct wal_object *w, struct ow_view *v);
 
 #endif

@@ -34,6 +34,7 @@
 
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/failpoint.h"
@@ -89,13 +90,12 @@ bool ow_nap(struct wal_object *w, unsigned int ms)
 
 static unsigned int backoff_ms(unsigned int attempt)
 {
-	unsigned int d = BACKOFF_BASE_MS;
+	static __thread unsigned int seed;
 
-	while (attempt-- > 0 && d < BACKOFF_CAP_MS)
-		d *= 2;
-	if (d > BACKOFF_CAP_MS)
-		d = BACKOFF_CAP_MS;
-	return d / 2 + (unsigned int)random() % (d / 2 + 1);
+	if (!seed)
+		seed = (unsigned int)nrs_now_mono_ns() | 1;
+	return (unsigned int)nrs_backoff_jitter_ms(attempt, BACKOFF_BASE_MS,
+						   BACKOFF_CAP_MS, &seed);
 }
 
 /* One PUT and its proof (OW1, OB1); no lock held. */
@@ -106,6 +106,7 @@ static enum nrs_put_verdict put_once(struct wal_object *w, struct ow_obj *o,
 	unsigned char md5[NRS_MD5_LEN];
 	bool want_md5 = nrs_obj_wants_md5(w->store);
 	char key[NRS_OBJKEY_MAX];
+	enum nrs_put_verdict v;
 
 	ow_key(key, o->seg);
 	*perr = nrs_failpoint(NRS_FP_OWAL_BEFORE_PUT);
@@ -117,7 +118,10 @@ static enum nrs_put_verdict put_once(struct wal_object *w, struct ow_obj *o,
 	if (!*perr)
 		*perr = nrs_failpoint(NRS_FP_OWAL_AFTER_PUT);
 	*herr = nrs_obj_head(w->store, key, got);
-	return nrs_put_decide(*herr, got, o->size, o->sha256);
+	v = nrs_put_decide(*herr, got, o->size, o->sha256);
+	if (v == NRS_PUT_PROVEN && nrs_failpoint(NRS_FP_OWAL_AFTER_PROOF))
+		v = NRS_PUT_LATER;	/* as if the HEAD's answer were lost */
+	return v;
 }
 
 /*

@@ -1,6 +1,6 @@
 /*
  * wal_object_scan.c - the object WAL's state file and its recovery scan
- * (wal_object.c has the object format and OW1-OW5, OW7).
+ * (wal_object.c has the object format and OW1-OW5, wal_object_gc.c OW7).
  *
  *  OW6 The state file DIR/state says where the WAL's objects are without
  *      a listing: the floor (every object below it is gone or abandoned)
@@ -27,8 +27,21 @@
  *      cannot be known without it.  The seqs the last run may still have
  *      had in flight are recorded abandoned by the next object (OW4).
  *      Runs after the last the state file names are found by their
- *      markers (wal_object.c OW11).  A WAL that never wrote (no state
- *      file) scans nothing and touches no store.
+ *      markers (wal_object.c OW11).  Each run's seal is read before its
+ *      objects, and a scan that may write seals every run it probed that
+ *      had none before it returns any record (wal_object_seal.c SL1-SL4):
+ *      an object that lands in a sealed run later is never returned.  A
+ *      WAL that never wrote (no state file) scans nothing and touches no
+ *      store.
+ *  RP1 Progress.  A recovery that reads from the store says how far it
+ *      got: the objects and bytes read and the streams recovered, in one
+ *      line "WHAT: progress: objects read N, bytes B (M MiB), streams S,
+ *      T s" once a second at most while it runs, and a last line
+ *      "WHAT: progress: done: ..." with the totals.  The lines go to the
+ *      log, which before the daemon detaches is its standard error: the
+ *      terminal that started it, or the journal (main.c).  One line a
+ *      second stays within LG2's burst (log.c), so none is summed up; the
+ *      done line is another call site and always written.
  */
 #include "config.h"
 
@@ -43,11 +56,13 @@
 
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
+#include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/fileio.h"
 #include "util/grow.h"
 #include "util/le.h"
 #include "util/log.h"
+#include "util/metrics.h"
 #include "wal/wal.h"
 #include "wal/wal_object_priv.h"
 #include "wal/walrec.h"
@@ -93,7 +108,6 @@ int ow_state_write(const char *path, const char *dir, uint64_t floor,
 {
 	unsigned char b[ST_LEN] = { 0 };
 	char tmp[4096];
-	int fd, err = 0;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
@@ -101,27 +115,32 @@ int ow_state_write(const char *path, const char *dir, uint64_t floor,
 	nrs_le64_put(b + 8, floor);
 	nrs_le64_put(b + 16, last_run);
 	nrs_le32_put(b + 24, nrs_crc32c(0, b, 24));
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (pwrite(fd, b, sizeof(b), 0) != (ssize_t)sizeof(b))
-		err = errno ? -errno : -EIO;
-	if (!err && fsync(fd) < 0)
-		err = -errno;
-	close(fd);
-	if (!err && rename(tmp, path) < 0)
-		err = -errno;
-	if (!err) {
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		if (fsync(fd) < 0)
-			err = -errno;
-		close(fd);
-	}
-	if (err)
-		(void)unlink(tmp);
-	return err;
+	return nrs_file_replace(path, tmp, dir, b, sizeof(b));
+}
+
+void nrs_wal_progress_tick(struct nrs_wal_progress *p, bool final)
+{
+	uint64_t now = nrs_now_mono_ns();
+	double mib, secs;
+
+	if (!p)
+		return;
+	if (!p->start_ns)
+		p->start_ns = p->last_ns = now;
+	if (!final && now - p->last_ns < 1000000000)
+		return;					/* RP1 */
+	p->last_ns = now;
+	p->lines++;
+	mib = (double)p->bytes / (1 << 20);
+	secs = (double)(now - p->start_ns) / 1e9;
+	if (final)
+		nrs_info("%s: progress: done: objects read %" PRIu64 ", bytes %"
+			 PRIu64 " (%.1f MiB), streams %" PRIu64 ", %.1f s",
+			 p->what, p->objects, p->bytes, mib, p->streams, secs);
+	else
+		nrs_info("%s: progress: objects read %" PRIu64 ", bytes %"
+			 PRIu64 " (%.1f MiB), streams %" PRIu64 ", %.1f s",
+			 p->what, p->objects, p->bytes, mib, p->streams, secs);
 }
 
 /* OW8: fetch and check the object of seg, whose HEAD answered m. */
@@ -158,6 +177,11 @@ static int fetch(struct wal_object *w, uint64_t seg,
 		free(o);
 		return (int)n;
 	}
+	if (w->progress && n > 0) {				/* RP1 */
+		w->progress->objects++;
+		w->progress->bytes += (uint64_t)n;
+		nrs_wal_progress_tick(w->progress, false);
+	}
 	if (n != (ssize_t)m->length) {
 		why = "it is shorter than its HEAD said";
 		goto damaged;
@@ -193,24 +217,56 @@ damaged:
 	return 0;
 }
 
-/* OW8: probe run from seq on; *last: the highest seq found (0: none). */
+/* SL1, SL3: the view of run, from its seal if it has one (lock held);
+ * NULL with *err set on failure. */
+static struct ow_view *view_of(struct wal_object *w, uint64_t run,
+			       uint64_t from, int *err)
+{
+	struct ow_view *v;
+
+	*err = nrs_grow((void **)&w->views, &w->cap_views, w->n_views + 1,
+			sizeof(*w->views));
+	if (*err)
+		return NULL;
+	v = &w->views[w->n_views];
+	memset(v, 0, sizeof(*v));
+	v->run = run;
+	v->from = from;
+	*err = ow_seal_read(w, run, v);
+	if (*err)
+		return NULL;
+	w->n_views++;
+	return v;
+}
+
+/* OW8: probe run from seq on; *last: the highest seq found (0: none).
+ * SL3: a sealed run is probed at least to its end, and its late objects
+ * are only counted; SL4: an unsealed one's gaps become its holes. */
 static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
 		     uint64_t *last)
 {
 	unsigned int misses = 0;
+	uint64_t gap = 0;		/* the first seq of a gap, 0: none */
+	struct ow_view *v;
+	int err;
 
 	*last = 0;
-	for (; misses < w->inflight_max && seq <= OW_SEQ_MAX; seq++) {
+	v = view_of(w, run, seq, &err);
+	if (!v)
+		return err;
+	for (; (misses < w->inflight_max || (v->sealed && seq <= v->end)) &&
+	       seq <= OW_SEQ_MAX; seq++) {
 		uint64_t seg = ow_seg(run, seq);
 		struct nrs_obj_meta m = { 0 };
 		char key[NRS_OBJKEY_MAX];
 		struct ow_obj *o = NULL;
-		int err;
 
 		ow_key(key, seg);
 		err = nrs_obj_head(w->store, key, &m);
 		if (err == -ENOENT) {
 			misses++;
+			if (!gap)
+				gap = seq;
 			continue;
 		}
 		if (err) {
@@ -220,7 +276,19 @@ static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
 			return err;
 		}
 		misses = 0;
+		if (ow_view_excludes(v, seq)) {
+			v->ignored++;		/* SL3: late */
+			continue;
+		}
+		if (gap && !v->sealed) {
+			err = ow_view_add_hole(v, gap, seq - 1);	/* SL4 */
+			if (err)
+				return err;
+		}
+		gap = 0;
 		*last = seq;
+		if (!v->sealed)
+			v->end = seq;
 		err = fetch(w, seg, &m, &o);
 		if (err)
 			return err;
@@ -260,6 +328,57 @@ static int later_runs(struct wal_object *w, uint64_t *last)
 		err = probe_run(w, run, 1, last);
 		if (err)
 			return err;
+	}
+	return 0;
+}
+
+/*
+ * SL1: seal every run probed that has none (unless read-only), then drop
+ * the objects a seal -- maybe another scan's, adopted (SL2) -- excludes,
+ * and log the late ones once per run (SL3).  Lock held.
+ */
+static int seal_runs(struct wal_object *w)
+{
+	struct ow_obj **pp = &w->head;
+	int err = 0;
+
+	for (size_t i = 0; !err && !w->read_only && i < w->n_views; i++)
+		if (!w->views[i].sealed)
+			err = ow_seal_store(w, &w->views[i]);
+	if (err)
+		return err;
+	w->tail = NULL;
+	while (*pp) {
+		struct ow_obj *o = *pp;
+		struct ow_view *v = NULL;
+
+		for (size_t i = 0; i < w->n_views; i++)
+			if (w->views[i].run == ow_run_of(o->seg))
+				v = &w->views[i];
+		if (!v || !ow_view_excludes(v, ow_seq_of(o->seg))) {
+			w->tail = o;
+			pp = &o->next;
+			continue;
+		}
+		v->ignored++;
+		*pp = o->next;
+		w->held_bytes -= o->size;
+		if (o->buf)
+			w->cached_bytes -= o->size;
+		free(o->buf);
+		free(o);
+	}
+	for (size_t i = 0; i < w->n_views; i++) {
+		const struct ow_view *v = &w->views[i];
+
+		if (!v->ignored)
+			continue;
+		nrs_warn("object WAL scan: %" PRIu64 " objects of run %" PRIu64
+			 " landed after it was sealed at seq %" PRIu64 " (SL3):"
+			 " never acknowledged, ignored, left in the store",
+			 v->ignored, v->run, v->end);
+		if (w->metrics)
+			nrs_count(&w->metrics->owal_late, v->ignored);
 	}
 	return 0;
 }
@@ -322,6 +441,7 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 	if (w->last_run == 0)
 		return 0;			/* never written */
 	pthread_mutex_lock(&w->lock);
+	w->n_views = 0;
 	run = ow_run_of(w->floor) ? ow_run_of(w->floor) : 1;
 	for (; !err && run <= w->last_run; run++)
 		err = probe_run(w, run, run == ow_run_of(w->floor) &&
@@ -329,6 +449,8 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 				&last);
 	if (!err)
 		err = later_runs(w, &last);
+	if (!err)
+		err = seal_runs(w);		/* SL1, before any record */
 	for (struct ow_obj *o = w->head; !err && o; o = o->next) {
 		struct ow_hdr h;
 

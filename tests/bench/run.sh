@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# tests/bench/run.sh: the benchmark behind `make bench`, in two parts.
+# tests/bench/run.sh: the benchmark behind `make bench`, in four parts
+# (appends, objects, and the object WAL and the recovery from the bucket,
+# which owal.sh and recover.sh beside it measure).
 #
 # APPENDS (issue 2).  Runs the same append loads, case by case and side by
 # side, against
@@ -107,8 +109,11 @@
 # Environment:
 #   NEREUSFS        the daemon (default: ./nereusfs); missing -> column a n/a
 #   NRS_BENCH       the load generator (default: tests/bench/nrs-bench)
-#   BENCH_PARTS     subset of: append objects owal (default: all three;
-#                   owal is tests/bench/owal.sh, the object WAL)
+#   BENCH_PARTS     subset of: append objects owal recover (default: all
+#                   four; owal is tests/bench/owal.sh, the object WAL;
+#                   recover is tests/bench/recover.sh, the time of a
+#                   recovery from the bucket, with its own BENCH_REC_*
+#                   knobs for the sizes)
 #   BENCH_SECONDS   seconds per append measurement (default 3)
 #   BENCH_TMPDIR    where the scratch dir goes (default /var/tmp); the data
 #                   dir, the plain baseline and passthrough's source all sit
@@ -153,7 +158,7 @@ BENCH_CASES=${BENCH_CASES:-1k-1 1k-8 1k-64 1k-8s 1m-1 1m-8}
 BENCH_SYSTEMS=${BENCH_SYSTEMS:-a h b c}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
 SYSTEMS='a h b c'	# the order of runs and of the report
-BENCH_PARTS=${BENCH_PARTS:-append objects owal}
+BENCH_PARTS=${BENCH_PARTS:-append objects owal recover}
 CC=${CC:-cc}
 PT_EXAMPLES=/usr/share/doc/libfuse3-dev/examples
 export LC_ALL=C		# dd's figures and $EPOCHREALTIME with a '.'
@@ -806,7 +811,7 @@ cli_run() { # N HASH
 # boto3_bench.py ARGS... against STORE (moto, or s3: s3rver): got = MB/s,
 # got_load = the load before it; status 1 if it failed.
 boto_run() { # STORE ARGS...
-	local url=$MOTO_URL ak=$MOTO_AK sk=$MOTO_SK
+	local url=${MOTO_URL:-} ak=${MOTO_AK:-} sk=${MOTO_SK:-}
 	[ "$1" = s3 ] && url=$NRS_S3_URL ak=$NRS_S3_ACCESS_KEY sk=$NRS_S3_SECRET_KEY
 	shift
 	got='' got_load=$(load1)
@@ -1130,6 +1135,13 @@ if want owal; then
 	echo
 	NEREUSFS=$NEREUSFS NRS_BENCH=$NRS_BENCH BENCH_SECONDS=$BENCH_SECONDS \
 		BENCH_TMPDIR=$BENCH_TMPDIR bash "$(dirname "$0")/owal.sh"
+fi
+
+# RECOVERY FROM THE BUCKET (issue 15): tests/bench/recover.sh says what.
+if want recover; then
+	echo
+	NEREUSFS=$NEREUSFS BENCH_TMPDIR=$BENCH_TMPDIR NRS_S3RVER_SH=$S3RVER_SH \
+		bash "$(dirname "$0")/recover.sh"
 fi
 
 exit 0

@@ -63,7 +63,7 @@ test_expect_success 'appends and reads run while small objects are merged' '
 	nrs_wait "$app" 30 &&
 	echo "# $reads whole-stream reads during the run" &&
 	test "$reads" -gt 2 &&
-	nrs_wait_for 20 settled &&
+	{ nrs_wait_for 40 settled || { obj_lines | sed "s/^/# /"; false; }; } &&
 	test "$(nrs_metric compactions_total)" -ge 1 &&
 	test "$(nrs_metric compacted_objects_total)" -ge 4 &&
 	nrs_verify_records -c -a "$acks" "$S" &&

@@ -111,6 +111,23 @@ test_expect_success 'recover: every acknowledged object-wal append, the namespac
 	grep -q "recover: done" "$LOG"
 '
 
+# RP1: the last progress line's counts.  The scan starts at what the
+# checkpoint covers, so it reads at least the appends acknowledged after
+# the last one: 20 or more of 33 bytes at least.
+test_expect_success 'recover said its progress: objects, bytes, streams' '
+	line=$(grep "recover: progress: done: " "$LOG" | tail -n 1) &&
+	echo "$line" &&
+	objs=$(echo "$line" | sed -n "s/.*objects read \([0-9]*\),.*/\1/p") &&
+	bytes=$(echo "$line" | sed -n "s/.*, bytes \([0-9]*\) .*/\1/p") &&
+	streams=$(echo "$line" | sed -n "s/.*, streams \([0-9]*\),.*/\1/p") &&
+	files=$(find "$K" "$MNT/local" -type f | wc -l) &&
+	echo "objects $objs bytes $bytes streams $streams files $files" &&
+	test "$objs" -ge 1 &&
+	test "$bytes" -ge $((20 * 33)) &&
+	test "$streams" = "$files" &&
+	test "$(grep -c "recover: progress: done: " "$LOG")" = 1
+'
+
 test_expect_success 'a local-wal stream comes back as of the checkpoint; what was lost is said' '
 	test "$(stat -c %s "$MNT/local/l0")" = 200000 &&
 	test_must_fail cat "$MNT/local/l0" >/dev/null 2>&1 &&

@@ -35,9 +35,10 @@ s3) FSCK_STORE="--s3=$NRS_S3_URL" ;;
 esac
 
 # WAL objects in the store, not counting the runs' markers (seq 0, kept:
-# wal_object.c OW11).
+# wal_object.c OW11) nor their seals (kept: wal_object_seal.c SL2).
 owal_objects () {
-	obj_files | grep '/owal/' | grep -vc '/0000000000\(\._S3rver_object\)\{0,1\}$'
+	obj_files | grep '/owal/' |
+		grep -vc '/\(0000000000\|seal\)\(\._S3rver_object\)\{0,1\}$'
 }
 
 no_owal_objects () {
@@ -106,10 +107,11 @@ test_expect_success 'nereusfs-fsck reads the object WAL: every head reachable' '
 '
 
 # A crash at each step of an object-WAL append: before the PUT, after it
-# (its answer lost), before the reply.
+# (its answer lost), after the proof, before the publish, before the reply.
 w=300
 crash_acks=
-for point in owal.before_put owal.after_put pipeline.before_reply; do
+for point in owal.before_put owal.after_put owal.after_proof \
+	meta.before_commit pipeline.before_reply; do
 	w=$((w + 10))
 	crash_acks="$crash_acks -a $TRASH/ack.$point"
 	test_expect_success "crash at $point: remount, every acknowledged append" '
@@ -142,8 +144,7 @@ test_expect_success 'a lost PUT answer is resolved by HEAD, not by another objec
 	test "$(nrs_metric object_wal_put_retries_total)" = 0 &&
 	grep -q "failpoint owal.after_put" "$LOG" &&
 	nrs_verify_records -u 1 -a "$acks" -a "$TRASH/ack.k9" -a "$TRASH/ack.lost" \
-		-a "$TRASH/ack.owal.before_put" -a "$TRASH/ack.owal.after_put" \
-		-a "$TRASH/ack.pipeline.before_reply" "$P0" "$P1" "$L0"
+		$crash_acks "$P0" "$P1" "$L0"
 '
 
 # The adapter's recipe after an uncertain outcome (README, Adapters): the
@@ -181,14 +182,13 @@ test_expect_success 'a PUT never sent: the conditional append lands it, once' '
 
 test_expect_success 'materialized, the WAL objects are deleted; the bytes stay' '
 	nrs_umount &&
-	nrs_mount -o "$FAST,checkpoint_ms=300$OBJ_OPTS" &&
+	nrs_mount -o "$FAST,checkpoint_ms=300,gc_grace_ms=300$OBJ_OPTS" &&
 	wait_materialized -t 60 "$P0" "$P1" "$L0" &&
 	nrs_wait_for 30 no_owal_objects &&
 	test "$(nrs_metric object_wal_held_objects)" = 0 &&
 	nrs_umount &&
-	nrs_mount -o "$FAST,checkpoint_ms=300$OBJ_OPTS" &&
+	nrs_mount -o "$FAST,checkpoint_ms=300,gc_grace_ms=300$OBJ_OPTS" &&
 	nrs_verify_records -u 1 -a "$acks" -a "$TRASH/ack.k9" -a "$TRASH/ack.lost" \
-		-a "$TRASH/ack.owal.before_put" -a "$TRASH/ack.owal.after_put" \
-		-a "$TRASH/ack.pipeline.before_reply" "$P0" "$P1" "$L0" &&
+		$crash_acks "$P0" "$P1" "$L0" &&
 	nrs_umount
 '

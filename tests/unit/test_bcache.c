@@ -256,6 +256,20 @@ static void put_obj(struct mock *m, const struct nrs_objhdr *h)
 	put_obj_as(m, h, h);
 }
 
+/* n objects of size bytes each, one after another from offset 0 of stream
+ * id (generation 1), into h[0..n) and the store. */
+static void put_objs(struct mock *m, struct nrs_objhdr *h, int n,
+		     uint64_t id, uint64_t size)
+{
+	for (int i = 0; i < n; i++) {
+		h[i] = (struct nrs_objhdr){ .stream_id = id,
+					    .start = (uint64_t)i * size,
+					    .end = (uint64_t)(i + 1) * size,
+					    .gen = 1 };
+		put_obj(m, &h[i]);
+	}
+}
+
 /* Read [off, off + len) through c and compare with the expected bytes. */
 static void check_read(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		       uint64_t off, size_t len)
@@ -737,10 +751,10 @@ static void test_prefetch_budget(void **state)
 /* Named by the reader as the objects that follow, the next objects of a
  * stream are prefetched while a sequential reader is still in the one
  * before, and no block nor header is fetched twice.  A GET at an object's
- * start (h[0]'s header and first run, h[1]'s header) passes the gate;
- * h[1]'s two runs wait there beside h[0]'s second one.  (Before B8 this
- * test waited for h[1]'s header at the gate twice: the two prefetches
- * into h[1] each fetched it.) */
+ * start (the header and first run of h[0], then of h[1]) passes the gate;
+ * h[1]'s second run waits there beside h[0]'s.  (Before B8 this test
+ * waited for h[1]'s header at the gate twice: the two prefetches into
+ * h[1] each fetched it.) */
 static void test_prefetch_follow(void **state)
 {
 	struct mock *m = *state;
@@ -751,13 +765,7 @@ static void test_prefetch_follow(void **state)
 	uint64_t bytes = 0;
 	unsigned gets;
 
-	for (int i = 0; i < 3; i++) {
-		h[i] = (struct nrs_objhdr){ .stream_id = 75,
-					    .start = (uint64_t)i * 8 * BLK,
-					    .end = (uint64_t)(i + 1) * 8 * BLK,
-					    .gen = 1 };
-		put_obj(m, &h[i]);
-	}
+	put_objs(m, h, 3, 75, 8 * BLK);
 	c = open_cache(m, 0, NULL, 0, 4 * BLK);
 	nrs_bcache_follow(c, &h[0], &h[1], 2);
 	gets = mock_gets(m);
@@ -765,7 +773,7 @@ static void test_prefetch_follow(void **state)
 	gate_set(m, true, 0);
 	a = (struct gated_read){ .c = c, .h = &h[0], .off = 0, .len = 8 * BLK };
 	assert_int_equal(pthread_create(&a.t, NULL, gated_reader, &a), 0);
-	gate_wait(m, 3);	/* h[0]'s second run, h[1]'s two */
+	gate_wait(m, 2);	/* h[0]'s second run, h[1]'s second */
 	gate_set(m, false, 0);
 	assert_int_equal(pthread_join(a.t, NULL), 0);
 	assert_int_equal(a.err, 0);
@@ -845,8 +853,7 @@ static void test_header_once(void **state)
 }
 
 /* B8: a read from an object's start fetches its header and first window
- * in one GET; a prefetch into the next object fetches its header alone
- * (once), then its run. */
+ * in one GET; so does a prefetch into the next object, with its run. */
 static void test_header_with_first_run(void **state)
 {
 	struct mock *m = *state;
@@ -855,13 +862,7 @@ static void test_header_with_first_run(void **state)
 	struct nrs_bcache *c;
 	unsigned gets;
 
-	for (int i = 0; i < 2; i++) {
-		h[i] = (struct nrs_objhdr){ .stream_id = 78,
-					    .start = (uint64_t)i * 4 * BLK,
-					    .end = (uint64_t)(i + 1) * 4 * BLK,
-					    .gen = 1 };
-		put_obj(m, &h[i]);
-	}
+	put_objs(m, h, 2, 78, 4 * BLK);
 	c = open_cache(m, 0, NULL, 0, 4 * BLK);
 	nrs_bcache_follow(c, &h[0], &h[1], 1);
 	gets = mock_gets(m);
@@ -869,11 +870,41 @@ static void test_header_with_first_run(void **state)
 	nrs_bcache_drain(c);			/* the prefetch into h[1] */
 	check_read(c, &h[1], 4 * BLK, 4 * BLK);
 	nrs_bcache_drain(c);
-	assert_int_equal(mock_gets(m), gets + 3);
+	assert_int_equal(mock_gets(m), gets + 2);
 	assert_int_equal(m->get_len[gets], hl + 4 * BLK);
-	assert_int_equal(m->get_len[gets + 1], hl);
-	assert_int_equal(m->get_len[gets + 2], 4 * BLK);
+	assert_int_equal(m->get_len[gets + 1], hl + 4 * BLK);
 	assert_int_equal(stats(c).misses, 4);
+	nrs_bcache_close(c);
+}
+
+/* BA1: with the default memory tier and readahead, a sequential reader's
+ * window grows to the whole readahead (8 MiB: half the tier holds two in
+ * flight and one landed), so an object of the default size (16 MiB) that
+ * the reader reaches by prefetch comes in two GETs, its header with the
+ * first.  The first object ramps up from SEQ_FIRST (1 MiB) with the
+ * header, doubling: 1, 2, 4, 8, and its last 1 MiB. */
+static void test_prefetch_window(void **state)
+{
+	struct mock *m = *state;
+	struct nrs_objhdr h[2];
+	size_t hl = nrs_objfmt_hdr_len(16 * MIB);
+	struct nrs_bcache *c;
+	unsigned gets;
+
+	put_objs(m, h, 2, 79, 16 * MIB);
+	c = open_cache(m, 0, NULL, 0, 0);
+	nrs_bcache_follow(c, &h[0], &h[1], 1);
+	gets = mock_gets(m);
+	for (int i = 0; i < 2; i++)
+		for (uint64_t at = h[i].start; at < h[i].end; at += 128 * KIB)
+			check_read(c, &h[i], at, 128 * KIB);
+	nrs_bcache_drain(c);
+	assert_int_equal(mock_gets(m), gets + 7);
+	assert_int_equal(m->get_len[gets], hl + MIB);
+	expect_get_lens(m, gets + 1, (const size_t[]){ 2 * MIB, 4 * MIB,
+						8 * MIB, MIB, hl + 8 * MIB,
+						8 * MIB }, 6);
+	assert_int_equal(stats(c).bad_blocks, 0);
 	nrs_bcache_close(c);
 }
 
@@ -888,13 +919,7 @@ static void test_prefetch_follow_evicts_header(void **state)
 	const uint64_t budget = 20 * (BLK + 256) + 4096;
 	struct nrs_bcache *c;
 
-	for (int i = 0; i < 2; i++) {
-		h[i] = (struct nrs_objhdr){ .stream_id = 76,
-					    .start = (uint64_t)i * 16 * BLK,
-					    .end = (uint64_t)(i + 1) * 16 * BLK,
-					    .gen = 1 };
-		put_obj(m, &h[i]);
-	}
+	put_objs(m, h, 2, 76, 16 * BLK);
 	c = open_cache(m, budget, NULL, 0, 4 * BLK);
 	check_read(c, &h[1], 20 * BLK, BLK);	/* h[1]'s header, oldest */
 	nrs_bcache_follow(c, &h[0], &h[1], 1);
@@ -1442,6 +1467,7 @@ int main(void)
 		T(test_prefetch_follow),
 		T(test_header_once),
 		T(test_header_with_first_run),
+		T(test_prefetch_window),
 		T(test_prefetch_follow_evicts_header),
 		T(test_corrupt_block),
 		T(test_bad_objects),

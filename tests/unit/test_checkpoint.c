@@ -508,6 +508,42 @@ static void test_service_prunes(void **state)
 	bg_close(&f);
 }
 
+/* KP7 after a burst: more checkpoints within one grace period than any
+ * list would hold (the NS1 syncs of many namespace changes): every one
+ * but the newest two is deleted in the end, none forgotten. */
+static void test_service_prunes_burst(void **state)
+{
+	enum { N = 80 };
+	struct bgfake f;
+	struct nrs_ckpt *k;
+	struct waitc w = { &f, N - 2 };
+	char key[NRS_OBJKEY_MAX];
+	uint64_t last;
+
+	(void)state;
+	bg_open(&f, "test_checkpoint", false);
+	k = svc_start_every(&f, NULL, 1500, 1);
+	for (int i = 0; i < N; i++) {
+		char name[16];
+		struct waitc one = { &f, (uint64_t)i + 1 };
+
+		snprintf(name, sizeof(name), "b%d", i);
+		build_ns(f.meta, name);
+		nrs_ckpt_kick(k);	/* not a nap of IDLE_MS after a skip */
+		assert_true(bg_wait(taken_n, &one));
+	}
+	assert_true(bg_wait(deleted_n, &w));
+	nrs_ckpt_stop(k);
+	last = nrs_counter(&f.metrics.ckpt_last_seq);
+	assert_true(last >= N);
+	assert_int_equal(nrs_counter(&f.metrics.ckpt_deleted), last - 2);
+	for (uint64_t s = 1; s <= last; s++) {
+		key_of(s, key);
+		assert_int_equal(bg_has(&f, key, NULL), s >= last - 1);
+	}
+	bg_close(&f);
+}
+
 /* The bytes trigger: no timer, checkpoint_bytes of object-WAL data. */
 static void test_service_bytes(void **state)
 {
@@ -574,6 +610,7 @@ int main(void)
 		cmocka_unit_test(test_service_after_crash),
 		cmocka_unit_test(test_service_retry_quarantine),
 		cmocka_unit_test(test_service_prunes),
+		cmocka_unit_test(test_service_prunes_burst),
 		cmocka_unit_test(test_service_bytes),
 		cmocka_unit_test(test_service_sync),
 	};

@@ -17,7 +17,8 @@
  * deletes with its object), MZ9 (a lost range waits, other streams go on),
  * MZ7 and MZ5 as the idle builder runs them.  Last, walgc.c's passes called
  * directly: MZ5 (an indexed segment, the pipeline's floor, the drain before
- * the delete) and MZ7 (what may be sealed, the pause after a failed seal).
+ * the delete), MZ7 (what may be sealed, the pause after a failed seal) and
+ * the object WAL's grace (wal_object_gc.c OWG1: reclaimed again once due).
  */
 #include "config.h"
 
@@ -33,6 +34,7 @@
 #include "bg/materializer.h"
 #include "bg/walgc.h"
 #include "bgfake.h"
+#include "util/clock.h"
 #include "wal/wal.h"
 #include "wal/walrec.h"
 
@@ -567,6 +569,57 @@ static void test_walgc_seal(void **state)
 	bg_close(&f);
 }
 
+/* A WAL whose stats the test sets and whose reclaim counts its calls: the
+ * object WAL's grace seen from walgc.c (wal_object_gc.c OWG1). */
+struct gracewal {
+	struct nrs_wal base;
+	struct nrs_wal_stats st;
+	int reclaims;
+};
+
+static void gw_stats(struct nrs_wal *w, struct nrs_wal_stats *out)
+{
+	*out = ((struct gracewal *)w)->st;
+}
+
+static int gw_reclaim(struct nrs_wal *w, uint64_t below, uint64_t *bytes)
+{
+	(void)below;
+	*bytes = 0;
+	((struct gracewal *)w)->reclaims++;
+	return 0;
+}
+
+static const struct nrs_wal_ops gracewal_ops = {
+	.name = "gracewal", .stats = gw_stats, .reclaim = gw_reclaim,
+};
+
+/* OWG1: with its bound unmoved, the object WAL is reclaimed again once an
+ * object's grace is over, and not before. */
+static void test_walgc_grace(void **state)
+{
+	struct gracewal w = { .base.ops = &gracewal_ops,
+			      .st = { .segments = 2, .last_seg = 2 } };
+	struct bgfake f;
+	struct nrs_walgc g;
+
+	(void)state;
+	bg_open(&f, "test_materializer", false);
+	nrs_walgc_init(&g, &f.svc, &w.base, true);
+	nrs_walgc_reclaim(&g);
+	assert_int_equal(w.reclaims, 1);
+	nrs_walgc_reclaim(&g);			/* nothing new, none waits */
+	assert_int_equal(w.reclaims, 1);
+	w.st.reclaim_due_ns = nrs_now_mono_ns() + 3600 * 1000000000ull;
+	nrs_walgc_reclaim(&g);			/* a grace not over yet */
+	assert_int_equal(w.reclaims, 1);
+	w.st.reclaim_due_ns = nrs_now_mono_ns() - 1;
+	nrs_walgc_reclaim(&g);			/* over: reclaimed again */
+	assert_int_equal(w.reclaims, 2);
+	nrs_walgc_destroy(&g);
+	bg_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -582,6 +635,7 @@ int main(void)
 		cmocka_unit_test(test_mat_lost_range),
 		cmocka_unit_test(test_walgc_reclaim),
 		cmocka_unit_test(test_walgc_seal),
+		cmocka_unit_test(test_walgc_grace),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

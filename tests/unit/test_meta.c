@@ -1010,6 +1010,20 @@ static void test_profile_inheritance(void **state)
 	assert_int_equal(nrs_meta_set_profile(f->m, 999, NRS_PROFILE_LOCAL_WAL),
 			 -ENOENT);
 	assert_int_equal(nrs_meta_get_profile(f->m, 999, &p), -ENOENT);
+	/* the effective one, in one call: own, else the nearest above */
+	assert_int_equal(nrs_meta_effective_profile(f->m, ROOT, &p), 0);
+	assert_int_equal(p, NRS_PROFILE_LOCAL_WAL);
+	assert_int_equal(nrs_meta_effective_profile(f->m, c, &p), 0);
+	assert_int_equal(p, NRS_PROFILE_OBJECT_WAL);
+	assert_int_equal(nrs_meta_effective_profile(f->m, s, &p), 0);
+	assert_int_equal(p, NRS_PROFILE_LOCAL_WAL);	/* its own */
+	assert_int_equal(nrs_meta_set_profile(f->m, c, NRS_PROFILE_LOCAL_WAL),
+			 0);
+	assert_int_equal(nrs_meta_effective_profile(f->m, c, &p), 0);
+	assert_int_equal(p, NRS_PROFILE_LOCAL_WAL);
+	assert_int_equal(nrs_meta_effective_profile(f->m, a, &p), 0);
+	assert_int_equal(p, NRS_PROFILE_OBJECT_WAL);
+	assert_int_equal(nrs_meta_effective_profile(f->m, 999, &p), -ENOENT);
 }
 
 static void test_retention(void **state)

@@ -7,7 +7,9 @@
  * request libcurl signs: a tiny HTTP server on loopback (one thread)
  * captures it, and the test recomputes the AWS4-HMAC-SHA256 signature
  * from the captured request with OpenSSL's HMAC, for a region, a token
- * and either style.  Also: the TLS library is GnuTLS (libs3's libcurl's).
+ * and either style.  Also: the TLS library is GnuTLS (libs3's libcurl's),
+ * and a conditional PUT whose first answer was lost (objstore_s3_v4.c
+ * S4C1) against the same server.
  */
 #include "config.h"
 
@@ -1017,6 +1019,62 @@ static void test_probe(void **state)
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 }
 
+/*
+ * S4C1: a conditional PUT whose first answer was lost (a 500 after the
+ * server stored it) is refused 412 on the retry; the object read back
+ * holds our SHA-256, so the put succeeded, with the ETag of that HEAD.
+ * The same refusal with other bytes under the key is -EEXIST.
+ */
+static void put_cond_after_lost(bool ours, int expect)
+{
+	static char head[CAP_MAX][512];
+	struct capture cp = { .nanswers = 4 };
+	struct nrs_s3_opts o = { .timeout_ms = 5000 };
+	struct nrs_objstore *st = NULL;
+	unsigned char sha[32], md5[16], other[32];
+	char url[128], shahex[65], etag[NRS_ETAG_MAX] = "";
+	const char body[] = "owner record";
+
+	SHA256((const unsigned char *)body, sizeof(body) - 1, sha);
+	EVP_Digest(body, sizeof(body) - 1, md5, NULL, EVP_md5(), NULL);
+	memset(other, 0x5a, sizeof(other));
+	hexs(shahex, ours ? sha : other, 32);
+	snprintf(head[ours], sizeof(head[ours]), "HTTP/1.1 200 OK\r\n"
+		 "Content-Length: 0\r\nETag: \"e1\"\r\nx-amz-meta-sha256: %s\r\n"
+		 "Connection: close\r\n\r\n", shahex);
+	cp.answers[0] = err_reply(0, "404 Not Found", "NoSuchKey"); /* probe */
+	cp.answers[1] = err_reply(1, "500 Internal Server Error",
+				  "InternalError");
+	cp.answers[2] = err_reply(2, "412 Precondition Failed",
+				  "PreconditionFailed");
+	cp.answers[3] = head[ours];
+	assert_int_equal(setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1), 0);
+	assert_int_equal(setenv("AWS_SECRET_ACCESS_KEY", "secret", 1), 0);
+	cap_start(&cp);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/nereus", cp.port);
+	o.url = url;
+	assert_int_equal(nrs_objstore_s3_open_url(&o, NULL, &st), 0);
+	assert_int_equal(nrs_obj_put_cond(st, "owner", body, sizeof(body) - 1,
+					  md5, sha, NULL, etag), expect);
+	if (expect == 0)
+		assert_string_equal(etag, "e1");
+	nrs_obj_close(st);
+	cap_stop(&cp);
+	assert_int_equal(cp.served, 4);
+	assert_non_null(strstr(cp.req[1], "If-None-Match: *"));
+	assert_non_null(strstr(cp.req[2], "If-None-Match: *"));
+	assert_true(strncmp(cp.req[3], "HEAD ", 5) == 0);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+}
+
+static void test_put_cond_lost_answer(void **state)
+{
+	(void)state;
+	put_cond_after_lost(true, 0);
+	put_cond_after_lost(false, -EEXIST);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1041,6 +1099,7 @@ int main(void)
 		cmocka_unit_test(test_creds_reread),
 		cmocka_unit_test(test_creds_renamed),
 		cmocka_unit_test(test_probe),
+		cmocka_unit_test(test_put_cond_lost_answer),
 	};
 
 	return cmocka_run_group_tests_name("s3_curl", tests, NULL, NULL);

@@ -1,8 +1,9 @@
 /*
- * test_wal_object.c - the object WAL (wal_object.c OW1-OW8) over the real
- * embedded directory store, behind a wrapper that injects the faults an
- * object store has: PUTs that fail, answers lost after the bytes were
- * stored, a store that does not answer, other bytes under a key.
+ * test_wal_object.c - the object WAL (wal_object.c OW1-OW8, wal_object_gc.c
+ * OWG1-OWG2) over the real embedded directory store, behind a wrapper that
+ * injects the faults an object store has: PUTs that fail, answers lost
+ * after the bytes were stored, a store that does not answer, other bytes
+ * under a key.
  */
 #include "config.h"
 
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -40,7 +42,8 @@ struct faulty {
 	atomic_int lose_answers;	/* the next n PUTs store, then fail */
 	atomic_bool down;		/* every call: -ECONNREFUSED */
 	atomic_int puts;		/* PUTs of objects (not of a run's marker,
-					 * OW11) that reached the real store */
+					 * OW11, nor seal, SL1) that reached the
+					 * real store */
 	const char *squat;		/* PUTs of this key answer 0, store
 					 * nothing: another writer's bytes
 					 * stay there */
@@ -49,6 +52,9 @@ struct faulty {
 					 * bytes: a PUT half written in place */
 	atomic_bool release;
 	atomic_int stalled;		/* PUTs waiting now */
+	atomic_bool hide_seal;		/* the next HEAD of a run's seal: not
+					 * there (another scan's lands just
+					 * after it) */
 };
 
 static struct faulty *fy(struct nrs_objstore *s)
@@ -78,8 +84,9 @@ static int f_put(struct nrs_objstore *s, const char *key, const void *buf,
 		return -EIO;
 	}
 	err = nrs_obj_put(f->real, key, buf, len, md5, sha);
-	if (strcmp(key + strlen(key) - 11, "/0000000000") != 0)
-		atomic_fetch_add(&f->puts, 1);	/* not a run's marker */
+	if (strcmp(key + strlen(key) - 11, "/0000000000") != 0 &&
+	    strcmp(key + strlen(key) - 5, "/seal") != 0)
+		atomic_fetch_add(&f->puts, 1);	/* not a marker nor a seal */
 	if (!err && atomic_load(&f->lose_answers) > 0) {
 		atomic_fetch_sub(&f->lose_answers, 1);
 		return -ETIMEDOUT;
@@ -94,11 +101,26 @@ static int f_head(struct nrs_objstore *s, const char *key,
 
 	if (atomic_load(&fy(s)->down))
 		return -ECONNREFUSED;
+	if (strcmp(key + strlen(key) - 5, "/seal") == 0 &&
+	    atomic_exchange(&fy(s)->hide_seal, false))
+		return -ENOENT;
 	err = nrs_obj_head(fy(s)->real, key, out);
 	if (!err && strcmp(key + strlen(key) - 11, "/0000000000") != 0 &&
 	    atomic_exchange(&fy(s)->odd_head, false))
 		out->length = 0;
 	return err;
+}
+
+static int f_put_cond(struct nrs_objstore *s, const char *key,
+		      const void *buf, size_t len,
+		      const unsigned char md5[NRS_MD5_LEN],
+		      const unsigned char sha[NRS_SHA256_LEN],
+		      const char *if_match, char etag[NRS_ETAG_MAX])
+{
+	if (atomic_load(&fy(s)->down))
+		return -ECONNREFUSED;
+	return nrs_obj_put_cond(fy(s)->real, key, buf, len, md5, sha, if_match,
+				etag);
 }
 
 static ssize_t f_get(struct nrs_objstore *s, const char *key, uint64_t off,
@@ -122,8 +144,8 @@ static void f_close(struct nrs_objstore *s)
 }
 
 static const struct nrs_objstore_ops faulty_ops = {
-	.name = "faulty", .put = f_put, .head = f_head, .get = f_get,
-	.del = f_del, .close = f_close,
+	.name = "faulty", .put = f_put, .put_cond = f_put_cond, .head = f_head,
+	.get = f_get, .del = f_del, .close = f_close,
 };
 
 /* ---- fixture -------------------------------------------------------------- */
@@ -169,8 +191,10 @@ static bool gate(void *ctx)
 }
 
 static uint64_t cache_bytes;	/* 0: the default */
+static struct nrs_wal_progress *progress;	/* RP1; NULL: none */
 static uint64_t flush_bytes;	/* 0: the default */
 static uint64_t linger_ms = 5;
+static uint64_t grace_ms;	/* 0: reclaim at once */
 
 static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 			     uint64_t timeout_ms)
@@ -179,8 +203,9 @@ static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 		.store = &f->store.base, .dir = f->state,
 		.inflight_max = inflight, .timeout_ms = timeout_ms,
 		.cache_bytes = cache_bytes, .flush_bytes = flush_bytes,
-		.linger_ms = linger_ms,
+		.linger_ms = linger_ms, .grace_ms = grace_ms,
 		.may_ack = gate, .may_ack_ctx = f,
+		.progress = progress,
 	};
 	struct nrs_wal *w = NULL;
 
@@ -406,6 +431,71 @@ static void test_reclaim(void **state)
 	expect_lsns(&s, want, 2);
 }
 
+/* Is the object of segment seg in the store? */
+static bool stored(struct fx *f, uint64_t seg)
+{
+	char key[NRS_OBJKEY_MAX];
+	struct nrs_obj_meta m;
+
+	nrs_wal_object_key(key, seg);
+	return nrs_obj_head(f->real, key, &m) == 0;
+}
+
+/* Sleep until the first object waiting out its grace may go (OWG1). */
+static void wait_due(struct nrs_wal *w)
+{
+	struct nrs_wal_stats st;
+
+	nrs_wal_stats(w, &st);
+	assert_true(st.reclaim_due_ns > 0);
+	while (nrs_now_mono_ns() < st.reclaim_due_ns)
+		usleep(10000);
+}
+
+/* OWG1: a reclaimable object is deleted only grace_ms after a reclaim
+ * first found it so; one found needed again starts over.  OWG2: nothing
+ * while the owner gate is closed. */
+static void test_reclaim_grace(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_pos pos[4];
+	struct nrs_wal_stats st;
+	uint64_t bytes = 0, t0;
+	struct nrs_wal *w;
+
+	grace_ms = 300;
+	w = wopen(f, 4, 5000);
+	grace_ms = 0;
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	t0 = nrs_now_mono_ns();
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 0);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.segments, 4);		/* all held */
+	assert_true(st.reclaim_due_ns >= t0 + 300 * 1000000ull);
+	assert_true(stored(f, pos[0].seg) && stored(f, pos[2].seg));
+	/* 1 and 2 are needed again: their grace starts over later */
+	assert_int_equal(nrs_wal_reclaim(w, pos[1].seg, &bytes), 0);
+	wait_due(w);
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 1);
+	assert_false(stored(f, pos[0].seg));
+	assert_true(stored(f, pos[1].seg) && stored(f, pos[2].seg));
+	/* OWG2: once the gate closes, nothing goes, the floor stays */
+	wait_due(w);
+	f->gate_open = false;
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 0);
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.segments, 3);
+	assert_true(stored(f, pos[1].seg) && stored(f, pos[2].seg));
+	f->gate_open = true;
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 2);
+	assert_false(stored(f, pos[1].seg) || stored(f, pos[2].seg));
+	assert_true(stored(f, pos[3].seg));
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.reclaim_due_ns, 0);
+	nrs_wal_close(w);
+}
+
 /* OW12: one HEAD that shows other bytes (a PUT of ours half written in
  * place) does not quarantine: the next attempt proves the object. */
 static void test_odd_head(void **state)
@@ -611,20 +701,23 @@ static void test_hedge(void **state)
 	struct fx *f = *state;
 	struct nrs_wal_pos pos, a, ea;
 	struct nrs_wal *w;
+	int puts;
 
 	linger_ms = 0;
 	w = wopen(f, 4, 20000);
 	for (uint64_t i = 1; i <= 10; i++)	/* the latency it measures */
 		assert_int_equal(append(w, i, &pos), 0);
+	/* (on a loaded machine one of those may have been hedged too) */
+	puts = atomic_load(&f->store.puts);
 	atomic_store(&f->store.stall_next, true);
 	write_rec(w, 11, &a, &ea);
 	assert_int_equal(nrs_wal_sync(w, ea), 0);
 	assert_int_equal(atomic_load(&f->store.stalled), 1);	/* still */
-	assert_int_equal(atomic_load(&f->store.puts), 11);	/* the hedge's */
+	assert_int_equal(atomic_load(&f->store.puts), puts + 1); /* a hedge */
 	atomic_store(&f->store.release, true);
 	nrs_wal_close(w);
 	linger_ms = 5;
-	assert_int_equal(atomic_load(&f->store.puts), 12);
+	assert_int_equal(atomic_load(&f->store.puts), puts + 2);
 }
 
 /* OW7: an object not yet proven holds the floor: never dropped. */
@@ -780,6 +873,220 @@ static void test_bad_state(void **state)
 	assert_null(w);
 }
 
+/* Open a WAL on the state directory f->root/NAME, as a new data directory
+ * recovering the bucket would (nrs_wal_object_state_init from floor 0). */
+static struct nrs_wal *wopen_new(struct fx *f, const char *name)
+{
+	struct nrs_wal_object_opts o = {
+		.store = &f->store.base, .inflight_max = 4,
+		.timeout_ms = 5000, .linger_ms = linger_ms,
+		.may_ack = gate, .may_ack_ctx = f,
+	};
+	char dir[8192];
+	struct nrs_wal *w = NULL;
+
+	snprintf(dir, sizeof(dir), "%s/%s", f->root, name);
+	assert_int_equal(nrs_wal_object_state_init(dir, 0), 0);
+	o.dir = dir;
+	assert_int_equal(nrs_wal_object_open(&o, &w), 0);
+	return w;
+}
+
+/* Move run 1's objects lo..hi out of the store (still in flight) or back
+ * (landing late). */
+static void move_objs(struct fx *f, int lo, int hi, bool back)
+{
+	char in[8192], out[8192];
+
+	snprintf(out, sizeof(out), "%s/late", f->root);
+	(void)mkdir(out, 0700);
+	for (int q = lo; q <= hi; q++) {
+		snprintf(in, sizeof(in), "%s/owal/000001/%010x", f->objs, q);
+		snprintf(out, sizeof(out), "%s/late/%d", f->root, q);
+		assert_int_equal(back ? rename(out, in) : rename(in, out), 0);
+	}
+}
+
+static void scan_wal(struct nrs_wal *w, struct seen *s)
+{
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(nrs_wal_scan(w, collect, s), 0);
+}
+
+/*
+ * A takeover: run 1 wrote lsns 1..n, one object each, and objects lo..hi
+ * were still in flight when the new owner (state in owal2) scanned: it
+ * finds first[] and, if ack, acknowledges n + 1 in run 2.  Then the late
+ * PUTs land.
+ */
+static void takeover(struct fx *f, uint64_t n, int lo, int hi,
+		     const uint64_t *first, size_t nfirst, bool ack)
+{
+	struct nrs_wal_pos pos;
+	struct nrs_obj_meta m;
+	struct nrs_wal *w;
+	struct seen s;
+
+	w = wopen(f, 4, 5000);
+	for (uint64_t i = 1; i <= n; i++)
+		assert_int_equal(append(w, i, &pos), 0);
+	nrs_wal_close(w);
+	assert_int_equal(pos.seg, (1ull << 40) | n);
+	move_objs(f, lo, hi, false);
+	w = wopen_new(f, "owal2");
+	scan_wal(w, &s);
+	expect_lsns(&s, first, nfirst);
+	assert_int_equal(nrs_obj_head(f->real, "owal/000001/seal", &m), 0);
+	if (ack) {
+		assert_int_equal(append(w, n + 1, &pos), 0);
+		assert_int_equal(pos.seg >> 40, 2);
+	}
+	nrs_wal_close(w);
+	move_objs(f, lo, hi, true);
+}
+
+/* The next recovery (state in NAME) finds want[]. */
+static void recover_finds(struct fx *f, const char *name,
+			  const uint64_t *want, size_t n)
+{
+	struct nrs_wal *w = wopen_new(f, name);
+	struct seen s;
+
+	scan_wal(w, &s);
+	expect_lsns(&s, want, n);
+	nrs_wal_close(w);
+}
+
+/* The next recovery (state in NAME) is refused a damaged seal (SL2). */
+static void scan_refused(struct fx *f, const char *name)
+{
+	struct nrs_wal *w = wopen_new(f, name);
+	struct seen s;
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(nrs_wal_scan(w, collect, &s), -EUCLEAN);
+	assert_int_equal(s.n, 0);
+	nrs_wal_close(w);
+}
+
+/*
+ * SL1, SL3: objects 3-8 of the old owner land after the new owner's scan
+ * sealed run 1 at seq 2.  The next recovery, fsck's read-only scan and a
+ * restart of the old data directory ignore every one of them -- also 7
+ * and 8, beyond the inflight_max seqs OW4 abandons -- and return the
+ * record the new owner acknowledged.
+ */
+static void test_late_after_takeover(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_object_opts ro = { .store = &f->store.base,
+					  .read_only = true };
+	struct nrs_wal *w;
+	char dir[8192];
+	struct seen s;
+	const uint64_t old[] = { 1, 2 }, want[] = { 1, 2, 9 };
+
+	takeover(f, 8, 3, 8, old, 2, true);
+	recover_finds(f, "owal3", want, 3);
+	snprintf(dir, sizeof(dir), "%s/owal2", f->root);
+	ro.dir = dir;
+	assert_int_equal(nrs_wal_object_open(&ro, &w), 0);	/* fsck */
+	scan_wal(w, &s);
+	expect_lsns(&s, want, 3);
+	nrs_wal_close(w);
+	w = wopen(f, 4, 5000);			/* the old data directory */
+	scan_wal(w, &s);
+	expect_lsns(&s, want, 3);
+	nrs_wal_close(w);
+}
+
+/* SL4, SL3: a gap the new owner's scan crossed (object 3 in flight) is a
+ * hole of its seal: when 3 lands, no later scan walks it before 4. */
+static void test_late_in_gap(void **state)
+{
+	const uint64_t first[] = { 1, 2, 4 }, want[] = { 1, 2, 4, 5 };
+
+	takeover(*state, 4, 3, 3, first, 3, true);
+	recover_finds(*state, "owal3", want, 4);
+}
+
+/* SL2: a seal already stored counts, and one that fails its checks stops
+ * the scan rather than let it guess where the run ends. */
+static void test_seal_kept(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t want[] = { 1 };
+	unsigned char buf[256], sha[NRS_SHA256_LEN];
+	uint32_t crc;
+	ssize_t n;
+
+	takeover(f, 3, 2, 3, want, 1, false);	/* sealed at seq 1 */
+	recover_finds(f, "owal3", want, 1);	/* finds 1-3, but the seal */
+	/* its end raised to 3, under the SHA-256 of the true bytes */
+	n = nrs_obj_get(f->real, "owal/000001/seal", 0, buf, sizeof(buf));
+	assert_true(n > 40);
+	assert_int_equal(nrs_objfmt_digest(buf, (size_t)n, sha, NULL), 0);
+	buf[24] = 3;			/* a valid seal: its CRC made again */
+	crc = nrs_crc32c(0, buf, (size_t)n - 8);
+	for (int i = 0; i < 4; i++)
+		buf[n - 8 + i] = (unsigned char)(crc >> (8 * i));
+	assert_int_equal(nrs_obj_put(f->real, "owal/000001/seal", buf,
+				     (size_t)n, NULL, sha), 0);
+	scan_refused(f, "owal4");
+	/* its CRC broken, under its own SHA-256 */
+	buf[n - 8] ^= 1;
+	assert_int_equal(nrs_objfmt_digest(buf, (size_t)n, sha, NULL), 0);
+	assert_int_equal(nrs_obj_put(f->real, "owal/000001/seal", buf,
+				     (size_t)n, NULL, sha), 0);
+	scan_refused(f, "owal5");
+}
+
+/* SL2: another scan's seal that lands between our read and our PUT is
+ * refused our bytes (If-None-Match), and counts: objects 2 and 3, which
+ * it does not name, are not returned. */
+static void test_seal_adopted(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t want[] = { 1 };
+
+	takeover(f, 3, 2, 3, want, 1, false);	/* their seal: seq 1 */
+	atomic_store(&f->store.hide_seal, true);
+	recover_finds(f, "owal3", want, 1);
+	assert_false(atomic_load(&f->store.hide_seal));
+}
+
+/* RP1: the scan counts each object it reads; lines at most once a second,
+ * and the done line always. */
+static void test_progress(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 5000);
+	struct nrs_wal_progress p = { .what = "test" };
+	struct nrs_wal_pos pos[3];
+	struct seen s;
+	const uint64_t want[] = { 1, 2, 3 };
+
+	for (uint64_t i = 0; i < 3; i++)
+		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	nrs_wal_close(w);
+	progress = &p;
+	w = wopen(f, 4, 5000);
+	progress = NULL;
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(nrs_wal_scan(w, collect, &s), 0);
+	nrs_wal_close(w);
+	expect_lsns(&s, want, 3);
+	assert_int_equal(p.objects, 3);
+	assert_true(p.bytes > 3 * 3000);
+	assert_int_equal(p.lines, 0);		/* well under a second */
+	for (int i = 0; i < 1000; i++)
+		nrs_wal_progress_tick(&p, false);
+	assert_int_equal(p.lines, 0);
+	nrs_wal_progress_tick(&p, true);
+	assert_int_equal(p.lines, 1);
+	nrs_wal_progress_tick(NULL, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -789,6 +1096,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_abandon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reclaim_grace, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_quarantine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_odd_head, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged, setup, teardown),
@@ -805,6 +1114,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_later_runs, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_cut_partial, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_late_after_takeover, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_late_in_gap, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_seal_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seal_adopted, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
