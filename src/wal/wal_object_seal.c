@@ -76,6 +76,7 @@
 
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
+#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/le.h"
@@ -238,7 +239,7 @@ int ow_seal_store(struct wal_object *w, struct ow_view *v)
 	uint64_t deadline = nrs_now_mono_ns() + w->timeout_ns;
 	bool want_md5 = nrs_obj_wants_md5(w->store);
 	char key[NRS_OBJKEY_MAX], etag[NRS_ETAG_MAX];
-	unsigned int nap_ms = 50;
+	unsigned int attempt = 0;
 	size_t len = encode(v, buf);
 	int err;
 
@@ -278,9 +279,8 @@ int ow_seal_store(struct wal_object *w, struct ow_view *v)
 				herr ? strerror(-herr) : "other bytes");
 			return -ETIMEDOUT;
 		}
-		if (ow_nap(w, nap_ms))
+		/* 50 ms, doubling up to 1.6 s */
+		if (ow_nap(w, (unsigned int)nrs_backoff_ms(attempt++, 50, 1600)))
 			return -ESHUTDOWN;
-		if (nap_ms < 1000)
-			nap_ms *= 2;
 	}
 }
