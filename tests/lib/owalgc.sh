@@ -30,11 +30,14 @@ NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT_OWAL:-90}
 
 # GC: BIG materializes 64 KiB at a time, S never; checkpoints every 300
 # ms cover what went (MZ8); a WAL object goes 1 s after a reclaim found
-# it reclaimable (OWG1).
-GC="materialize_bytes=65536,materialize_age_ms=3600000,object_size=262144,compact_size=0,checkpoint_ms=300,gc_grace_ms=1000,object_wal_timeout_ms=20000,owner_lease_ms=1000$GC_OPTS"
+# it reclaimable (OWG1).  The lease (4 s: renewals every 1.3 s, OR1) is
+# long enough for a renewal against s3rver on a loaded machine under ASan;
+# at 1 s a slow renewal closed the ack window (OR3) mid-run and appends
+# failed ESTALE.  Only the host-loss step at the end waits it out (OR5).
+GC="materialize_bytes=65536,materialize_age_ms=3600000,object_size=262144,compact_size=0,checkpoint_ms=300,gc_grace_ms=1000,object_wal_timeout_ms=20000,owner_lease_ms=4000$GC_OPTS"
 # HOLD: nothing materializes, nothing of the object WAL goes (the default
 # grace is a minute): reads of object-wal ranges come from WAL objects.
-HOLD="materialize_age_ms=3600000,materialize_bytes=1099511627776,object_wal_timeout_ms=20000,owner_lease_ms=1000$GC_OPTS"
+HOLD="materialize_age_ms=3600000,materialize_bytes=1099511627776,object_wal_timeout_ms=20000,owner_lease_ms=4000$GC_OPTS"
 K=$MNT/kafka
 BIG=$K/big
 big_acks=
