@@ -8,7 +8,10 @@
  * copies exactly that many bytes, never following a pointer.  So every
  * argument below is a fixed-size structure without pointers, and a
  * conditional append is two calls: NRS_IOC_EXPECT arms the handle's next
- * write(), then write() carries the bytes.
+ * write(), then write() carries the bytes.  On a handle without O_APPEND,
+ * pwrite() at the expected offset is the same conditional append in one
+ * call (one FUSE request instead of two): prefer it where the handle need
+ * not be O_APPEND.
  *
  * Versioning: every structure starts with abi.  In structures the caller
  * passes (BIND, EXPECT), the caller sets abi = NRS_IOC_ABI and zeroes
