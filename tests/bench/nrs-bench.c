@@ -2,7 +2,8 @@
  * nrs-bench: append load generator for `make bench`.
  *
  *   nrs-bench --dir DIR --writers N --size BYTES --seconds S
- *             [--same-stream] [--sync] [--expect | --pwrite] [--name PREFIX]
+ *             [--same-stream] [--sync] [--expect | --follow | --pwrite]
+ *             [--name PREFIX]
  *             [--rate BYTES_PER_SECOND] [--ops N] [--sync-end]
  *
  * N threads each append records of exactly BYTES bytes with O_APPEND, as
@@ -20,7 +21,9 @@
  * is the whole durable append (the daemon replies after its group commit).
  * --expect (nereusfs only) makes every write a conditional append: each
  * writer arms NRS_IOC_EXPECT with the offset it expects, then writes; the
- * timed operation is the ioctl plus the write.  --pwrite (nereusfs only)
+ * timed operation is the ioctl plus the write.  --follow arms it once,
+ * before the first write, with NRS_EXPECT_FOLLOW: every write is then a
+ * conditional append without an ioctl of its own.  --pwrite (nereusfs only)
  * makes every write the one-call conditional append of DESIGN.md section
  * 3: each writer opens its stream without O_APPEND and pwrite()s at the
  * offset it expects (ESPIPE from nereusfs if that is not the head).  --ops N stops each writer
@@ -96,6 +99,7 @@ struct bench {
 	bool sync;
 	bool sync_end;			/* one fdatasync() after the last append */
 	bool expect;			/* arm NRS_IOC_EXPECT before each write */
+	bool follow;			/* one NRS_IOC_EXPECT, NRS_EXPECT_FOLLOW */
 	bool pwrite;			/* pwrite() at the head, no O_APPEND */
 	uint64_t rate;			/* bytes/s per writer; 0: flat out */
 	uint64_t max_ops;		/* appends per writer; 0: no limit */
@@ -163,12 +167,21 @@ static void *writer_main(void *arg)
 	/* --expect, --pwrite: each writer owns its stream: it knows the head */
 	struct stat st;
 	uint64_t head = 0;
-	if (B.expect || B.pwrite) {
+	if (B.expect || B.follow || B.pwrite) {
 		if (fstat(w->fd, &st) != 0) {
 			w->err = errno;
 			return NULL;
 		}
 		head = (uint64_t)st.st_size;
+	}
+	if (B.follow) {
+		struct nrs_ioc_expect ex = { .abi = NRS_IOC_ABI,
+					     .flags = NRS_EXPECT_FOLLOW,
+					     .offset = head };
+		if (ioctl(w->fd, NRS_IOC_EXPECT, &ex) != 0) {
+			w->err = errno;
+			return NULL;
+		}
 	}
 
 	for (;;) {
@@ -245,7 +258,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: nrs-bench --dir DIR --writers N --size BYTES --seconds S\n"
-		"                 [--same-stream] [--sync] [--expect | --pwrite] [--name PREFIX]\n"
+		"                 [--same-stream] [--sync] [--expect | --follow | --pwrite]\n"
+		"                 [--name PREFIX]\n"
 		"                 [--rate BYTES_PER_SECOND] [--ops N] [--sync-end]\n");
 }
 
@@ -260,6 +274,7 @@ static int parse_args(int argc, char **argv)
 		{ "sync", no_argument, NULL, 'y' },
 		{ "expect", no_argument, NULL, 'e' },
 		{ "pwrite", no_argument, NULL, 'p' },
+		{ "follow", no_argument, NULL, 'f' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "rate", required_argument, NULL, 'r' },
 		{ "ops", required_argument, NULL, 'o' },
@@ -311,6 +326,9 @@ static int parse_args(int argc, char **argv)
 		case 'p':
 			B.pwrite = true;
 			break;
+		case 'f':
+			B.follow = true;
+			break;
 		case 'n':
 			if (!*optarg || strchr(optarg, '/'))
 				goto bad;
@@ -338,12 +356,12 @@ static int parse_args(int argc, char **argv)
 			return -EINVAL;
 		}
 	}
-	if ((B.expect || B.pwrite) && B.same_stream) {
-		fprintf(stderr, "nrs-bench: --expect and --pwrite need a stream per writer\n");
+	if ((B.expect || B.follow || B.pwrite) && B.same_stream) {
+		fprintf(stderr, "nrs-bench: --expect, --follow and --pwrite need a stream per writer\n");
 		return -EINVAL;
 	}
-	if (B.expect && B.pwrite) {
-		fprintf(stderr, "nrs-bench: --expect or --pwrite, not both\n");
+	if (B.expect + B.follow + B.pwrite > 1) {
+		fprintf(stderr, "nrs-bench: one of --expect, --follow, --pwrite\n");
 		return -EINVAL;
 	}
 	if (optind != argc || !B.dir || !B.writers || !B.size || !(B.seconds > 0)) {
