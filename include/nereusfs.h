@@ -8,7 +8,10 @@
  * copies exactly that many bytes, never following a pointer.  So every
  * argument below is a fixed-size structure without pointers, and a
  * conditional append is two calls: NRS_IOC_EXPECT arms the handle's next
- * write(), then write() carries the bytes.
+ * write(), then write() carries the bytes.  On a handle without O_APPEND,
+ * pwrite() at the expected offset is the same conditional append in one
+ * call (one FUSE request instead of two): prefer it where the handle need
+ * not be O_APPEND.
  *
  * Versioning: every structure starts with abi.  In structures the caller
  * passes (BIND, EXPECT), the caller sets abi = NRS_IOC_ABI and zeroes
@@ -61,11 +64,25 @@ struct nrs_ioc_bind {
  * drops an armed expectation (offset ignored).  Keep the write within one
  * append (1 MiB, see README "Limits"): the kernel splits a larger one, and
  * only its first part is conditional.
+ *
+ * flags NRS_EXPECT_FOLLOW: the expectation is not consumed but follows the
+ * handle's own appends, so one EXPECT makes every later write() on the
+ * handle conditional, each one FUSE request: a write of n bytes that lands
+ * at the expected offset moves it to offset + n; a write that fails once
+ * ordered (ESPIPE, ESTALE, EIO...) leaves NRS_EXPECT_BROKEN, so that every
+ * later write fails ESPIPE (nothing written) until the next EXPECT or
+ * DISARM; one refused before that (EBUSY, ENOMEM, EFBIG) leaves it as it
+ * was.  Writes on a
+ * following handle must not overlap (one thread's write()s never do): a
+ * write sent while the one before it is unanswered expects that one's
+ * offset, so it fails and breaks the expectation.
  */
 #define NRS_EXPECT_DISARM	1u
+#define NRS_EXPECT_FOLLOW	2u
+#define NRS_EXPECT_BROKEN	(UINT64_MAX - 1)	/* no head is there */
 struct nrs_ioc_expect {
 	uint32_t abi;		/* in: NRS_IOC_ABI */
-	uint32_t flags;		/* in: 0 or NRS_EXPECT_DISARM */
+	uint32_t flags;		/* in: 0, NRS_EXPECT_DISARM, NRS_EXPECT_FOLLOW */
 	uint64_t offset;	/* in: the head the write must land at */
 };
 
@@ -74,12 +91,13 @@ struct nrs_ioc_expect {
  * read together under the stream's lock (four getxattr calls could mix two
  * commits).  handle_epoch is the epoch this handle writes under: lower than
  * epoch means it is fenced.  expect is the armed offset, or
- * NRS_EXPECT_NONE.
+ * NRS_EXPECT_NONE; flags has NRS_EXPECT_FOLLOW when it follows the
+ * handle's appends (then NRS_EXPECT_BROKEN after a failed write).
  */
 #define NRS_EXPECT_NONE		UINT64_MAX
 struct nrs_ioc_snapshot {
 	uint32_t abi;		/* out: NRS_IOC_ABI */
-	uint32_t flags;		/* out: 0 */
+	uint32_t flags;		/* out: 0 or NRS_EXPECT_FOLLOW */
 	uint64_t head;		/* == st_size == user.nereus.head */
 	uint64_t version;	/* user.nereus.version */
 	uint64_t start;		/* user.nereus.start */

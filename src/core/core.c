@@ -470,6 +470,7 @@ struct append_req {
 	struct nrs_req req;
 	nrs_append_done done;
 	void *cookie;
+	struct nrs_handle *follow;	/* a reference, or NULL: EX1 */
 	struct nrs_pool *pool;		/* it came from (pool.h PO2), or NULL:
 					 * malloc'd */
 	unsigned char data[];
@@ -487,6 +488,10 @@ static void append_done(struct nrs_req *r, int err)
 	struct append_req *ar = (struct append_req *)r;
 
 	atomic_fetch_sub(&r->st->appends_out, 1);	/* XA2 */
+	if (ar->follow) {	/* before the reply: the next write sees it */
+		nrs_core_expect_followed(ar->follow, r->expect, r->len, err);
+		handle_put(ar->follow);
+	}
 	ar->done(ar->cookie, err, r->len);
 	if (ar->pool)
 		nrs_pool_put(ar->pool, ar);
@@ -550,7 +555,7 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 {
 	struct nrs_pipeline *pipe;
 	struct append_req *ar;
-	bool lead;
+	bool lead, follow;
 
 	if (h->kind != NRS_H_STREAM)
 		return -EACCES;
@@ -597,11 +602,11 @@ int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 	atomic_fetch_add(&h->refs, 1);
 	pthread_mutex_lock(&h->lock);
 	ar->req.epoch = h->epoch;
-	if (h->armed) {
-		ar->req.expect = h->expect;
-		h->armed = false;
-	} else {
-		ar->req.expect = at_head ? NRS_EXPECT_ANY : off;
+	ar->req.expect = nrs_core_expect_take(h, at_head, off, &follow);
+	ar->follow = NULL;
+	if (follow) {
+		atomic_fetch_add(&h->refs, 1);	/* put by append_done */
+		ar->follow = h;
 	}
 	nrs_pipeline_submit(pipe, &ar->req);
 	pthread_mutex_unlock(&h->lock);

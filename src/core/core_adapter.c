@@ -15,6 +15,17 @@
  *  - an armed expectation lives under h->lock and nrs_core_append takes it
  *    and queues its request in one critical section (core.c).
  *
+ *  EX1 A following expectation (NRS_EXPECT_FOLLOW) moves only when an
+ *     append that took it completes, before its reply: to expected + len
+ *     if the append landed (it landed at the expected offset, PL1), to
+ *     NRS_EXPECT_BROKEN -- which no head reaches, so every later write
+ *     fails ESPIPE -- if it failed; and only from the value that append
+ *     took (a compare-and-swap), so a newer EXPECT, or an overlapping
+ *     write's outcome, is never overwritten by an older append's.  Moving
+ *     it at submission instead would let the write after a failed one
+ *     land wherever the failed one would have ended: after another
+ *     writer's bytes of the same length.
+ *
  * Decisions (documented in nereusfs(8)): BIND and EXPECT need a handle
  * open for writing (-EBADF); SNAPSHOT works on any stream handle; an
  * offset of UINT64_MAX cannot be a head and is -EINVAL.
@@ -25,8 +36,13 @@
 #include <fcntl.h>
 #include <string.h>
 
+#include "commit/pipeline.h"
 #include "core/core_priv.h"
 #include "nereusfs.h"
+
+_Static_assert(NRS_EXPECT_BROKEN > NRS_HEAD_MAX &&
+	       NRS_EXPECT_BROKEN != NRS_EXPECT_ANY,
+	       "a broken expectation matches no head (EX1)");
 
 static int writable_stream(const struct nrs_handle *h)
 {
@@ -63,10 +79,11 @@ static int adapter_bind(struct nrs_core *c, struct nrs_handle *h,
 
 /*
  * Arm h's next append (disarm if !arm) with the offset it must land at,
- * with or without O_APPEND; the next nrs_core_append on h consumes it.
+ * with or without O_APPEND; the next nrs_core_append on h consumes it,
+ * or, with follow, moves it (EX1).
  */
 static int adapter_expect(struct nrs_core *c, struct nrs_handle *h, bool arm,
-			  uint64_t off)
+			  bool follow, uint64_t off)
 {
 	int err = writable_stream(h);
 
@@ -77,15 +94,40 @@ static int adapter_expect(struct nrs_core *c, struct nrs_handle *h, bool arm,
 		return -EINVAL;
 	pthread_mutex_lock(&h->lock);
 	h->armed = arm;
-	h->expect = off;
+	h->follow = arm && follow;
+	atomic_store(&h->expect, off);
 	pthread_mutex_unlock(&h->lock);
 	return 0;
+}
+
+uint64_t nrs_core_expect_take(struct nrs_handle *h, bool at_head,
+			      uint64_t off, bool *follow)
+{
+	*follow = h->armed && h->follow;
+	if (!h->armed)
+		return at_head ? NRS_EXPECT_ANY : off;
+	if (!h->follow)
+		h->armed = false;	/* consumed */
+	return atomic_load(&h->expect);
+}
+
+/* EX1; no lock: the append may complete inside nrs_core_append, which
+ * holds h->lock (a pipeline that failed completes it at once). */
+void nrs_core_expect_followed(struct nrs_handle *h, uint64_t expected,
+			      size_t len, int err)
+{
+	uint64_t from = expected;
+
+	atomic_compare_exchange_strong(&h->expect, &from,
+				       err ? NRS_EXPECT_BROKEN
+					   : expected + len);
 }
 
 struct nrs_snapshot {
 	uint64_t head, version, start, epoch;	/* one published state */
 	uint64_t handle_epoch;			/* h writes under it */
 	uint64_t expect;			/* armed, or UINT64_MAX */
+	bool follow;				/* NRS_EXPECT_FOLLOW */
 };
 
 static int adapter_snapshot(struct nrs_core *c, struct nrs_handle *h,
@@ -106,7 +148,8 @@ static int adapter_snapshot(struct nrs_core *c, struct nrs_handle *h,
 	pthread_mutex_unlock(&st->lock);
 	pthread_mutex_lock(&h->lock);
 	s.handle_epoch = h->epoch;
-	s.expect = h->armed ? h->expect : UINT64_MAX;
+	s.expect = h->armed ? atomic_load(&h->expect) : UINT64_MAX;
+	s.follow = h->armed && h->follow;
 	pthread_mutex_unlock(&h->lock);
 	*out = s;
 	return 0;
@@ -136,9 +179,11 @@ ssize_t nrs_core_ioctl(struct nrs_core *c, struct nrs_handle *h,
 		if (in_len != sizeof(e))
 			return -EINVAL;
 		memcpy(&e, in, sizeof(e));
-		if (e.abi != NRS_IOC_ABI || (e.flags & ~NRS_EXPECT_DISARM))
+		if (e.abi != NRS_IOC_ABI ||
+		    (e.flags & ~(NRS_EXPECT_DISARM | NRS_EXPECT_FOLLOW)))
 			return -EINVAL;
 		return adapter_expect(c, h, !(e.flags & NRS_EXPECT_DISARM),
+				      (e.flags & NRS_EXPECT_FOLLOW) != 0,
 				      e.offset);
 	case NRS_IOC_SNAPSHOT:
 		if (out_size < sizeof(so))
@@ -148,6 +193,7 @@ ssize_t nrs_core_ioctl(struct nrs_core *c, struct nrs_handle *h,
 			return err;
 		memset(&so, 0, sizeof(so));
 		so.abi = NRS_IOC_ABI;
+		so.flags = s.follow ? NRS_EXPECT_FOLLOW : 0;
 		so.head = s.head;
 		so.version = s.version;
 		so.start = s.start;

@@ -108,9 +108,21 @@ struct nrs_handle {
 	pthread_mutex_t lock;		/* NRS_H_STREAM; after st->lock */
 	/* protected by lock: the writer state (core_adapter.c) */
 	uint64_t epoch;			/* opened under, or bound to */
-	uint64_t expect;		/* armed: the next write's offset */
 	bool armed;
+	bool follow;			/* NRS_EXPECT_FOLLOW: not consumed */
+	/* armed: the next write's offset; written under lock, except that
+	 * a following append's completion moves it without (EX1) */
+	_Atomic uint64_t expect;
 };
+
+/* core_adapter.c, for nrs_core_append (h->lock held): the offset h's next
+ * append must land at, or NRS_EXPECT_ANY / off as at_head says; *follow
+ * is set when that append must report back (nrs_core_expect_followed). */
+uint64_t nrs_core_expect_take(struct nrs_handle *h, bool at_head,
+			      uint64_t off, bool *follow);
+/* EX1: a following append expected at `expected` completed with err. */
+void nrs_core_expect_followed(struct nrs_handle *h, uint64_t expected,
+			      size_t len, int err);
 
 /* core.c */
 /* -EIO (logged with the stream and the file) if st is corrupt, else 0. */

@@ -2,7 +2,8 @@
  * nrs-bench: append load generator for `make bench`.
  *
  *   nrs-bench --dir DIR --writers N --size BYTES --seconds S
- *             [--same-stream] [--sync] [--expect] [--name PREFIX]
+ *             [--same-stream] [--sync] [--expect | --follow | --pwrite]
+ *             [--name PREFIX]
  *             [--rate BYTES_PER_SECOND] [--ops N] [--sync-end]
  *
  * N threads each append records of exactly BYTES bytes with O_APPEND, as
@@ -20,7 +21,12 @@
  * is the whole durable append (the daemon replies after its group commit).
  * --expect (nereusfs only) makes every write a conditional append: each
  * writer arms NRS_IOC_EXPECT with the offset it expects, then writes; the
- * timed operation is the ioctl plus the write.  --ops N stops each writer
+ * timed operation is the ioctl plus the write.  --follow arms it once,
+ * before the first write, with NRS_EXPECT_FOLLOW: every write is then a
+ * conditional append without an ioctl of its own.  --pwrite (nereusfs only)
+ * makes every write the one-call conditional append of DESIGN.md section
+ * 3: each writer opens its stream without O_APPEND and pwrite()s at the
+ * offset it expects (ESPIPE from nereusfs if that is not the head).  --ops N stops each writer
  * after N appends (or at S seconds, whichever comes first); --sync-end has
  * each writer fdatasync() its file once after its last append, inside the
  * elapsed time (not in any latency).  run.sh probes the disk with them: 1000
@@ -93,6 +99,8 @@ struct bench {
 	bool sync;
 	bool sync_end;			/* one fdatasync() after the last append */
 	bool expect;			/* arm NRS_IOC_EXPECT before each write */
+	bool follow;			/* one NRS_IOC_EXPECT, NRS_EXPECT_FOLLOW */
+	bool pwrite;			/* pwrite() at the head, no O_APPEND */
 	uint64_t rate;			/* bytes/s per writer; 0: flat out */
 	uint64_t max_ops;		/* appends per writer; 0: no limit */
 	char *buf;			/* record payload, shared, read-only */
@@ -156,15 +164,24 @@ static void *writer_main(void *arg)
 	uint64_t start = B.start_ns, deadline = B.deadline_ns;
 	pthread_mutex_unlock(&B.lock);
 
-	/* --expect: each writer owns its stream, so it knows the head */
+	/* --expect, --pwrite: each writer owns its stream: it knows the head */
 	struct stat st;
 	uint64_t head = 0;
-	if (B.expect) {
+	if (B.expect || B.follow || B.pwrite) {
 		if (fstat(w->fd, &st) != 0) {
 			w->err = errno;
 			return NULL;
 		}
 		head = (uint64_t)st.st_size;
+	}
+	if (B.follow) {
+		struct nrs_ioc_expect ex = { .abi = NRS_IOC_ABI,
+					     .flags = NRS_EXPECT_FOLLOW,
+					     .offset = head };
+		if (ioctl(w->fd, NRS_IOC_EXPECT, &ex) != 0) {
+			w->err = errno;
+			return NULL;
+		}
 	}
 
 	for (;;) {
@@ -189,7 +206,8 @@ static void *writer_main(void *arg)
 				break;
 			}
 		}
-		ssize_t n = write(w->fd, B.buf, B.size);
+		ssize_t n = B.pwrite ? pwrite(w->fd, B.buf, B.size, (off_t)head)
+				     : write(w->fd, B.buf, B.size);
 		if (n < 0) {
 			w->err = errno;
 			break;
@@ -240,7 +258,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: nrs-bench --dir DIR --writers N --size BYTES --seconds S\n"
-		"                 [--same-stream] [--sync] [--expect] [--name PREFIX]\n"
+		"                 [--same-stream] [--sync] [--expect | --follow | --pwrite]\n"
+		"                 [--name PREFIX]\n"
 		"                 [--rate BYTES_PER_SECOND] [--ops N] [--sync-end]\n");
 }
 
@@ -254,6 +273,8 @@ static int parse_args(int argc, char **argv)
 		{ "same-stream", no_argument, NULL, 'S' },
 		{ "sync", no_argument, NULL, 'y' },
 		{ "expect", no_argument, NULL, 'e' },
+		{ "pwrite", no_argument, NULL, 'p' },
+		{ "follow", no_argument, NULL, 'f' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "rate", required_argument, NULL, 'r' },
 		{ "ops", required_argument, NULL, 'o' },
@@ -302,6 +323,12 @@ static int parse_args(int argc, char **argv)
 		case 'e':
 			B.expect = true;
 			break;
+		case 'p':
+			B.pwrite = true;
+			break;
+		case 'f':
+			B.follow = true;
+			break;
 		case 'n':
 			if (!*optarg || strchr(optarg, '/'))
 				goto bad;
@@ -329,8 +356,12 @@ static int parse_args(int argc, char **argv)
 			return -EINVAL;
 		}
 	}
-	if (B.expect && B.same_stream) {
-		fprintf(stderr, "nrs-bench: --expect needs a stream per writer\n");
+	if ((B.expect || B.follow || B.pwrite) && B.same_stream) {
+		fprintf(stderr, "nrs-bench: --expect, --follow and --pwrite need a stream per writer\n");
+		return -EINVAL;
+	}
+	if (B.expect + B.follow + B.pwrite > 1) {
+		fprintf(stderr, "nrs-bench: one of --expect, --follow, --pwrite\n");
 		return -EINVAL;
 	}
 	if (optind != argc || !B.dir || !B.writers || !B.size || !(B.seconds > 0)) {
@@ -359,7 +390,8 @@ static int open_stream(unsigned id)
 		fprintf(stderr, "nrs-bench: path too long\n");
 		return -ENAMETOOLONG;
 	}
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int fd = open(path, O_WRONLY | O_CREAT | (B.pwrite ? 0 : O_APPEND) | O_CLOEXEC,
+		      0644);
 	if (fd < 0) {
 		int err = -errno;
 		fprintf(stderr, "nrs-bench: open %s: %s\n", path, strerror(-err));

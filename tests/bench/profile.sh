@@ -8,7 +8,7 @@
 # failure).  MODE:
 #   ops        (default) ops/s of each case on nereusfs and of its
 #              baseline: plain files + fdatasync for 1k-64, O_APPEND on
-#              nereusfs for cond-1 and cond-8 (make bench's ratios)
+#              nereusfs for cond-*, fo-* and pw-* (make bench's ratios)
 #   callgrind  the daemon runs under valgrind --tool=callgrind; the
 #              counters are zeroed just before each load and dumped just
 #              after it, so a case's figure is the daemon's instructions
@@ -23,7 +23,10 @@
 #              top self-time symbols follow.
 # CASE: 1k-64 (64 writers, 1 KiB O_APPEND, a stream each), cond-1 and
 # cond-8 (1 KiB conditional appends, NRS_IOC_EXPECT + write, 1 and 8
-# writers).  Default: all three.
+# writers), fo-1 and fo-8 (one NRS_IOC_EXPECT with NRS_EXPECT_FOLLOW, then
+# write()s), pw-1 and pw-8 (the one-call conditional append: pwrite at
+# the head on a handle without O_APPEND, 1 and 8 writers).  Default:
+# 1k-64 cond-1 cond-8.
 #
 # Environment: NEREUSFS (default ./nereusfs), NEREUSFS_OPTS (extra daemon
 # options, e.g. "-o max_threads=8"), NRS_BENCH (default
@@ -53,7 +56,7 @@ case $MODE in
 	perf) command -v perf >/dev/null || die "perf not installed" ;;
 esac
 for c in $CASES; do
-	case $c in 1k-64|cond-1|cond-8) ;; *) die "unknown case '$c'" ;; esac
+	case $c in 1k-64|cond-1|cond-8|fo-1|fo-8|pw-1|pw-8) ;; *) die "unknown case '$c'" ;; esac
 done
 
 work=$(mktemp -d "$TMPBASE/nrs-profile.XXXXXX") || die "cannot make a scratch dir in $TMPBASE"
@@ -92,6 +95,10 @@ case_args() { # CASE -> nrs-bench arguments of the nereusfs load
 		1k-64) echo "--writers 64" ;;
 		cond-1) echo "--writers 1 --expect --name c" ;;
 		cond-8) echo "--writers 8 --expect --name c" ;;
+		fo-1) echo "--writers 1 --follow --name c" ;;
+		fo-8) echo "--writers 8 --follow --name c" ;;
+		pw-1) echo "--writers 1 --pwrite --name c" ;;
+		pw-8) echo "--writers 8 --pwrite --name c" ;;
 	esac
 }
 
@@ -106,7 +113,7 @@ for c in $CASES; do
 		a1=$(metric appends_total) b1=$(metric batches_total)
 		case $c in
 			1k-64) base=$(bench "$work/plain/$c" --writers 64 --sync) ; bl=b ;;
-			cond-*) base=$(bench "$work/mnt/$c-append" --writers "${c#cond-}" --name c) ; bl=append ;;
+			cond-*|fo-*|pw-*) base=$(bench "$work/mnt/$c-append" --writers "${c#*-}" --name c) ; bl=append ;;
 		esac
 		awk -v c="$c" -v a="$(field "$line" ops_s)" -v b="$(field "$base" ops_s)" -v bl="$bl" \
 			-v p="$(field "$line" p50_us)" \

@@ -510,14 +510,19 @@ for c in $BENCH_CASES; do
 	done
 done
 
-# Issue 6: conditional appends through the ioctl against plain O_APPEND
-# writes, on nereusfs alone, 1 and 8 writers each on its own stream; the
-# two alternate so that drift hits both.  Each run has a fresh mount too.
+# Issue 6: conditional appends against plain O_APPEND writes, on nereusfs
+# alone, 1 and 8 writers each on its own stream, in both forms: through
+# the ioctl (NRS_IOC_EXPECT + write: two FUSE requests), through one
+# following ioctl (NRS_EXPECT_FOLLOW, then write()s: one request each) and
+# in one call (pwrite at the head on a handle without O_APPEND: one
+# request, as an O_APPEND write; issue 16).  They alternate so that drift
+# hits all.
+# Each run has a fresh mount too.
 declare -A CND=() CFAIL=()
 if [ $have_a = 1 ] && [ "${BENCH_COND:-1}" = 1 ]; then
 	for n in 1 8; do
-		for mode in append expect; do
-			flag=; [ $mode = expect ] && flag=--expect
+		for mode in append expect follow pwrite; do
+			flag=; [ $mode != append ] && flag=--$mode
 			bench_on a "$work/mnt/cond-$mode-$n" --writers "$n" --size 1024 --name c $flag
 			CND[$n,$mode]=${got:-error}
 			[ -n "$got" ] || {
@@ -604,17 +609,17 @@ if want append; then
 	echo "n/a: a round of that system failed (the line under the case says which and why); the other rounds ran on."
 	if [ ${#CND[@]} -gt 0 ]; then
 		echo
-		echo "conditional appends (NRS_IOC_EXPECT + write) vs O_APPEND write, 1 KiB, nereusfs (issue 6: ratio close to 1)"
+		echo "conditional appends vs O_APPEND write, 1 KiB, nereusfs: expect = NRS_IOC_EXPECT + write, follow = one NRS_EXPECT_FOLLOW then writes, pwrite = pwrite at the head without O_APPEND (issue 16: ratio >= 0.9)"
 		printf '%-8s %-8s %10s %10s %10s %7s %5s\n' writers mode ops/s p50_us p99_us ratio load
 		for n in 1 8; do
-			for mode in append expect; do
+			for mode in append expect follow pwrite; do
 				line=${CND[$n,$mode]:-error}
 				if [ "$line" = error ]; then
 					printf '%-8s %-8s %10s %10s %10s %7s %5s  failed: %s\n' "$n" "$mode" n/a - - - \
 						"${CND[$n,$mode,load]:--}" "${CFAIL[$n,$mode]:-?}"
 					continue
 				fi
-				r=-; [ $mode = expect ] && r=$(ratio "$(field "$line" ops_s)" "$(field "${CND[$n,append]:-}" ops_s)")
+				r=-; [ $mode != append ] && r=$(ratio "$(field "$line" ops_s)" "$(field "${CND[$n,append]:-}" ops_s)")
 				printf '%-8s %-8s %10s %10s %10s %7s %5s\n' "$n" "$mode" "$(field "$line" ops_s)" \
 					"$(field "$line" p50_us)" "$(field "$line" p99_us)" "$r" "${CND[$n,$mode,load]:--}"
 			done

@@ -28,8 +28,10 @@ def snap(fd):
     if isinstance(r, str):
         return r
     abi, fl, head, ver, start, ep, hep, exp, res = struct.unpack('<IIQQQQQQQ', r)
-    return 'abi=%d head=%d version=%d start=%d epoch=%d handle=%d expect=%s' % (
-        abi, head, ver, start, ep, hep, 'none' if exp == 2**64 - 1 else exp)
+    return 'abi=%d head=%d version=%d start=%d epoch=%d handle=%d expect=%s%s' % (
+        abi, head, ver, start, ep, hep,
+        {2**64 - 1: 'none', 2**64 - 2: 'broken'}.get(exp, exp),
+        ' follow' if fl & 2 else '')
 def write(fd, data):
     try:
         return 'wrote %d' % os.write(fd, data)
@@ -149,6 +151,45 @@ print(snap(r))
 	abi=1 head=20 version=8 start=0 epoch=6 handle=6 expect=none
 	EOF
 	test_cmp "$TRASH/want" "$TRASH/out"
+'
+
+# EX1 (core_adapter.c): the expectation follows the handle's own appends,
+# and a failed one breaks it -- the write after it must not land where the
+# failed one would have ended (here: after another writer's 2 bytes).
+test_expect_success 'expect, following: one EXPECT for many writes; a failure breaks it' '
+	F=$MNT/k/follow &&
+	: >"$F" &&
+	ioc "
+f = os.open(\"$F\", os.O_WRONLY | os.O_APPEND)
+print(expect(f, 0, flags=2)); print(snap(f))
+print(write(f, b\"aa\")); print(write(f, b\"bb\")); print(snap(f))
+o = os.open(\"$F\", os.O_WRONLY | os.O_APPEND)
+print(write(o, b\"cc\"))
+print(write(f, b\"dd\")); print(snap(f)); print(write(f, b\"ee\"))
+print(expect(f, 6, flags=2)); print(write(f, b\"ff\"))
+print(expect(f, 0, flags=1)); print(snap(f)); print(write(f, b\"gg\"))
+print(expect(f, 0, flags=3)); print(snap(f))
+" >"$TRASH/out" &&
+	cat >"$TRASH/want" <<-\EOF &&
+	ok
+	abi=1 head=0 version=0 start=0 epoch=0 handle=0 expect=0 follow
+	wrote 2
+	wrote 2
+	abi=1 head=4 version=2 start=0 epoch=0 handle=0 expect=4 follow
+	wrote 2
+	ESPIPE
+	abi=1 head=6 version=3 start=0 epoch=0 handle=0 expect=broken follow
+	ESPIPE
+	ok
+	wrote 2
+	ok
+	abi=1 head=8 version=4 start=0 epoch=0 handle=0 expect=none
+	wrote 2
+	ok
+	abi=1 head=10 version=5 start=0 epoch=0 handle=0 expect=none
+	EOF
+	test_cmp "$TRASH/want" "$TRASH/out" &&
+	test "$(cat "$F")" = aabbccffgg
 '
 
 test_expect_success 'the C example adapter: two leaders, the first fenced' '

@@ -31,6 +31,7 @@ static void test_layouts(void **state)
 	assert_int_equal(offsetof(struct nrs_ioc_expect, flags), 4);
 	assert_int_equal(offsetof(struct nrs_ioc_expect, offset), 8);
 	assert_int_equal(NRS_EXPECT_DISARM, 1);
+	assert_int_equal(NRS_EXPECT_FOLLOW, 2);
 
 	assert_int_equal(sizeof(struct nrs_ioc_snapshot), 64);
 	assert_int_equal(offsetof(struct nrs_ioc_snapshot, abi), 0);
@@ -43,6 +44,7 @@ static void test_layouts(void **state)
 	assert_int_equal(offsetof(struct nrs_ioc_snapshot, expect), 48);
 	assert_int_equal(offsetof(struct nrs_ioc_snapshot, reserved), 56);
 	assert_true(NRS_EXPECT_NONE == UINT64_MAX);
+	assert_true(NRS_EXPECT_BROKEN == UINT64_MAX - 1);
 }
 
 static void test_command_numbers(void **state)
@@ -74,7 +76,7 @@ static void test_bad_arguments(void **state)
 	/* well formed, but no stream behind it */
 	assert_int_equal(nrs_core_ioctl(NULL, NULL, NRS_IOC_BIND, &b,
 					sizeof(b), NULL, 0), -ENOTTY);
-	e.flags = 2;
+	e.flags = 4;	/* no such flag */
 	assert_int_equal(nrs_core_ioctl(NULL, NULL, NRS_IOC_EXPECT, &e,
 					sizeof(e), NULL, 0), -EINVAL);
 	e.abi = 0;

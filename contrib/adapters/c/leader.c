@@ -6,15 +6,19 @@
  *   leader STREAM [BATCHES]
  *
  * The protocol, as a Kafka or Pulsar adapter would run it:
- *  1. A new leader opens the stream for appending and takes an epoch
+ *  1. A new leader opens the stream for writing and takes an epoch
  *     higher than any before it: NRS_IOC_BIND fences every older writer and
  *     binds this handle.  (Where the epoch comes from -- a controller, a
  *     ZooKeeper znode -- is the broker's business; here it is the stream's
  *     epoch + 1, read with NRS_IOC_SNAPSHOT.)
  *  2. It reads the head once (the snapshot) and from then on knows where
- *     each of its batches must land: before every write() it arms
- *     NRS_IOC_EXPECT with that offset, so a write that would land anywhere
- *     else fails ESPIPE instead of interleaving with another writer.
+ *     each of its batches must land: it pwrite()s each batch at that
+ *     offset on a handle opened without O_APPEND, a conditional append
+ *     (DESIGN.md section 3), so a write that would land anywhere else
+ *     fails ESPIPE instead of interleaving with another writer.  That is
+ *     one FUSE request per batch, as many as a plain O_APPEND write;
+ *     arming NRS_IOC_EXPECT before each write() would be two (README,
+ *     Adapters).  NRS_IOC_EXPECT is for handles that must stay O_APPEND.
  *  3. On ESTALE it is no longer the leader: it stops appending at once.
  *     On ESPIPE someone else appended: it re-reads the head and decides
  *     (here: it stops; a real adapter would reconcile first).
@@ -59,7 +63,7 @@ static int leader_start(struct leader *l, const char *path, uint64_t epoch)
 	struct nrs_ioc_snapshot s;
 	int err;
 
-	l->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	l->fd = open(path, O_WRONLY | O_CLOEXEC);	/* no O_APPEND: step 2 */
 	if (l->fd < 0)
 		return -errno;
 	if (ioctl(l->fd, NRS_IOC_BIND, &b) < 0 ||
@@ -75,15 +79,15 @@ static int leader_start(struct leader *l, const char *path, uint64_t epoch)
 	return 0;
 }
 
-/* One record batch at exactly l->next; -ESTALE: deposed. */
+/* One record batch at exactly l->next; -ESTALE: deposed, -ESPIPE: the
+ * head is not at l->next (someone else appended). */
 static int leader_append(struct leader *l, const void *batch, size_t len)
 {
-	struct nrs_ioc_expect e = { .abi = NRS_IOC_ABI, .offset = l->next };
 	ssize_t n;
 
-	if (ioctl(l->fd, NRS_IOC_EXPECT, &e) < 0)
-		return -errno;
-	n = write(l->fd, batch, len);
+	if (l->next > (uint64_t)INT64_MAX)
+		return -EFBIG;	/* no off_t reaches it */
+	n = pwrite(l->fd, batch, len, (off_t)l->next);
 	if (n < 0)
 		return -errno;
 	if ((size_t)n != len)
