@@ -160,7 +160,7 @@ static void usage(const char *prog)
 	       "                             store every N ms (default 60000, 0: off)\n"
 	       "    -o checkpoint_bytes=N    ... and after N bytes of object WAL\n"
 	       "                             (default 256 MiB, 0: off)\n"
-	       "    -o cache_size=N          memory block cache bytes (default 64 MiB)\n"
+	       "    -o cache_size=N          memory block cache bytes (default 128 MiB)\n"
 	       "    -o disk_cache=DIR        a disk block cache in DIR (default none)\n"
 	       "    -o disk_cache_size=N     its size in bytes (default 1 GiB)\n"
 	       "    -o commit_lead=0|1       an append to an idle pipeline is committed\n"

@@ -87,15 +87,27 @@
  *   BA1 A prefetch's window grows to readahead unless the bytes ahead
  *       (B7) could not hold PF_DEEP (2) such GETs in flight and one
  *       window landed besides: pf_max = ahead_max / (PF_DEEP + 1), at
- *       most readahead.  With the default tier (64 MiB) and readahead
- *       (8 MiB) that is 8 MiB: an object of the default size (16 MiB)
- *       comes in two GETs, aligned to its start, the second in flight
- *       while the first lands, and the store has a GET to serve while
- *       the reader consumes what landed.  (Room for a GET per worker,
+ *       most readahead.  With a 64 MiB tier and an 8 MiB readahead
+ *       (the defaults before BA2) that is 8 MiB: an object of the
+ *       default size (16 MiB) comes in two GETs, aligned to its start,
+ *       the second in flight while the first lands, and the store has a
+ *       GET to serve while the reader consumes what landed.  (Room for a
+ *       GET per worker,
  *       NWORKERS + 1, cut windows to 6.4 MiB: 3 runs per object, the
  *       last a short one; s3rver pays milliseconds of its one thread per
  *       request, and the cold read reached 0.71x of boto3's whole-object
  *       GETs.)
+ *   BA2 The defaults make BA1's window a whole object of the default
+ *       object_size (16 MiB): readahead 16 MiB and a 128 MiB memory tier
+ *       (ahead_max 64 MiB holds two such GETs in flight and one landed).
+ *       So a sequential reader that reaches an object by prefetch gets
+ *       it, header and all, in one GET, as boto3 gets it whole: 21 GETs
+ *       for 256 MiB in 16 MiB objects, not 36.  Per-request cost is what
+ *       limits the test servers (s3rver's one thread; moto reads the whole
+ *       object for a range GET, so two ranges of one cost it two objects).
+ *       The price is memory: the cache holds up to 128 MiB, 64 of it read
+ *       ahead (cache_size sets the tier; with 64 MiB, BA1 cuts windows
+ *       to 10.6 MiB: two GETs per object, as before).
  *   BW1 jobs (queued or running) <= nworkers: a planned prefetch starts at
  *       once, so a reader waiting for its flight waits for one GET only.
  *   BW2 nrs_bcache_close() stops the workers and joins them: a running

@@ -17,10 +17,10 @@
 struct nrs_bcache;
 
 struct nrs_bcache_opts {
-	uint64_t mem_bytes;	/* memory tier budget; 0: 64 MiB */
+	uint64_t mem_bytes;	/* memory tier budget; 0: 128 MiB */
 	const char *disk_dir;	/* optional disk tier (created), NULL: none */
 	uint64_t disk_bytes;	/* disk tier budget; 0 with a dir: 1 GiB */
-	uint32_t readahead;	/* bytes fetched per GET at most; 0: 8 MiB
+	uint32_t readahead;	/* bytes fetched per GET at most; 0: 16 MiB
 				 * (sequential reads ramp up to it from
 				 * 1 MiB, their prefetches to less if
 				 * mem_bytes / 6 is less: bcache.c BA1) */

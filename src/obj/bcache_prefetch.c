@@ -31,9 +31,9 @@
  *     window, which starts at SEQ_FIRST and doubles with each prefetch up
  *     to `readahead`, or less if the bytes ahead (B7) could not hold
  *     PF_DEEP (2) GETs in flight and one window landed besides (BA1: with
- *     the default 64 MiB tier, the whole 8 MiB; with fewer in flight the
- *     reader would wait for a full window to be read before the next GET
- *     could start);
+ *     the default 128 MiB tier, the whole 16 MiB, an object of the
+ *     default size, BA2; with fewer in flight the reader would wait for a
+ *     full window to be read before the next GET could start);
  *   - past the object's end it goes on into the object the reader named as
  *     the next one (nrs_bcache_follow, from the stream's index), whose
  *     header the worker fetches with the run from its first block (B8);

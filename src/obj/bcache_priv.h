@@ -24,9 +24,9 @@
 #include "obj/objfmt.h"
 
 #define HDR_IDX		UINT32_MAX	/* idx of an object's header entry */
-#define DEF_MEM		(64ull << 20)
+#define DEF_MEM		(128ull << 20)	/* BA2 */
 #define DEF_DISK	(1ull << 30)
-#define DEF_READAHEAD	(8u << 20)
+#define DEF_READAHEAD	(16u << 20)	/* BA2: the default object_size */
 #define MAX_READAHEAD	(64u << 20)
 #define SEQ_FIRST	(1u << 20)	/* a sequential read's first window */
 #define SEQ_SLACK	(1u << 20)	/* how far from the end of the last read

@@ -100,6 +100,13 @@
 #                    ratio to each (issue 14: the same baseline on both).
 #                    The GETs nereusfs sent
 #                    for the cold read, and their mean size, are shown.
+#   8-writer read    (issue 16; dir store only, row dir8) the same cold and
+#                    warm reads, beside the same passthrough_ll file, of a
+#                    stream that 8 writers appended to at once in 1 MiB
+#                    appends (nrs-bench --same-stream), with the daemon's
+#                    default options: what a new user's data looks like.
+#                    Target: cold >= 0.8x.  Where the bytes were at each
+#                    read (still in the WAL or in objects) is noted.
 # Every measurement is printed with the highest 1-minute load average seen
 # just before one of its runs: other work on the machine shows there.
 #
@@ -911,10 +918,48 @@ read_dd() { # FILE
 		for (i = 1; i <= NF; i++) if ($i == "s,") { if ($(i - 1) > 0) printf "%.1f", $1 / $(i - 1) / 1e6; exit } }'
 }
 
+# One cold and one warm dd read of FILE on the mounted nereusfs, into the
+# caller's arrays (read_runs, read8_runs): nc, nw MB/s, the GETs and their
+# bytes during the cold read, the daemon's reads during the warm one, and
+# the load before them.
+read_cold_warm() { # FILE
+	local g0 gb rd0
+	drop_caches
+	loads+=("$(load1)")
+	g0=$(metric "$work/omnt" nereus_object_get_requests_total)
+	gb=$(metric "$work/omnt" nereus_object_get_bytes_total)
+	[ $can_drop = 1 ] && nc+=("$(read_dd "$1")")
+	gets+=($(($(metric "$work/omnt" nereus_object_get_requests_total) - g0)))
+	gbytes+=($(($(metric "$work/omnt" nereus_object_get_bytes_total) - gb)))
+	rd0=$(metric "$work/omnt" nereus_reads_total)
+	nw+=("$(read_dd "$1")")
+	wreads+=($(($(metric "$work/omnt" nereus_reads_total) - rd0)))
+}
+
+# The same on passthrough_ll's file, into the caller's pc, pw.
+read_pt() {
+	[ -n "$pr_pid" ] || return 0
+	drop_caches
+	[ $can_drop = 1 ] && pc+=("$(read_dd "$work/pr-mnt/read")")
+	pw+=("$(read_dd "$work/pr-mnt/read")")
+}
+
+# RD[KEY,...] and LOAD[read,KEY]: the medians of the caller's arrays.
+read_medians() { # KEY
+	RD[$1,n,cold]=$(median "${nc[@]}")
+	RD[$1,n,warm]=$(median "${nw[@]}")
+	RD[$1,p,cold]=$(median "${pc[@]}")
+	RD[$1,p,warm]=$(median "${pw[@]}")
+	RD[$1,gets]=$(median "${gets[@]}")
+	RD[$1,getbytes]=$(median "${gbytes[@]}")
+	RD[$1,warmreads]=$(median "${wreads[@]}")
+	LOAD[read,$1]=$(printf '%s\n' "${loads[@]}" | sort -g | tail -n 1)
+}
+
 # Sequential reads on STORE: RD[store,sys,cold|warm] = median MB/s, sys
 # n (nereusfs) or p (passthrough_ll); RD[store,n,...] extras alongside.
 read_runs() { # STORE
-	local store=$1 r v g0 gb rd0 wb
+	local store=$1 r wb
 	local data=$work/odata-$store
 	[ "$READ_RUNS" -gt 0 ] || return 0
 	local -a nc=() nw=() pc=() pw=() cg=() cg4=() bg=() bg4=() gets=() gbytes=() wreads=() loads=() keys=()
@@ -929,16 +974,7 @@ read_runs() { # STORE
 		omount "$store" "$data" "" || return
 		wb=$(getfattr --only-values -n user.nereus.wal_bytes "$work/omnt/read" 2>/dev/null)
 		[ "$wb" = 0 ] || NOTE[read,$store]="the read stream still had ${wb:-?} bytes in the WAL"
-		drop_caches
-		loads+=("$(load1)")
-		g0=$(metric "$work/omnt" nereus_object_get_requests_total)
-		gb=$(metric "$work/omnt" nereus_object_get_bytes_total)
-		[ $can_drop = 1 ] && nc+=("$(read_dd "$work/omnt/read")")
-		gets+=($(($(metric "$work/omnt" nereus_object_get_requests_total) - g0)))
-		gbytes+=($(($(metric "$work/omnt" nereus_object_get_bytes_total) - gb)))
-		rd0=$(metric "$work/omnt" nereus_reads_total)
-		nw+=("$(read_dd "$work/omnt/read")")
-		wreads+=($(($(metric "$work/omnt" nereus_reads_total) - rd0)))
+		read_cold_warm "$work/omnt/read"
 		if [ "$store" = s3 ] && [ $can_drop = 1 ] && command -v "$S3_CLI" >/dev/null; then
 			drop_caches
 			cg+=("$(cli_get "$work/omnt/read" 1)")
@@ -954,25 +990,52 @@ read_runs() { # STORE
 			boto_run "$store" get 4 "${keys[@]}" && bg4+=("$got")
 		fi
 		oumount
-		if [ -n "$pr_pid" ]; then
-			drop_caches
-			[ $can_drop = 1 ] && pc+=("$(read_dd "$work/pr-mnt/read")")
-			pw+=("$(read_dd "$work/pr-mnt/read")")
-		fi
+		read_pt
 	done
-	RD[$store,n,cold]=$(median "${nc[@]}")
-	RD[$store,n,warm]=$(median "${nw[@]}")
-	RD[$store,p,cold]=$(median "${pc[@]}")
-	RD[$store,p,warm]=$(median "${pw[@]}")
-	RD[$store,gets]=$(median "${gets[@]}")
-	RD[$store,getbytes]=$(median "${gbytes[@]}")
+	read_medians "$store"
 	RD[$store,cliget]=$(median "${cg[@]}")
 	RD[$store,cliget4]=$(median "${cg4[@]}")
 	RD[$store,boto]=$(median "${bg[@]}")
 	RD[$store,boto4]=$(median "${bg4[@]}")
-	RD[$store,warmreads]=$(median "${wreads[@]}")
-	LOAD[read,$store]=$(printf '%s\n' "${loads[@]}" | sort -g | tail -n 1)
 	[ -n "${BENCH_RAW:-}" ] && echo "obj=read store=$store bytes=$READ_BYTES nereus_cold=${nc[*]} nereus_warm=${nw[*]} pt_cold=${pc[*]} pt_warm=${pw[*]} s3cli_get=${cg[*]} s3cli_get4=${cg4[*]} boto3_get=${bg[*]} boto3_get4=${bg4[*]} gets=${gets[*]} get_bytes=${gbytes[*]} warm_daemon_reads=${wreads[*]} load=${loads[*]}" >>"$BENCH_RAW"
+}
+
+# Issue 16: a cold sequential read of a stream written by 8 interleaved
+# writers, on the embedded store with the default options (what a new user
+# runs): 8 writers append 1 MiB each to one shared stream (nrs-bench
+# --same-stream) until it holds READ_BYTES, and it is materialized as the
+# defaults have it (within materialize_age_ms); the daemon is unmounted, then
+# each run mounts it again (an empty block cache), drops the kernel's
+# caches, and reads the stream with dd bs=1M, cold then warm, beside
+# passthrough_ll reading its file of the same size (cold, warm).
+# RD[dir8,...] as read_runs's; where the bytes were (the WAL or objects)
+# goes to NOTE[read,dir8].
+read8_runs() {
+	local data=$work/odata-dir8 r wb f=$work/omnt/r8-shared
+	local -a nc=() nw=() pc=() pw=() gets=() gbytes=() wreads=() loads=() wbs=()
+	[ "$READ_RUNS" -gt 0 ] || return 0
+	[ -x "$NRS_BENCH" ] || { note "no load generator at $NRS_BENCH: the 8-writer read is n/a"; return 0; }
+	omount dir "$data" "" || return
+	if ! timeout -k 10 600 "$NRS_BENCH" --dir "$work/omnt" --writers 8 --size $MiB --same-stream \
+			--name r8 --seconds 600 --ops $((READ_BYTES / MiB / 8)) >/dev/null 2>"$work/logs/read8.err" ||
+			[ "$(stat -c %s "$f")" != $((READ_BYTES / MiB / 8 * 8 * MiB)) ]; then
+		note "cannot write the 8-writer read stream: $(head -n 3 "$work/logs/read8.err")"
+		oumount
+		return
+	fi
+	wait_materialized 600	# default materialize_age_ms: 5 s
+	oumount
+	for r in $(seq "$READ_RUNS"); do
+		omount dir "$data" "" || return
+		wbs+=("$(getfattr --only-values -n user.nereus.wal_bytes "$f" 2>/dev/null)")
+		read_cold_warm "$f"
+		oumount
+		read_pt
+	done
+	read_medians dir8
+	NOTE[read,dir8]="8 writers, 1 MiB appends, one stream, default options; bytes still in the WAL at each read: ${wbs[*]}"
+	[ -n "${BENCH_RAW:-}" ] && echo "obj=read8 store=dir bytes=$READ_BYTES nereus_cold=${nc[*]} nereus_warm=${nw[*]} pt_cold=${pc[*]} pt_warm=${pw[*]} gets=${gets[*]} get_bytes=${gbytes[*]} warm_daemon_reads=${wreads[*]} wal_bytes=${wbs[*]} load=${loads[*]}" >>"$BENCH_RAW"
+	return 0
 }
 
 obj_bench() {
@@ -1048,6 +1111,7 @@ obj_bench() {
 			mat_runs "$store" "$n"
 		done
 		read_runs "$store"
+		[ "$store" = dir ] && read8_runs
 	done
 	[ -n "$pr_pid" ] && unmount "$work/pr-mnt" "$pr_pid"
 	pr_pid=
@@ -1104,7 +1168,7 @@ obj_report() {
 	echo
 	echo "sequential read, dd bs=1M, of object-resident data vs passthrough_ll -o cache=always, same size"
 	printf '%-6s %-6s %12s %15s %7s %6s  %s\n' store cache nereusfs_MB/s passthrough_MB/s ratio load "target (issue 4): met?"
-	for store in $STORES; do
+	for store in $STORES dir8; do
 		[ -n "${RD[$store,n,warm]:-}" ] || continue
 		for c in cold warm; do
 			v=${RD[$store,n,$c]:-}
@@ -1130,6 +1194,8 @@ obj_report() {
 			echo "       four s3 CLI processes getting them in parallel, cold: ${RD[$store,cliget4]} MB/s ($(ratio "${RD[$store,cliget4]}" "${RD[$store,p,cold]:-}")x passthrough_ll: about the most this server gives; nereusfs cold: $(ratio "${RD[$store,n,cold]:-}" "${RD[$store,cliget4]}")x)"
 		[ -n "${NOTE[read,$store]:-}" ] && echo "       note: ${NOTE[read,$store]}"
 	done
+	[ -n "${RD[dir8,n,warm]:-}" ] &&
+		echo "dir8: the dir store, a stream written by 8 interleaved writers with the default options (issue 16: cold >= 0.8x)"
 	return 0
 }
 

@@ -852,6 +852,23 @@ static void test_header_once(void **state)
 	}
 }
 
+/* Two objects of size bytes of stream id in h[0..2) and the store, a
+ * cache over them (tier mem, readahead ra; 0: the defaults) told that
+ * h[1] follows h[0]; *gets = the GETs sent so far. */
+static struct nrs_bcache *open_followed(struct mock *m, struct nrs_objhdr *h,
+					uint64_t id, uint64_t size,
+					uint64_t mem, uint32_t ra,
+					unsigned *gets)
+{
+	struct nrs_bcache *c;
+
+	put_objs(m, h, 2, id, size);
+	c = open_cache(m, mem, NULL, 0, ra);
+	nrs_bcache_follow(c, &h[0], &h[1], 1);
+	*gets = mock_gets(m);
+	return c;
+}
+
 /* B8: a read from an object's start fetches its header and first window
  * in one GET; so does a prefetch into the next object, with its run. */
 static void test_header_with_first_run(void **state)
@@ -859,13 +876,10 @@ static void test_header_with_first_run(void **state)
 	struct mock *m = *state;
 	struct nrs_objhdr h[2];
 	size_t hl = nrs_objfmt_hdr_len(4 * BLK);
-	struct nrs_bcache *c;
 	unsigned gets;
+	struct nrs_bcache *c = open_followed(m, h, 78, 4 * BLK, 0, 4 * BLK,
+					     &gets);
 
-	put_objs(m, h, 2, 78, 4 * BLK);
-	c = open_cache(m, 0, NULL, 0, 4 * BLK);
-	nrs_bcache_follow(c, &h[0], &h[1], 1);
-	gets = mock_gets(m);
 	check_read(c, &h[0], 0, 4 * BLK);
 	nrs_bcache_drain(c);			/* the prefetch into h[1] */
 	check_read(c, &h[1], 4 * BLK, 4 * BLK);
@@ -877,35 +891,47 @@ static void test_header_with_first_run(void **state)
 	nrs_bcache_close(c);
 }
 
-/* BA1: with the default memory tier and readahead, a sequential reader's
- * window grows to the whole readahead (8 MiB: half the tier holds two in
- * flight and one landed), so an object of the default size (16 MiB) that
- * the reader reaches by prefetch comes in two GETs, its header with the
- * first.  The first object ramps up from SEQ_FIRST (1 MiB) with the
- * header, doubling: 1, 2, 4, 8, and its last 1 MiB. */
+/* BA1, BA2: a sequential reader's window grows to the readahead unless a
+ * third of half the tier is less.  The first object ramps up from
+ * SEQ_FIRST (1 MiB) with the header, doubling: 1, 2, 4, 8, and its last
+ * 1 MiB.  With the defaults (BA2: 128 MiB, 16 MiB) an object of the
+ * default size (16 MiB) that the reader reaches by prefetch comes whole
+ * in one GET with its header; with a 64 MiB tier BA1 cuts the window to
+ * 170 blocks (10.6 MiB), and it comes in two. */
 static void test_prefetch_window(void **state)
 {
+	static const struct {
+		uint64_t mem;
+		unsigned n;		/* GETs after the first */
+		size_t lens[7];
+	} cases[] = {
+		{ 0, 5, { 2 * MIB, 4 * MIB, 8 * MIB, MIB, 16 * MIB } },
+		{ 64 * MIB, 6, { 2 * MIB, 4 * MIB, 8 * MIB, MIB,
+				 170 * BLK, 86 * BLK } },
+	};
 	struct mock *m = *state;
-	struct nrs_objhdr h[2];
 	size_t hl = nrs_objfmt_hdr_len(16 * MIB);
-	struct nrs_bcache *c;
-	unsigned gets;
 
-	put_objs(m, h, 2, 79, 16 * MIB);
-	c = open_cache(m, 0, NULL, 0, 0);
-	nrs_bcache_follow(c, &h[0], &h[1], 1);
-	gets = mock_gets(m);
-	for (int i = 0; i < 2; i++)
-		for (uint64_t at = h[i].start; at < h[i].end; at += 128 * KIB)
-			check_read(c, &h[i], at, 128 * KIB);
-	nrs_bcache_drain(c);
-	assert_int_equal(mock_gets(m), gets + 7);
-	assert_int_equal(m->get_len[gets], hl + MIB);
-	expect_get_lens(m, gets + 1, (const size_t[]){ 2 * MIB, 4 * MIB,
-						8 * MIB, MIB, hl + 8 * MIB,
-						8 * MIB }, 6);
-	assert_int_equal(stats(c).bad_blocks, 0);
-	nrs_bcache_close(c);
+	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct nrs_objhdr h[2];
+		size_t lens[7];
+		unsigned gets;
+		struct nrs_bcache *c = open_followed(m, h, 79 + k, 16 * MIB,
+						     cases[k].mem, 0, &gets);
+
+		for (int i = 0; i < 2; i++)
+			for (uint64_t at = h[i].start; at < h[i].end;
+			     at += 128 * KIB)
+				check_read(c, &h[i], at, 128 * KIB);
+		nrs_bcache_drain(c);
+		assert_int_equal(mock_gets(m), gets + 1 + cases[k].n);
+		assert_int_equal(m->get_len[gets], hl + MIB);
+		memcpy(lens, cases[k].lens, sizeof(lens));
+		lens[4] += hl;		/* h[1]'s header with its first run */
+		expect_get_lens(m, gets + 1, lens, cases[k].n);
+		assert_int_equal(stats(c).bad_blocks, 0);
+		nrs_bcache_close(c);
+	}
 }
 
 /* A following object's header entry, cached but unreferenced and the
