@@ -501,13 +501,7 @@ int nrs_ckpt_sync(struct nrs_ckpt *k, uint64_t timeout_ms)
 
 	if (!k)
 		return 0;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(timeout_ms / 1000);
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	nrs_deadline_ms(&ts, timeout_ms);
 	pthread_mutex_lock(&k->lock);
 	ticket = ++k->want;
 	k->kicked = true;
