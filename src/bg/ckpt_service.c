@@ -18,7 +18,14 @@
  *      object-WAL record below it was in the store by then (the caller's
  *      promise, checkpoint.h), so it is in the snapshot, which can only
  *      hold more.  Covering more than it holds would let recovery skip a
- *      record; covering less only replays a few again.
+ *      record; covering less only replays a few again.  This holds for
+ *      META records too (the object WAL's records of metadata changes,
+ *      core_metalog.c): a change is committed, with its number, before
+ *      its record is written (sqlite_log.c ML1), so every META record
+ *      below the covered position has a number the snapshot holds, and
+ *      the object WAL's GC, which keeps what the last proven checkpoint
+ *      does not cover (walgc.c MZ8), reclaims a WAL object holding META
+ *      records only once a proven checkpoint holds every one of them.
  *  KC2 An upload not proven is retried with the same bytes under the same
  *      key (KP1), with a backoff, before anything else: no new checkpoint
  *      is taken while one waits for proof.  Quarantine (KP2) moves to the
