@@ -35,7 +35,8 @@
  *      record completed after it also waits for a proven checkpoint begun
  *      after the failure (it holds every change up to the failed one, so
  *      a recovery from it skips the gap): only then is a change
- *      acknowledged.
+ *      acknowledged -- and not at all (ESTALE) while this mount may not
+ *      acknowledge (owner.c OR3), as its appends.
  *  NS3 The log starts with the first change under an object-wal
  *      directory (a mount whose store never logged one puts nothing of
  *      its local-wal namespace in the object WAL), and from then on is
@@ -57,6 +58,8 @@
 #include "commit/pipeline.h"
 #include "core/core_priv.h"
 #include "meta/meta.h"
+#include "owner/owner.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/waitms.h"
 
@@ -199,6 +202,8 @@ static int ckpt_owed(struct nrs_core *c)
 	pthread_mutex_unlock(&c->mlock);
 	if (!failed)
 		return 0;
+	if (c->owner && !nrs_owner_may_ack(c->owner, nrs_now_mono_ns()))
+		return -ESTALE;		/* OW1, I8: as the appends */
 	err = nrs_ckpt_sync(c->ckpt, c->owal_timeout_ms);
 	if (err)
 		return err;
