@@ -18,7 +18,14 @@
  *      object-WAL record below it was in the store by then (the caller's
  *      promise, checkpoint.h), so it is in the snapshot, which can only
  *      hold more.  Covering more than it holds would let recovery skip a
- *      record; covering less only replays a few again.
+ *      record; covering less only replays a few again.  This holds for
+ *      META records too (the object WAL's records of metadata changes,
+ *      core_metalog.c): a change is committed, with its number, before
+ *      its record is written (sqlite_log.c ML1), so every META record
+ *      below the covered position has a number the snapshot holds, and
+ *      the object WAL's GC, which keeps what the last proven checkpoint
+ *      does not cover (walgc.c MZ8), reclaims a WAL object holding META
+ *      records only once a proven checkpoint holds every one of them.
  *  KC2 An upload not proven is retried with the same bytes under the same
  *      key (KP1), with a backoff, before anything else: no new checkpoint
  *      is taken while one waits for proof.  Quarantine (KP2) moves to the
@@ -501,13 +508,7 @@ int nrs_ckpt_sync(struct nrs_ckpt *k, uint64_t timeout_ms)
 
 	if (!k)
 		return 0;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(timeout_ms / 1000);
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	nrs_deadline_ms(&ts, timeout_ms);
 	pthread_mutex_lock(&k->lock);
 	ticket = ++k->want;
 	k->kicked = true;

@@ -125,6 +125,13 @@
  *     waits for the bucket never holds a local-wal batch behind it):
  *     every LSN is unique across those WALs, as recovery's LSN order and
  *     commit chains (recovery.c RC3, RC5a) need.
+ *  PL8 META requests (NRS_REQ_META, a metadata change of meta.h's change
+ *     log) have no stream: each is a META record of its own (walrec.c
+ *     WV4) in the batch it was taken in, at its place in submission order
+ *     with the appends, goes to cfg.wal, publishes nothing and is
+ *     completed, as an append, once its batch is durable and published
+ *     (so in submission order with the other requests of its WAL).  The
+ *     core submits them in the order the store numbered them.
  *
  * Appends to one stream are therefore published in the order they were
  * submitted, and a request is completed only after both its WAL write is
@@ -230,7 +237,7 @@ static struct nrs_wal *wal_of(const struct nrs_pipeline *p,
 	struct nrs_wal *w = NULL;
 	int profile;
 
-	if (!p->multi)
+	if (!p->multi || !st)		/* PL8: a META record */
 		return p->cfg.wal;
 	pthread_mutex_lock(&st->lock);
 	profile = st->profile;

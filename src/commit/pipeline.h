@@ -24,6 +24,11 @@ struct nrs_wal;
 enum nrs_req_kind {
 	NRS_REQ_APPEND = 1,
 	NRS_REQ_FENCE = 2,
+	/* A metadata change (meta.h THE CHANGE LOG) as a META record
+	 * (walrec.h, metarec.h) of the WAL: st is NULL, data and len the
+	 * change, meta_seq its number.  Ordered in the log with the appends
+	 * of the same batch as it was submitted (pipeline.c PL8). */
+	NRS_REQ_META = 3,
 };
 
 #define NRS_EXPECT_ANY	UINT64_MAX	/* O_APPEND: at the head, wherever */
@@ -45,8 +50,9 @@ struct nrs_req {
 	uint64_t epoch;		/* APPEND: the handle's epoch; FENCE: new */
 	uint64_t expect;	/* APPEND: required head or NRS_EXPECT_ANY */
 	bool bind;		/* FENCE: a lower epoch is -ESTALE, not -EINVAL */
-	const void *data;	/* APPEND: len bytes, live until done */
+	const void *data;	/* APPEND, META: len bytes, live until done */
 	size_t len;
+	uint64_t meta_seq;	/* META: the change's number */
 	nrs_req_done done;
 	void *cookie;		/* for the caller */
 	uint64_t offset;	/* out */

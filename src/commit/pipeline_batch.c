@@ -21,6 +21,7 @@
 #include "util/log.h"
 #include "util/metrics.h"
 #include "wal/wal.h"
+#include "wal/metarec.h"
 #include "wal/walrec.h"
 
 static const unsigned char zero_pad[NRS_WALREC_ALIGN];
@@ -137,6 +138,31 @@ static int order_fence(struct batch *b, struct nrs_req *r)
 	return 0;
 }
 
+/* PL8: a META record of its own, in submission order with the appends. */
+static int order_meta(struct nrs_pipeline *p, struct batch *b,
+		      struct nrs_req *r, size_t ri)
+{
+	struct batch_rec *br;
+	int err;
+
+	if (NRS_WALREC_LSN_MAX < atomic_load(p->lsn))		/* PL1 */
+		return lsn_exhausted(p);
+	if (nrs_grow((void **)&b->recs, &b->cap_recs, b->nrecs + 1,
+		     sizeof(*b->recs)))
+		return -ENOMEM;
+	br = &b->recs[b->nrecs];
+	memset(br, 0, sizeof(*br));
+	err = nrs_metarec_make(atomic_load(p->lsn), r->meta_seq, r->len,
+			       &br->rec, br->meta_fixed);
+	if (err)
+		return err;
+	br->rec.lsn = atomic_fetch_add(p->lsn, 1);		/* PL7 */
+	br->first_req = br->last_req = ri;
+	b->rnext[ri] = SIZE_MAX;
+	b->nrecs++;
+	return 0;
+}
+
 /* PL2: format the records into iovecs and write them to w. */
 static int write_batch(struct batch *b, struct nrs_wal *w)
 {
@@ -149,7 +175,7 @@ static int write_batch(struct batch *b, struct nrs_wal *w)
 		return 0;
 	for (size_t i = 0; i < b->nrecs; i++) {
 		hdr_bytes += nrs_walrec_hdr_len(b->recs[i].rec.len);
-		niov += 2 + b->recs[i].rec.n_appends;
+		niov += 3 + b->recs[i].rec.n_appends;	/* + META's fixed */
 	}
 	if (nrs_grow((void **)&b->hdrs, &b->cap_hdrs, hdr_bytes, 1) ||
 	    nrs_grow((void **)&b->iov, &b->cap_iov, niov, sizeof(*b->iov)))
@@ -162,6 +188,10 @@ static int write_batch(struct batch *b, struct nrs_wal *w)
 
 		b->iov[k].iov_base = b->hdrs + h;
 		b->iov[k++].iov_len = hl;
+		if (br->rec.kind == NRS_WALREC_META) {
+			b->iov[k].iov_base = br->meta_fixed;
+			b->iov[k++].iov_len = sizeof(br->meta_fixed);
+		}
 		for (size_t ri = br->first_req; ri != SIZE_MAX; ri = b->rnext[ri]) {
 			b->iov[k].iov_base = (void *)b->reqs[ri]->data;
 			b->iov[k++].iov_len = b->reqs[ri]->len;
@@ -244,6 +274,8 @@ void pl_stage_write(struct nrs_pipeline *p, struct batch *b,
 
 		if (r->kind == NRS_REQ_FENCE) {
 			r->err = order_fence(b, r);
+		} else if (r->kind == NRS_REQ_META) {
+			r->err = order_meta(p, b, r, i);
 		} else {
 			r->err = order_append(p, b, r, i);
 			if (r->err == 0) {

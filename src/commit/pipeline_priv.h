@@ -22,6 +22,7 @@
 
 #include "commit/pipeline.h"
 #include "wal/wal.h"
+#include "wal/metarec.h"
 #include "wal/walrec.h"
 
 struct nrs_head_update;
@@ -32,6 +33,7 @@ struct batch_rec {
 	size_t first_req, last_req;	/* indexes into reqs, linked by rnext */
 	size_t total;			/* bytes on disk */
 	uint64_t seg, off;		/* where it starts, once written */
+	unsigned char meta_fixed[NRS_METAREC_FIXED];	/* META: metarec.h */
 };
 
 #define NBUF	16	/* written, syncing or publishing, in order */

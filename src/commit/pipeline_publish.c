@@ -43,11 +43,12 @@ void pl_complete(struct nrs_pipeline *p, struct nrs_req *r, int err)
 			else if (err == -ESTALE)
 				nrs_count(&m->estale, 1);
 		}
-	} else if (m && err == 0) {
+	} else if (m && err == 0 && r->kind == NRS_REQ_FENCE) {
 		nrs_count(&m->fences, 1);
 	}
 	r->done(r, err);
-	p->cfg.put(st);
+	if (st)
+		p->cfg.put(st);
 }
 
 /* PL3 */
@@ -107,7 +108,7 @@ static void apply_reads(struct batch *b)
 		};
 		int err = 0;
 
-		if (br->rec.len == 0)
+		if (br->rec.len == 0 || !st)	/* !st: a META record */
 			continue;
 		pthread_mutex_lock(&st->lock);
 		err = nrs_index_append(&st->index, &e);

@@ -757,6 +757,8 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	c->lock_fd = -1;
 	nrs_metrics_init(&c->metrics);
 	pthread_mutex_init(&c->admin, NULL);
+	pthread_mutex_init(&c->mlock, NULL);
+	pthread_cond_init(&c->mcond, NULL);
 	pthread_mutex_init(&c->hlock, NULL);
 	nrs_pool_init(&c->ar_pool, AR_BLOCK, AR_POOL_MAX);
 	nrs_streams_init(&c->streams);
@@ -854,7 +856,8 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	}
 	if (err)
 		goto out_free;
-	err = nrs_core_obj_start(c, o);
+	err = nrs_core_obj_start(c, o) ?:
+	      nrs_core_metalog_start(c);		/* NS1 */
 	if (err)
 		goto out_free;
 	*out = c;
@@ -901,6 +904,7 @@ static int core_free(struct nrs_core *c, bool sync)
 {
 	int err = 0;
 
+	nrs_core_metalog_stop(c);
 	nrs_core_obj_close(c);
 	nrs_pipeline_stop(c->pipe);
 	nrs_pipeline_stop(c->opipe);
@@ -923,6 +927,8 @@ static int core_free(struct nrs_core *c, bool sync)
 		close(c->lock_fd);
 	pthread_rwlock_destroy(&c->gate);
 	pthread_mutex_destroy(&c->admin);
+	pthread_mutex_destroy(&c->mlock);
+	pthread_cond_destroy(&c->mcond);
 	pthread_mutex_destroy(&c->hlock);
 	nrs_pool_destroy(&c->ar_pool);	/* the pipelines completed them all */
 	free(c->data_dir);

@@ -17,16 +17,8 @@
  * objects in the same store, bucket or directory, under owal/; -o
  * objects=DIR puts the embedded store on another disk or a shared mount.
  *
- *  NS1 A namespace or xattr change under an object-wal directory (the
- *      inode's effective profile, or either side of a rename) returns
- *      only once a checkpoint that holds it is proven stored
- *      (nrs_core_bucket_sync, checkpoint.h KC3), within
- *      object_wal_timeout_ms, else fails (ETIMEDOUT): the bucket holds
- *      the namespace, xattrs and epochs a recovery brings back, with the
- *      same proof as the appends.  The change itself is made: a failed
- *      call may or may not have taken effect, as a failed write (I3).
- *      Its cost is one snapshot and PUT of the metadata per change (or
- *      per group of changes at once).
+ * A namespace or xattr change under an object-wal directory reaches the
+ * bucket as a META record of the object WAL (core_metalog.c NS1-NS3).
  *
  * The bucket's owner record is claimed as soon as the store is open
  * (core_owner.c), before a recovery reads the bucket; the services and the
@@ -272,23 +264,4 @@ void nrs_core_obj_close(struct nrs_core *c)
 	c->lc = NULL;
 	nrs_mat_stop(c->mat);
 	c->mat = NULL;
-}
-
-/* NS1: is ino under an object-wal directory (its effective profile, one
- * meta call)?  When that cannot be told, it may be: the sync is made. */
-static bool under_object_wal(struct nrs_core *c, uint64_t ino)
-{
-	int p;
-
-	return nrs_meta_effective_profile(c->meta, ino, &p) != 0 ||
-	       p == NRS_PROFILE_OBJECT_WAL;
-}
-
-int nrs_core_bucket_sync(struct nrs_core *c, uint64_t ino, uint64_t ino2)
-{
-	if (!c->ckpt || !c->owal)
-		return 0;
-	if (!under_object_wal(c, ino) && (!ino2 || !under_object_wal(c, ino2)))
-		return 0;
-	return nrs_ckpt_sync(c->ckpt, c->owal_timeout_ms);	/* NS1 */
 }

@@ -52,6 +52,20 @@ struct nrs_core {
 	bool recovering;		/* -o recover under way (RB1) */
 	struct nrs_wal_progress progress; /* what start-up recovery read (RP1) */
 	uint64_t owal_timeout_ms;	/* NS1 */
+	/* core_metalog.c: the change log's META records (NS1, NS2) */
+	pthread_mutex_t mlock;
+	pthread_cond_t mcond;
+	atomic_bool mlog_on;		/* the store's sink is set (NS3) */
+	atomic_bool mlog_enabling;	/* it is being set, or is */
+	uint64_t mlog_done;		/* protected by mlock: every META
+					 * record up to it completed */
+	uint64_t mlog_retrying;		/* protected by mlock: records being
+					 * tried again (NS2) */
+	uint64_t mlog_failed;		/* protected by mlock: the highest
+					 * one that failed (0: none) */
+	uint64_t mlog_ckpt;		/* protected by mlock: a proven
+					 * checkpoint holds every change up
+					 * to it (NS2) */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
@@ -163,9 +177,15 @@ void nrs_core_obj_close(struct nrs_core *c);
  * the report and the end of it (RB3) after the start-up recovery. */
 int nrs_core_recover_bucket(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_recover_report(struct nrs_core *c);
-/* core_obj.c NS1: the change of ino (and ino2, 0: none) is in the bucket,
- * if either is under an object-wal directory. */
+/* core_metalog.c NS1: the change this thread just made to ino (and ino2,
+ * 0: none) is in the bucket, if either is under an object-wal directory;
+ * _epoch: the epoch just raised on ino's stream (a checkpoint).  start
+ * sets the store's sink once the object WAL's pipeline runs; stop unsets
+ * it before the pipeline stops. */
 int nrs_core_bucket_sync(struct nrs_core *c, uint64_t ino, uint64_t ino2);
+int nrs_core_bucket_sync_epoch(struct nrs_core *c, uint64_t ino);
+int nrs_core_metalog_start(struct nrs_core *c);
+void nrs_core_metalog_stop(struct nrs_core *c);
 /* core_owner.c: the bucket's owner (CW1 at mount; -EBUSY, -EUCLEAN refuse
  * it); close stops the renewals. */
 int nrs_core_owner_open(struct nrs_core *c, const struct nrs_core_opts *o);

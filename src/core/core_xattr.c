@@ -332,6 +332,8 @@ int nrs_core_setxattr(struct nrs_core *c, uint64_t ino, const char *name,
 	pthread_mutex_lock(&c->admin);
 	err = set_nereus(c, &a, id, value, size, flags);
 	pthread_mutex_unlock(&c->admin);
+	if (!err && id == NRS_XA_EPOCH)
+		return nrs_core_bucket_sync_epoch(c, ino);	/* NS1 */
 	return err ?: nrs_core_bucket_sync(c, ino, 0);		/* NS1 */
 }
 

@@ -208,6 +208,10 @@ int nrs_fsck_add_rec(void *ctx, const struct nrs_wal_rec_info *ri)
 {
 	struct nrs_fsck *f = ctx;
 
+	if (ri->rec.kind == NRS_WALREC_META) {	/* walrec.c WV4 */
+		f->meta_recs++;
+		return 0;
+	}
 	return PUSH(f, recs, nrecs, rcap, *ri);
 }
 

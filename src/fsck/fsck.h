@@ -46,6 +46,8 @@ struct nrs_fsck {
 	size_t nstreams, scap;
 	struct nrs_wal_rec_info *recs;		/* sorted by lsn by check */
 	size_t nrecs, rcap;
+	uint64_t meta_recs;	/* META records seen (walrec.h): not
+				 * stream data, left out of recs */
 	struct nrs_wal_damage *damage;		/* in log order */
 	size_t ndamage, mcap;
 	struct nrs_obj_row *objs;		/* sorted by check: stream,

@@ -299,3 +299,19 @@ int nrs_meta_snapshot(struct nrs_meta *m, void **buf, size_t *len,
 {
 	return m->ops->snapshot(m, buf, len, stats);
 }
+
+int nrs_meta_log_set(struct nrs_meta *m, nrs_meta_log_fn fn, void *ctx)
+{
+	return m->ops->log_set(m, fn, ctx);
+}
+
+int nrs_meta_log_seq(struct nrs_meta *m, uint64_t *seq)
+{
+	return m->ops->log_seq(m, seq);
+}
+
+int nrs_meta_log_apply(struct nrs_meta *m, uint64_t seq, const void *change,
+		       size_t len)
+{
+	return m->ops->log_apply(m, seq, change, len);
+}

@@ -453,6 +453,37 @@ int nrs_meta_snapshot(struct nrs_meta *m, void **buf, size_t *len,
  */
 int nrs_meta_install(const char *path, const void *buf, size_t len);
 
+/* ---- the change log (sqlite_log.c) --------------------------------- */
+
+/*
+ * THE CHANGE LOG.  Each change of the namespace, of attributes, xattrs,
+ * settings or a stream's start (the calls marked "logged" in the store:
+ * every one that has no other durable copy, all but the reads, publish and
+ * the object generations) gets the next meta sequence number, kept in the
+ * store in the change's own transaction, so a snapshot (nrs_meta_snapshot)
+ * says which changes it holds (nrs_meta_log_seq).  While a sink is set,
+ * each such change is handed to it after its commit, as the change (an
+ * opaque byte string: SQLite's session changeset) and its number, in
+ * number order, under the store's lock (the sink must not call the store;
+ * it may queue).  A change that changes no row takes no number.
+ * nrs_meta_log_apply makes a change handed out on one store on a copy of
+ * it (a restored checkpoint):
+ *   0        applied: the copy now holds seq;
+ *   1        the copy already holds seq: nothing done (a replay that
+ *            runs again is harmless);
+ *   -EUCLEAN seq is beyond the next one (a change is missing), or the
+ *            change is not one this store wrote, or does not fit the copy
+ *            (sqlite_log.c ML2); nothing done, and logged;
+ *   -ENOTSUP the SQLite library has no session extension.
+ * nrs_meta_log_set returns -ENOTSUP for that too (checked at run time).
+ */
+typedef void (*nrs_meta_log_fn)(void *ctx, uint64_t seq, const void *change,
+				size_t len);
+int nrs_meta_log_set(struct nrs_meta *m, nrs_meta_log_fn fn, void *ctx);
+int nrs_meta_log_seq(struct nrs_meta *m, uint64_t *seq);
+int nrs_meta_log_apply(struct nrs_meta *m, uint64_t seq, const void *change,
+		       size_t len);
+
 /* ---- the operations table ------------------------------------------- */
 
 /*
@@ -552,6 +583,10 @@ struct nrs_meta_ops {
 
 	int (*snapshot)(struct nrs_meta *m, void **buf, size_t *len,
 			struct nrs_meta_snap_stats *stats);
+	int (*log_set)(struct nrs_meta *m, nrs_meta_log_fn fn, void *ctx);
+	int (*log_seq)(struct nrs_meta *m, uint64_t *seq);
+	int (*log_apply)(struct nrs_meta *m, uint64_t seq, const void *change,
+			 size_t len);
 };
 
 /* The head of every store's handle (the rest is the store's). */

@@ -16,6 +16,7 @@
  *   sqlite_obj.c      object generations (their states: ../objgen.c)
  *   sqlite_tools.c    what nereusfs-fsck reads and repairs
  *   sqlite_ckpt.c     the store as bytes for checkpoints, SN1 SN2
+ *   sqlite_log.c      the change log (session changesets), ML1 ML2
  * Only these files include sqlite3.h.
  *
  * DURABILITY
@@ -201,11 +202,15 @@ int nrs_sq_tx_begin(struct sqlite_meta *m, enum tx_kind kind)
 	if (ret)
 		return ret;
 	m->tx = kind;
-	if (kind == TX_DURABLE)
+	if (kind == TX_DURABLE || kind == TX_LOGGED)
 		ret = set_sync(m, true);
 	if (!ret && kind != TX_NONE)
 		ret = run(m, m->st[kind == TX_READ ? ST_BEGIN_READ : ST_BEGIN]);
+	if (!ret && kind == TX_LOGGED)
+		ret = nrs_sq_log_begin(m);
 	if (ret) {
+		if (!sqlite3_get_autocommit(m->db))
+			run(m, m->st[ST_ROLLBACK]);
 		if (m->synced)
 			set_sync(m, false);
 		pthread_mutex_unlock(&m->lock);
@@ -218,9 +223,18 @@ int nrs_sq_tx_begin(struct sqlite_meta *m, enum tx_kind kind)
 int nrs_sq_tx_end(struct sqlite_meta *m, int ret)
 {
 	sqlite3_stmt *s = NULL;
+	void *change = NULL;
+	size_t len = 0;
+	uint64_t seq = 0;
 
+	if (ret == 0 && m->sess)
+		ret = nrs_sq_log_end(m, &change, &len, &seq);
+	nrs_sq_log_drop(m);
 	if (ret == 0 && m->tx != TX_NONE)
 		ret = run(m, m->st[ST_COMMIT]);
+	if (ret == 0 && change && m->log_fn)
+		m->log_fn(m->log_ctx, seq, change, len);	/* ML1 */
+	nrs_sq_log_free(change);
 	if (ret) {
 		while ((s = sqlite3_next_stmt(m->db, s)) != NULL)
 			if (sqlite3_stmt_busy(s))
@@ -330,4 +344,7 @@ const struct nrs_meta_ops nrs_sq_ops = {
 	.inode_foreach = nrs_sq_inode_foreach,
 	.dirent_foreach = nrs_sq_dirent_foreach,
 	.snapshot = nrs_sq_snapshot,
+	.log_set = nrs_sq_log_set,
+	.log_seq = nrs_sq_log_seq,
+	.log_apply = nrs_sq_log_apply,
 };

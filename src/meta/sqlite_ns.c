@@ -254,7 +254,7 @@ static int make_tx(struct sqlite_meta *m, uint64_t parent, const char *name,
 {
 	struct nrs_attr a = { 0 };
 	struct nrs_stream_row sr = { 0 };
-	int ret = tx_begin(m, TX_DURABLE);
+	int ret = tx_begin(m, TX_LOGGED);
 
 	if (!ret)			/* MS1: a new inode, a new name */
 		ret = tx_end(m, room(m, strnlen(name, NRS_NAME_MAX + 1)) ?:
@@ -302,7 +302,7 @@ int nrs_sq_unlink(struct nrs_meta *base, uint64_t parent, const char *name,
 	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
 	uint64_t cookie;
-	int ret = tx_begin(m, TX_DURABLE);
+	int ret = tx_begin(m, TX_LOGGED);
 
 	if (ret)
 		return ret;
@@ -324,7 +324,7 @@ int nrs_sq_rmdir(struct nrs_meta *base, uint64_t parent, const char *name,
 	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
 	uint64_t cookie;
-	int ret = tx_begin(m, TX_DURABLE);
+	int ret = tx_begin(m, TX_LOGGED);
 
 	if (ret)
 		return ret;
@@ -409,7 +409,7 @@ int nrs_sq_rename(struct nrs_meta *base, uint64_t parent, const char *name,
 {
 	struct sqlite_meta *m = sqm(base);
 	uint64_t rep;
-	int ret = tx_begin(m, TX_DURABLE);
+	int ret = tx_begin(m, TX_LOGGED);
 
 	if (!ret)
 		ret = tx_end(m, do_rename(m, parent, name, newparent, newname,
@@ -425,7 +425,7 @@ int nrs_sq_setattr(struct nrs_meta *base, uint64_t ino,
 {
 	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
-	int ret = tx_begin(m, TX_DURABLE);
+	int ret = tx_begin(m, TX_LOGGED);
 
 	if (ret)
 		return ret;
@@ -502,7 +502,7 @@ int nrs_sq_forget_inode(struct nrs_meta *base, uint64_t ino)
 {
 	struct sqlite_meta *m = sqm(base);
 	struct nrs_attr a = { 0 };
-	int ret = tx_begin(m, TX_DURABLE);
+	int ret = tx_begin(m, TX_LOGGED);
 
 	if (ret)
 		return ret;

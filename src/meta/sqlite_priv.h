@@ -22,7 +22,7 @@
 
 #include "meta/meta.h"
 
-#define SCHEMA_VERSION	3
+#define SCHEMA_VERSION	4
 #define KIND_DIR	1
 #define KIND_STREAM	2
 #define MAX_DEPTH	65536	/* MT4 */
@@ -97,11 +97,17 @@ struct sqlite_meta {
 	atomic_uint_fast64_t chain_steps;	/* inodes read by MT8 walks */
 	int space_fd;			/* the database file, for MS1; -1 */
 	uint64_t reserve;		/* MS1: free bytes growth leaves */
+	nrs_meta_log_fn log_fn;		/* protected by lock: the sink, or NULL */
+	void *log_ctx;
+	void *sess;			/* protected by lock: the session of
+					 * a TX_LOGGED call (sqlite_log.c) */
 };
 
 /* TX_NONE: one statement, no transaction needed; TX_READ: a snapshot for
- * several; TX_WRITE: unsynced commit; TX_DURABLE: synced commit. */
-enum tx_kind { TX_NONE, TX_READ, TX_WRITE, TX_DURABLE };
+ * several; TX_WRITE: unsynced commit; TX_DURABLE: synced commit;
+ * TX_LOGGED: synced commit of a change the change log numbers and hands
+ * out (meta.h THE CHANGE LOG, sqlite_log.c). */
+enum tx_kind { TX_NONE, TX_READ, TX_WRITE, TX_DURABLE, TX_LOGGED };
 
 /* What the ancestor walks need of an inode. */
 struct settings {
@@ -298,6 +304,18 @@ int nrs_sq_dirent_foreach(struct nrs_meta *base, nrs_meta_rawdirent_cb cb,
 /* sqlite_ckpt.c */
 int nrs_sq_snapshot(struct nrs_meta *base, void **buf, size_t *len,
 		    struct nrs_meta_snap_stats *stats);
+
+/* sqlite_log.c: the change log; begin and end run inside tx_begin and
+ * tx_end of a TX_LOGGED call. */
+int nrs_sq_log_begin(struct sqlite_meta *m);
+int nrs_sq_log_end(struct sqlite_meta *m, void **change, size_t *len,
+		   uint64_t *seq);
+void nrs_sq_log_drop(struct sqlite_meta *m);
+void nrs_sq_log_free(void *change);
+int nrs_sq_log_set(struct nrs_meta *base, nrs_meta_log_fn fn, void *ctx);
+int nrs_sq_log_seq(struct nrs_meta *base, uint64_t *seq);
+int nrs_sq_log_apply(struct nrs_meta *base, uint64_t seq, const void *change,
+		     size_t len);
 
 /* sqlite.c: the table nrs_meta_open hands out */
 extern const struct nrs_meta_ops nrs_sq_ops;

@@ -3,7 +3,7 @@
  * open and upgraded from older versions, in the transaction that checks
  * the version.
  *
- * SCHEMA (PRAGMA user_version = 3)
+ * SCHEMA (PRAGMA user_version = 4)
  *
  *   inodes   ino INTEGER PRIMARY KEY AUTOINCREMENT
  *            parent      containing directory; the root's is itself (1);
@@ -24,6 +24,9 @@
  *            (object bytes), sha256 BLOB(32), state (enum nrs_obj_state),
  *            ctime_ns (the intent), mtime_ns (the last state change);
  *            indexes (stream_id, gen), (state, gen).  Schema 3.
+ *   metalog  one row (id 1): seq, the meta sequence number of the last
+ *            logged change the store holds (meta.h THE CHANGE LOG;
+ *            sqlite_log.c), 0 at creation.  Schema 4.
  *
  * Unsigned 64-bit values are stored as the int64 with the same bits; SQL
  * only tests them for equality, C does every ordering comparison (the one
@@ -37,6 +40,7 @@
  *           computed from the row as it is (schema 1 had no checksum, so
  *           damage done before the upgrade cannot be told apart).
  *   2 -> 3  CREATE TABLE objects and its indexes.
+ *   3 -> 4  CREATE TABLE metalog, its row at seq 0.
  *
  *
  *   MT3 ino, cookie and stream id come from AUTOINCREMENT sequences and are
@@ -72,6 +76,12 @@
 	"CREATE INDEX objects_by_stream ON objects(stream_id, gen);" \
 	"CREATE INDEX objects_by_state ON objects(state, gen);"
 
+/* Schema 4: the change log's sequence number (sqlite_log.c). */
+#define METALOG_SQL \
+	"CREATE TABLE metalog(id INTEGER PRIMARY KEY CHECK(id = 1)," \
+	" seq INTEGER NOT NULL);" \
+	"INSERT INTO metalog(id, seq) VALUES(1, 0);"
+
 static const char schema_sql[] =
 	"CREATE TABLE inodes("
 	" ino INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -97,7 +107,8 @@ static const char schema_sql[] =
 	"CREATE TABLE xattrs("
 	" ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,"
 	" PRIMARY KEY(ino, name)) WITHOUT ROWID;"
-	OBJECTS_SQL;
+	OBJECTS_SQL
+	METALOG_SQL;
 
 /* Schema and root, inside the transaction of schema_open. */
 static int schema_create(struct sqlite_meta *m)
@@ -135,6 +146,8 @@ static int schema_upgrade(struct sqlite_meta *m, int64_t from)
 	}
 	if (!ret && from < 3)		/* 2 -> 3: object generations */
 		ret = exec(m, OBJECTS_SQL);
+	if (!ret && from < 4)		/* 3 -> 4: the change log */
+		ret = exec(m, METALOG_SQL);
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SCHEMA_VERSION);
 	ret = ret ?: exec(m, sql);
 	if (!ret)

@@ -301,7 +301,7 @@ int nrs_sq_set_profile(struct nrs_meta *base, uint64_t ino, int profile)
 
 	if (profile != NRS_PROFILE_LOCAL_WAL && profile != NRS_PROFILE_OBJECT_WAL)
 		return -EINVAL;
-	ret = tx_begin(m, TX_DURABLE);
+	ret = tx_begin(m, TX_LOGGED);
 	if (ret)
 		return ret;
 	ret = settings_get(m, ino, &st) ?:
@@ -337,7 +337,7 @@ int nrs_sq_set_retention(struct nrs_meta *base, uint64_t ino, int which,
 
 	if (which != NRS_RET_BYTES && which != NRS_RET_MS)
 		return -EINVAL;
-	ret = tx_begin(m, TX_DURABLE);
+	ret = tx_begin(m, TX_LOGGED);
 	if (ret)
 		return ret;
 	ret = settings_get(m, ino, &st) ?: run(m, BIND(m, which == NRS_RET_BYTES ?

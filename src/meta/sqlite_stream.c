@@ -22,7 +22,7 @@ int nrs_sq_set_start(struct nrs_meta *base, uint64_t stream_id, uint64_t start)
 {
 	struct sqlite_meta *m = sqm(base);
 	struct nrs_stream_row r = { 0 };
-	int ret = tx_begin(m, TX_DURABLE);
+	int ret = tx_begin(m, TX_LOGGED);
 
 	if (ret)
 		return ret;

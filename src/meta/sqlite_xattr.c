@@ -124,7 +124,7 @@ int nrs_sq_xattr_set(struct nrs_meta *base, uint64_t ino, const char *name,
 	if (!ret && size > NRS_XATTR_VALUE_MAX)
 		ret = -E2BIG;
 	if (!ret)
-		ret = tx_begin(m, TX_DURABLE);
+		ret = tx_begin(m, TX_LOGGED);
 	if (ret)
 		return ret;
 	ret = or_enoent(m, ino, 0) ?: xattr_room(m, ino, name, nlen, size, flags);
@@ -142,7 +142,7 @@ int nrs_sq_xattr_remove(struct nrs_meta *base, uint64_t ino, const char *name)
 {
 	struct sqlite_meta *m = sqm(base);
 	size_t nlen;
-	int ret = xname_check(name, &nlen) ?: tx_begin(m, TX_DURABLE);
+	int ret = xname_check(name, &nlen) ?: tx_begin(m, TX_LOGGED);
 
 	if (ret)
 		return ret;

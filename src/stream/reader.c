@@ -92,7 +92,8 @@ static int read_record(struct nrs_wal *wal, const struct nrs_stream *st,
 	err = nrs_walrec_decode_hdr(buf, hl, &rec);
 	if (err)
 		goto out_free;
-	if (rec.stream_id != st->id || rec.base != e->start || rec.len != len) {
+	if (rec.kind != NRS_WALREC_DATA || rec.stream_id != st->id ||
+	    rec.base != e->start || rec.len != len) {
 		err = -EUCLEAN;
 		goto out_free;
 	}

@@ -61,6 +61,19 @@
  *     while it is empty, so its records are all in one -- and one found
  *     in the other is an orphan (whose LSN RC6 still counts).  RC3-RC6
  *     then run as for one WAL.
+ *  RM1 The metadata's change log (meta.h; core_metalog.c NS1): the META
+ *     records of both WALs are applied, in the order of their numbers (a
+ *     record tried again has a later LSN, core_metalog.c NS2), before RC1
+ *     and before the streams are loaded -- so a stream a META record made
+ *     exists before its appends are re-published, and one it unlinked is
+ *     gone -- each one whose number is above the store's (sqlite_log.c
+ *     ML2; a second copy is skipped).  A META record needed whose payload
+ *     fails its CRC, or metarec.c MR1, or that the store refuses (a gap, a
+ *     change that does not fit), stops the recovery with -EUCLEAN and a
+ *     line naming it: a namespace change is never skipped silently.  Each
+ *     change is applied with its number in one transaction, so a recovery
+ *     killed midway runs again to the same state.  Their LSNs count for
+ *     RC6.
  *  RC7 A stream whose metadata row fails its checksum (meta_sqlite.c CK3)
  *     has no head to start from: it takes no part in RC3-RC6 (nothing is
  *     re-published onto it, no index is built), is logged, and stays
@@ -117,14 +130,16 @@
 #include "util/failpoint.h"
 #include "util/grow.h"
 #include "util/log.h"
+#include "wal/metarec.h"
 #include "wal/wal.h"
 
 struct scan {
 	struct nrs_wal_rec_info *v;	/* data records; sorted by LSN */
 	size_t n, cap;
+	struct nrs_wal_rec_info *meta;	/* META records (RM1) */
+	size_t nmeta, mcap;
 	struct nrs_streams *streams;
 	bool object;			/* scanning the object WAL (RC8) */
-	bool filter;			/* two WALs: RC8 applies */
 	uint64_t other_lsn;		/* the largest LSN RC8 left out (RC6) */
 };
 
@@ -133,6 +148,14 @@ static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
 	struct scan *s = ctx;
 	const char *why;
 
+	if (ri->rec.kind == NRS_WALREC_META) {			/* RM1 */
+		if (nrs_grow((void **)&s->meta, &s->mcap, s->nmeta + 1,
+			     sizeof(*s->meta)))
+			return -ENOMEM;
+		s->meta[s->nmeta] = *ri;
+		s->meta[s->nmeta++].object = s->object;
+		return 0;
+	}
 	if (ri->rec.kind != NRS_WALREC_DATA)
 		return 0;
 	if ((why = nrs_recover_rec_damage(&ri->rec))) {		/* RD2 */
@@ -144,21 +167,33 @@ static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
 			ri->rec.len, why);
 		return 0;
 	}
-	if (s->filter) {					/* RC8 */
+	if (nrs_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)))
+		return -ENOMEM;
+	s->v[s->n] = *ri;
+	s->v[s->n++].object = s->object;
+	return 0;
+}
+
+/* RC8, once the streams are loaded (RM1 runs before): a record found in
+ * the WAL of the other profile than its stream's is an orphan. */
+static void filter_other(struct scan *s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct nrs_wal_rec_info *ri = &s->v[i];
 		struct nrs_stream *st = nrs_streams_peek(s->streams,
 							 ri->rec.stream_id);
 
 		if (st && !st->corrupt &&
-		    (st->profile == NRS_PROFILE_OBJECT_WAL) != s->object) {
+		    (st->profile == NRS_PROFILE_OBJECT_WAL) != ri->object) {
 			if (ri->rec.lsn > s->other_lsn)
 				s->other_lsn = ri->rec.lsn;
-			return 0;
+			continue;
 		}
+		s->v[k++] = *ri;
 	}
-	if (nrs_grow((void **)&s->v, &s->cap, s->n + 1, sizeof(*s->v)))
-		return -ENOMEM;
-	s->v[s->n++] = *ri;
-	return 0;
+	s->n = k;
 }
 
 static int cmp_lsn(const void *a, const void *b)
@@ -166,6 +201,98 @@ static int cmp_lsn(const void *a, const void *b)
 	const struct nrs_wal_rec_info *x = a, *y = b;
 
 	return x->rec.lsn < y->rec.lsn ? -1 : x->rec.lsn > y->rec.lsn;
+}
+
+/* RM1: META records by their number, then LSN. */
+static int cmp_seq(const void *a, const void *b)
+{
+	const struct nrs_wal_rec_info *x = a, *y = b;
+
+	if (x->rec.base != y->rec.base)
+		return x->rec.base < y->rec.base ? -1 : 1;
+	return cmp_lsn(a, b);
+}
+
+/* RM1: one META record's change, read back, checked and applied. */
+static int apply_meta(const struct nrs_recover_env *e,
+		      const struct nrs_wal_rec_info *ri)
+{
+	struct nrs_wal *w = ri->object ? e->owal : e->wal;
+	size_t hl = nrs_walrec_hdr_len(ri->rec.len);
+	struct nrs_walrec r;
+	struct nrs_metarec mr;
+	const char *why = NULL;
+	unsigned char *buf = NULL;
+	ssize_t n;
+	int err = -EUCLEAN;
+
+	if (!ri->data_ok || !w) {
+		why = "its payload fails its CRC";
+		goto out;
+	}
+	buf = malloc(hl + ri->rec.len);
+	if (!buf)
+		return -ENOMEM;
+	n = nrs_wal_read(w, ri->pos, buf, hl + ri->rec.len);
+	if (n != (ssize_t)(hl + ri->rec.len)) {
+		err = n < 0 ? (int)n : -EIO;
+		why = "it cannot be read back";
+		goto out;
+	}
+	if (nrs_walrec_decode_hdr(buf, hl, &r) || r.lsn != ri->rec.lsn ||
+	    nrs_walrec_verify_chunks(buf, &r, 0, nrs_walrec_nchunks(r.len),
+				     buf + hl, NULL) ||
+	    nrs_metarec_decode(&r, buf + hl, &mr)) {	/* metarec.c MR1 */
+		why = "it is damaged";
+		goto out;
+	}
+	err = nrs_meta_log_apply(e->meta, mr.seq, mr.change, mr.change_len);
+	if (err < 0)
+		why = "the metadata store refuses it (logged above)";
+	else
+		err = 0;
+out:
+	if (why)
+		nrs_err("recovery: META record of metadata change %" PRIu64
+			" (LSN %" PRIu64 ") at %s segment %016" PRIx64 " offset %"
+			PRIu64 ": %s: %s; the namespace cannot be brought back "
+			"past it, and the mount stops (see nereusfs-fsck(8))",
+			ri->rec.base, ri->rec.lsn, ri->object ? "object WAL" :
+			"WAL", ri->pos.seg, ri->pos.off, why, strerror(-err));
+	free(buf);
+	return err;
+}
+
+/* RM1: the changes above the store's number, in number order. */
+static int replay_meta(const struct nrs_recover_env *e, struct scan *s)
+{
+	uint64_t held = 0, from;
+	size_t applied = 0;
+	int err;
+
+	if (s->nmeta == 0)
+		return 0;
+	qsort(s->meta, s->nmeta, sizeof(*s->meta), cmp_seq);
+	err = nrs_meta_log_seq(e->meta, &held);
+	if (err)
+		return err;
+	from = held;
+	for (size_t i = 0; i < s->nmeta; i++) {
+		const struct nrs_wal_rec_info *ri = &s->meta[i];
+
+		if (ri->rec.base <= held)
+			continue;			/* held, or a copy */
+		err = apply_meta(e, ri);
+		if (err)
+			return err;
+		held = ri->rec.base;
+		applied++;
+	}
+	if (applied)
+		nrs_info("recovery: %zu metadata changes (%" PRIu64 " to %"
+			 PRIu64 ") replayed from the WAL's META records",
+			 applied, from + 1, held);
+	return 0;
 }
 
 /* The record of lsn in recs (sorted by LSN), or NULL. */
@@ -641,14 +768,7 @@ int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn)
 	uint64_t max_lsn = 0;
 	int err;
 
-	err = forget_unlinked(e);
-	if (err)
-		goto out;
-	err = nrs_meta_stream_foreach(e->meta, load_stream, (void *)e);
-	if (err)
-		goto out;
 	s.streams = e->streams;
-	s.filter = e->owal != NULL;
 	err = nrs_wal_scan(e->wal, scan_cb, &s);
 	if (!err && e->owal) {
 		s.object = true;
@@ -659,6 +779,13 @@ int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn)
 			s.object ? "object" : "local", strerror(-err));
 		goto out;
 	}
+	err = replay_meta(e, &s) ?:				/* RM1 */
+	      forget_unlinked(e) ?:				/* RC1 */
+	      nrs_meta_stream_foreach(e->meta, load_stream, (void *)e);
+	if (err)
+		goto out;
+	if (e->owal)
+		filter_other(&s);				/* RC8 */
 	err = sync_scanned(e);
 	if (!err)
 		err = raise_stream_seq(e, &s);
@@ -703,6 +830,9 @@ int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn)
 		max_lsn = s.v[s.n - 1].rec.lsn;
 	if (s.other_lsn > max_lsn)		/* RC8's too */
 		max_lsn = s.other_lsn;
+	for (size_t i = 0; i < s.nmeta; i++)	/* and RM1's */
+		if (s.meta[i].rec.lsn > max_lsn)
+			max_lsn = s.meta[i].rec.lsn;
 	*next_lsn = max_lsn + 1;	/* RC6; no wrap: RD1, RD2 */
 out:
 	if (err)
@@ -710,5 +840,6 @@ out:
 	free(ids);
 	free(ol.v);
 	free(s.v);
+	free(s.meta);
 	return err;
 }

@@ -14,19 +14,25 @@
 #include <stdint.h>
 #include <time.h>
 
+/* The CLOCK_REALTIME time ms milliseconds from now, for a timed wait. */
+static inline void nrs_deadline_ms(struct timespec *ts, uint64_t ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += (time_t)(ms / 1000);
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 static inline bool nrs_wait_ms(pthread_cond_t *cv, pthread_mutex_t *lock,
 			       const bool *stop, uint64_t ms)
 {
 	struct timespec ts;
 	bool s;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	nrs_deadline_ms(&ts, ms);
 	pthread_mutex_lock(lock);
 	if (!*stop)
 		pthread_cond_timedwait(cv, lock, &ts);

@@ -33,19 +33,13 @@
  *               objstore.h OB1).
  *
  * RECORDS.  Every provider stores the same bytes: walrec.c's records,
- * back to back, each padded to 8.  Today a record is kind DATA (the
- * appends of one batch to one stream).  An object WAL also logs namespace
- * and xattr changes (create, rename, unlink, setxattr of a shared
- * directory), which on local-wal go straight to the metadata store.  Such a
- * record fits walrec's format as a new kind, say NRS_WALREC_META = 2: the
- * same 64-byte header and chunk CRCs (WV1, WV2 unchanged), stream_id naming
- * the inode it changes (the parent directory for a name), base 0, epoch
- * and prev_lsn the inode's own chain, n_appends 1 and the payload an
- * encoded operation (op code, then its names and values as length-prefixed
- * fields).  WV3 would accept kind 2 with its own field rules, and a reader
- * of version 1 that meets an unknown kind rejects it (-EUCLEAN) rather than
- * take it for appended bytes.  Providers need no change: they store and
- * return opaque records.
+ * back to back, each padded to 8.  A record is kind DATA (the appends of
+ * one batch to one stream) or META (one change of the metadata store:
+ * walrec.c WV4, its payload metarec.c's -- the change's number and its
+ * SQLite changeset), which the commit pipeline writes into the object WAL
+ * (pipeline.c PL8, core_metalog.c NS1) and a recovery replays on the last
+ * checkpoint (recovery.c RM1).  Providers need no change for either: they
+ * store and return opaque records.
  *
  * WHAT THE PIPELINE MAY ASSUME of every provider:
  *   - a batch written whole into one segment, at increasing positions in

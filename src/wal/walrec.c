@@ -14,7 +14,9 @@
  *
  *     0   u32  magic      0x5253524e: the bytes "NRSR"
  *     4   u16  version    1
- *     6   u16  kind       1 = DATA (the payload is appended bytes)
+ *     6   u16  kind       1 = DATA (the payload is appended bytes),
+ *                         2 = META (the payload is one metadata change,
+ *                         metarec.c; WV4 gives its fields)
  *     8   u64  lsn        log sequence number, >= 1, unique and increasing
  *    16   u64  stream_id
  *    24   u64  base       logical stream offset of the first payload byte
@@ -47,10 +49,17 @@
  *   WV1 the magic matches                                  else -EBADMSG
  *   WV2 hdr_crc matches bytes 0..59 and the CRC table      else -EBADMSG
  *   WV3 the fields are possible:                           else -EUCLEAN
- *       version == 1; kind == DATA; reserved == 0;
+ *       version == 1; kind is DATA or META; reserved == 0;
  *       len <= NRS_WALREC_MAX_LEN; lsn != 0; prev_lsn < lsn;
- *       n_appends == 0 exactly when len == 0, and n_appends <= len (every
- *       append is at least one byte); base + len does not overflow u64.
+ *       for DATA: n_appends == 0 exactly when len == 0, and
+ *       n_appends <= len (every append is at least one byte); base + len
+ *       does not overflow u64; for META, WV4.
+ *   WV4 a META record names no stream and no chain: stream_id, epoch and
+ *       prev_lsn are 0, n_appends is 1, len is more than the payload's
+ *       fixed part (metarec.h NRS_METAREC_FIXED), and base, the meta
+ *       sequence number of the change, is not 0.  A reader of DATA
+ *       records (the stream recovery, the reader) never takes a META
+ *       record for appended bytes: it checks the kind.
  * A record is whole when its header is valid and every chunk CRC matches its
  * payload chunk.  The padding is not checked (a reader never returns it).
  * A zero-length record (len 0, n_appends 0, no chunk CRCs) is valid.
@@ -66,6 +75,7 @@
 
 #include "util/crc32c.h"
 #include "util/le.h"
+#include "wal/metarec.h"
 #include "wal/walrec.h"
 
 /* Field offsets in the fixed header. */
@@ -103,15 +113,25 @@ size_t nrs_walrec_total_len(uint32_t len)
 	return (n + NRS_WALREC_ALIGN - 1) & ~(size_t)(NRS_WALREC_ALIGN - 1);
 }
 
+/* WV4: a META record's fields. */
+static bool meta_possible(const struct nrs_walrec *r)
+{
+	return r->stream_id == 0 && r->epoch == 0 && r->prev_lsn == 0 &&
+	       r->n_appends == 1 && r->len > NRS_METAREC_FIXED &&
+	       r->base != 0;
+}
+
 /* WV3: the fields of a header whose CRC matched could have been written. */
 static bool fields_possible(const struct nrs_walrec *r)
 {
-	if (r->kind != NRS_WALREC_DATA)
+	if (r->kind != NRS_WALREC_DATA && r->kind != NRS_WALREC_META)
 		return false;
 	if (r->len > NRS_WALREC_MAX_LEN)
 		return false;
 	if (r->lsn == 0 || r->prev_lsn >= r->lsn)
 		return false;
+	if (r->kind == NRS_WALREC_META)
+		return meta_possible(r);
 	if (r->len == 0 ? r->n_appends != 0
 			: r->n_appends == 0 || r->n_appends > r->len)
 		return false;

@@ -26,6 +26,8 @@
 
 enum nrs_walrec_kind {
 	NRS_WALREC_DATA = 1,	/* appends: payload is the appended bytes */
+	NRS_WALREC_META = 2,	/* a metadata change: payload is metarec.h's,
+				 * base its meta sequence number (WV4) */
 };
 
 /* The decoded fixed header: the commit intent. */

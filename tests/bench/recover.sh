@@ -8,8 +8,8 @@
 # store (s3rver on loopback, and the embedded store in a directory apart,
 # -o objects=) and each stream count N (BENCH_REC_STREAMS):
 #   history  a fresh bucket; N empty streams created in an object-wal
-#            directory (64 at a time: each create returns once a checkpoint
-#            holding it is stored, core_obj.c NS1), then BENCH_REC_BYTES
+#            directory (64 at a time: each create returns once its META
+#            record is proven, core_metalog.c NS1), then BENCH_REC_BYTES
 #            appended across them in 64 KiB appends by 64 threads, with
 #            periodic checkpoints (checkpoint_ms=500) and materialization
 #            on (materialize_age_ms=1000, 4 materializers); then, once all

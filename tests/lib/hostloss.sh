@@ -11,7 +11,9 @@
 # deleted; -o recover on a new data directory brings back every
 # acknowledged object-wal append byte-exact and in order, the namespace
 # and xattrs -- also those changed under the object-wal directory while
-# the appends ran, after the last periodic checkpoint (NS1) -- and the
+# the appends ran, after the last checkpoint: no checkpoint is taken after
+# them, so they come back from the object WAL's META records alone
+# (core_metalog.c NS1, recovery.c RM1) -- and the
 # local-wal stream readable up to what was materialized, with the rest
 # said in the log; recover leaves a data directory that holds a database
 # as it is, and a recovery killed midway converges when run again.
@@ -22,7 +24,7 @@
 NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT_OWAL:-90}
 
 HL="materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=300,object_wal_timeout_ms=20000,owner_lease_ms=1000$HL_OPTS"
-HL_LATE=$(echo "$HL" | sed 's/checkpoint_ms=300/checkpoint_ms=3600000/')
+HL_LATE=$(echo "$HL" | sed 's/checkpoint_ms=300/checkpoint_ms=3600000,checkpoint_bytes=1099511627776/')
 K=$MNT/kafka
 acks=$TRASH/acks
 
@@ -52,7 +54,7 @@ test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' 
 	n=$(ckpt_status skipped) &&
 	nrs_wait_for 20 ckpt_settled "$n" &&
 	# from now on no periodic checkpoint: what reaches the bucket is the
-	# object WAL and the checkpoints NS1 asks for
+	# object WAL
 	nrs_umount &&
 	nrs_mount -o "$HL_LATE" &&
 	nrs_bg nrs-appender -t 4 -d 30 -s 33-9000 -w 100 -a "$acks" \
@@ -60,7 +62,9 @@ test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' 
 	app=$NRS_LAST_BG &&
 	nrs_wait_for 20 test -s "$acks" &&
 	# changes under the object-wal directory while appends run: each
-	# returns once a checkpoint holding it is stored (core_obj.c NS1)
+	# returns once its META record is proven (core_metalog.c NS1), and
+	# no checkpoint is taken after them
+	taken=$(ckpt_status taken) &&
 	mkdir "$K/late" &&
 	printf "late" >>"$K/late/s" &&
 	setfattr -n user.adapter.checkpoint -v "offset=99" "$K/orders/p1" &&
@@ -69,6 +73,7 @@ test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' 
 	# object WAL holds (and the recovery killed below re-publishes)
 	n=$(wc -l <"$acks") &&
 	nrs_wait_for 20 acks_past $((n + 20)) &&
+	test "$(ckpt_status taken)" = "$taken" &&
 	nrs_kill9 &&
 	{ nrs_wait $app 30; arc=$?; } &&
 	test "$arc" = 3 &&
@@ -108,6 +113,7 @@ test_expect_success 'recover: every acknowledged object-wal append, the namespac
 	test "$(stat -c %a "$K/orders/p1")" = 640 &&
 	test "$(cat "$K/late/s")" = late &&
 	test "$(nrs_xattr "$K/orders/p1" user.adapter.checkpoint)" = "offset=99" &&
+	grep "metadata changes (.*) replayed from the WAL.s META records" "$LOG" &&
 	grep -q "recover: done" "$LOG"
 '
 

@@ -154,14 +154,16 @@ test_expect_success 'a lost PUT answer is resolved by HEAD, not by another objec
 # but before the write returned; after the remount, the same bytes as a
 # conditional append at the offset the adapter expected fail ESPIPE and
 # are there: the append had landed.  Dying before the PUT: the same
-# conditional append succeeds, once.
+# conditional append succeeds, once.  The stream is made before the
+# failpoint is armed: its create is a META record of the object WAL too
+# (core_metalog.c NS1), whose PUT would take the crash.
 uncertain () { # POINT NAME
+	: >"$K/$2" &&
 	nrs_umount &&
 	NRS_FAILPOINTS="$1=crash" &&
 	export NRS_FAILPOINTS &&
 	nrs_mount -o "$HOLD$OBJ_OPTS" &&
 	unset NRS_FAILPOINTS &&
-	: >"$K/$2" &&
 	test_must_fail sh -c "printf uncertain >>\"$K/$2\"" 2>/dev/null &&
 	nrs_kill9 &&
 	nrs_mount -o "$HOLD$OBJ_OPTS"

@@ -32,7 +32,7 @@
 #include "util/crc32c.h"
 
 /* sqlite_priv.h SCHEMA_VERSION */
-#define NRS_TEST_SCHEMA_VERSION 3
+#define NRS_TEST_SCHEMA_VERSION 4
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE	(1 << 0)
@@ -2017,7 +2017,8 @@ static void test_obj_rows(void **state)
 	free(v);
 }
 
-/* A schema 2 database (no objects table) is upgraded in place. */
+/* A schema 2 database (no objects table, no metalog) is upgraded in
+ * place. */
 static void test_upgrade_from_2(void **state)
 {
 	struct fx *f = *state;
@@ -2030,6 +2031,7 @@ static void test_upgrade_from_2(void **state)
 	f->m = NULL;
 	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db, "DROP TABLE objects;"
+				      " DROP TABLE metalog;"
 				      " PRAGMA user_version = 2;", NULL, NULL,
 				      NULL), SQLITE_OK);
 	sqlite3_close(db);
@@ -2258,7 +2260,7 @@ static void test_upgrade_from_1(void **state)
 	two_streams(f, &ra, &rb);
 	close_store(f);
 	sql(f, "ALTER TABLE streams DROP COLUMN crc; DROP TABLE objects;"
-	    " PRAGMA user_version = 1");
+	    " DROP TABLE metalog; PRAGMA user_version = 1");
 	assert_int_equal(sql(f, "SELECT count(*) FROM pragma_table_info("
 			     "'streams') WHERE name = 'crc'"), 0);
 	assert_int_equal(nrs_meta_open_readonly(f->path, &ro), -EPROTO);

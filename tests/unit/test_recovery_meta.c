@@ -1,0 +1,289 @@
+/*
+ * test_recovery_meta.c - recovery.c RM1 through its seam (recovery.h,
+ * struct nrs_recover_env): the META records of a fake object WAL (wal.h
+ * is an operations table: scan lists the records, read returns their
+ * bytes) hold changes a real SQLite store handed its sink (meta.h, THE
+ * CHANGE LOG), encoded as the pipeline encodes them (metarec.h, walrec.h).
+ * Recovery onto a copy of the store from before the changes applies them
+ * in number order -- a record tried again, with a later LSN, a second
+ * copy of one -- and a stream a META record made is loaded with its
+ * appends re-published; run again it changes nothing; a META record that
+ * fails its CRC, a damaged payload or a gap stop it with -EUCLEAN; META
+ * LSNs count for the next LSN (RC6).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "fixture.h"
+#include "meta/meta.h"
+#include "stream/recovery.h"
+#include "stream/table.h"
+#include "wal/metarec.h"
+#include "wal/wal.h"
+#include "wal/walrec.h"
+
+#define MAXREC	8
+#define SEG	(1u << 16)
+
+struct fake_wal {
+	struct nrs_wal w;		/* first */
+	struct nrs_wal_rec_info v[MAXREC];
+	size_t n;
+	unsigned char seg[SEG];		/* segment 1's bytes */
+	size_t used;
+};
+
+static int fw_scan(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx)
+{
+	struct fake_wal *fw = (struct fake_wal *)w;
+
+	for (size_t i = 0; i < fw->n; i++) {
+		int err = cb(ctx, &fw->v[i]);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int fw_sync_all(struct nrs_wal *w)
+{
+	(void)w;
+	return 0;
+}
+
+static ssize_t fw_read(struct nrs_wal *w, struct nrs_wal_pos pos, void *buf,
+		       size_t len)
+{
+	struct fake_wal *fw = (struct fake_wal *)w;
+
+	if (pos.seg != 1 || pos.off > fw->used)
+		return -ENOENT;
+	if (len > fw->used - pos.off)
+		len = fw->used - pos.off;
+	memcpy(buf, fw->seg + pos.off, len);
+	return (ssize_t)len;
+}
+
+static const struct nrs_wal_ops fw_ops = {
+	.name = "fake",
+	.scan = fw_scan,
+	.sync_all = fw_sync_all,
+	.read = fw_read,
+};
+
+struct change {
+	uint64_t seq;
+	unsigned char *p;
+	size_t len;
+};
+
+struct fx {
+	char dir[64], src[128], dst[128];
+	struct nrs_meta *m;		/* the store the changes come from */
+	struct change log[MAXREC];
+	size_t n;
+	struct fake_wal ow, lw;		/* object WAL, local WAL (empty) */
+};
+
+static void sink(void *ctx, uint64_t seq, const void *change, size_t len)
+{
+	struct fx *f = ctx;
+	struct change *c = &f->log[f->n++];
+
+	c->seq = seq;
+	c->len = len;
+	c->p = malloc(len);
+	if (c->p)
+		memcpy(c->p, change, len);
+}
+
+/* A META record of change c at LSN lsn, appended to the fake WAL. */
+static void put_meta(struct fake_wal *fw, const struct change *c,
+		     uint64_t lsn)
+{
+	unsigned char fixed[NRS_METAREC_FIXED];
+	struct nrs_walrec r;
+	struct iovec iov[2];
+	unsigned char *at = fw->seg + fw->used;
+	size_t hl;
+
+	assert_int_equal(nrs_metarec_make(lsn, c->seq, c->len, &r, fixed), 0);
+	hl = nrs_walrec_hdr_len(r.len);
+	assert_true(fw->used + nrs_walrec_total_len(r.len) <= SEG);
+	iov[0] = (struct iovec){ fixed, sizeof(fixed) };
+	iov[1] = (struct iovec){ c->p, c->len };
+	assert_int_equal(nrs_walrec_encode_hdr(&r, iov, 2, at, hl),
+			 (ssize_t)hl);
+	memcpy(at + hl, fixed, sizeof(fixed));
+	memcpy(at + hl + sizeof(fixed), c->p, c->len);
+	assert_true(fw->n < MAXREC);
+	fw->v[fw->n++] = (struct nrs_wal_rec_info){
+		.rec = r, .pos = { 1, fw->used }, .data_ok = true,
+		.object = true,
+	};
+	fw->used += nrs_walrec_total_len(r.len);
+}
+
+static int fx_setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	void *buf = NULL;
+	size_t len = 0;
+
+	if (!f || nrs_fixture_mkdtemp(f->dir, sizeof(f->dir), "test_rmeta"))
+		return -1;
+	snprintf(f->src, sizeof(f->src), "%s/src.db", f->dir);
+	snprintf(f->dst, sizeof(f->dst), "%s/dst.db", f->dir);
+	if (nrs_meta_open(f->src, &f->m) || nrs_meta_log_set(f->m, sink, f))
+		return -1;
+	/* the checkpoint: before every change */
+	if (nrs_meta_snapshot(f->m, &buf, &len, NULL) ||
+	    nrs_meta_install(f->dst, buf, len))
+		return -1;
+	free(buf);
+	f->ow.w.ops = &fw_ops;
+	f->lw.w.ops = &fw_ops;
+	*state = f;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *f = *state;
+
+	nrs_meta_close(f->m);
+	for (size_t i = 0; i < f->n; i++)
+		free(f->log[i].p);
+	nrs_fixture_rmtree(f->dir);
+	free(f);
+	return 0;
+}
+
+/* Changes 1-4: mkdir d, d object-wal, create d/s (its stream id),
+ * setxattr on it. */
+static uint64_t four_changes(struct fx *f)
+{
+	struct nrs_attr d, a;
+	struct nrs_stream_row r;
+
+	assert_int_equal(nrs_meta_mkdir(f->m, NRS_ROOT_INO, "d", 0755, 0, 0, 1,
+					&d), 0);
+	assert_int_equal(nrs_meta_set_profile(f->m, d.ino,
+					      NRS_PROFILE_OBJECT_WAL), 0);
+	assert_int_equal(nrs_meta_create(f->m, d.ino, "s", 0644, 0, 0, 1, &a,
+					 &r), 0);
+	assert_int_equal(r.profile, NRS_PROFILE_OBJECT_WAL);
+	assert_int_equal(nrs_meta_xattr_set(f->m, a.ino, "user.k", "v", 1, 0),
+			 0);
+	assert_int_equal(f->n, 4);
+	return r.id;
+}
+
+static int recover(struct fx *f, struct nrs_meta **dst, uint64_t *next)
+{
+	struct nrs_streams t;
+	struct nrs_recover_env e = {
+		.wal = &f->lw.w, .owal = &f->ow.w, .streams = &t,
+		.data_dir = "(test)",
+	};
+	int err;
+
+	if (!*dst)
+		assert_int_equal(nrs_meta_open(f->dst, dst), 0);
+	e.meta = *dst;
+	nrs_streams_init(&t);
+	err = nrs_recover(&e, next);
+	nrs_streams_destroy(&t);
+	return err;
+}
+
+/* RM1: applied in number order (one record tried again at a later LSN,
+ * a copy of one), before the stream's appends; twice is once; RC6. */
+static void test_replayed(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_meta *dst = NULL;
+	struct nrs_attr d, a;
+	struct nrs_stream_row r;
+	uint64_t id = four_changes(f), seq = 0, next = 0;
+	char v[4];
+
+	put_meta(&f->ow, &f->log[0], 20);
+	put_meta(&f->ow, &f->log[1], 22);
+	put_meta(&f->ow, &f->log[3], 23);	/* 3 failed, tried at 24 */
+	put_meta(&f->ow, &f->log[2], 24);
+	put_meta(&f->ow, &f->log[0], 25);	/* a late copy */
+	f->ow.v[f->ow.n] = (struct nrs_wal_rec_info){	/* s's append */
+		.rec = { .kind = NRS_WALREC_DATA, .lsn = 21, .stream_id = id,
+			 .base = 0, .len = 5, .n_appends = 1, .epoch = 0 },
+		.pos = { 1, 60000 }, .data_ok = true, .object = true,
+	};
+	f->ow.n++;
+	assert_int_equal(recover(f, &dst, &next), 0);
+	assert_int_equal(next, 26);			/* RC6 */
+	assert_int_equal(nrs_meta_log_seq(dst, &seq), 0);
+	assert_int_equal(seq, 4);
+	assert_int_equal(nrs_meta_lookup(dst, NRS_ROOT_INO, "d", &d), 0);
+	assert_int_equal(nrs_meta_lookup(dst, d.ino, "s", &a), 0);
+	assert_int_equal(nrs_meta_xattr_get(dst, a.ino, "user.k", v,
+					    sizeof(v)), 1);
+	assert_int_equal(nrs_meta_stream_get(dst, id, &r), 0);
+	assert_int_equal(r.head, 5);			/* RC3 after RM1 */
+	assert_int_equal(recover(f, &dst, &next), 0);	/* again */
+	assert_int_equal(nrs_meta_stream_get(dst, id, &r), 0);
+	assert_int_equal(r.head, 5);
+	nrs_meta_close(dst);
+}
+
+/* RM1: a needed META record that fails its CRC, a damaged payload, a
+ * gap: -EUCLEAN, and nothing of the later changes applied. */
+static void test_damage_stops(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_meta *dst = NULL;
+	uint64_t seq = 9, next = 0;
+	struct nrs_wal_rec_info *ri;
+	struct nrs_attr d;
+
+	four_changes(f);
+	for (size_t i = 0; i < 4; i++)
+		put_meta(&f->ow, &f->log[i], 20 + i);
+	ri = &f->ow.v[1];
+	ri->data_ok = false;				/* its CRC failed */
+	assert_int_equal(recover(f, &dst, &next), -EUCLEAN);
+	assert_int_equal(nrs_meta_log_seq(dst, &seq), 0);
+	assert_int_equal(seq, 1);
+	ri->data_ok = true;				/* MR1 */
+	f->ow.seg[ri->pos.off + nrs_walrec_hdr_len(ri->rec.len) + 8] ^= 1;
+	assert_int_equal(recover(f, &dst, &next), -EUCLEAN);
+	f->ow.seg[ri->pos.off + nrs_walrec_hdr_len(ri->rec.len) + 8] ^= 1;
+	f->ow.v[1] = f->ow.v[3];			/* a gap: 2, 3 lost */
+	f->ow.n = 2;
+	assert_int_equal(recover(f, &dst, &next), -EUCLEAN);
+	assert_int_equal(nrs_meta_log_seq(dst, &seq), 0);
+	assert_int_equal(seq, 1);
+	assert_int_equal(nrs_meta_lookup(dst, NRS_ROOT_INO, "d", &d), 0);
+	nrs_meta_close(dst);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_replayed, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_damage_stops, fx_setup,
+						fx_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
