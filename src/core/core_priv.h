@@ -53,6 +53,7 @@ struct nrs_core {
 	struct nrs_wal_progress progress; /* what start-up recovery read (RP1) */
 	uint64_t owal_timeout_ms;	/* NS1 */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
+	bool obj_same_fs;		/* store on the WAL's file system (CO1) */
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
 	struct nrs_lc *lc;		/* retention and GC thread */
