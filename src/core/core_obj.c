@@ -186,6 +186,7 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	c->reader.wal = c->wal;
 	c->reader.owal = c->owal;
 	c->reader.bcache = c->bcache;
+	c->reader.store = o->s3_url ? NULL : c->store;	/* adopted segments */
 	c->reader.metrics = &c->metrics;
 	c->reader.gate = &c->gate;
 	return 0;
