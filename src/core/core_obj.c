@@ -20,6 +20,16 @@
  * A namespace or xattr change under an object-wal directory reaches the
  * bucket as a META record of the object WAL (core_metalog.c NS1-NS3).
  *
+ *  CO1 Same disk.  The embedded store on the WAL's file system (the
+ *      default DATA/objects, or -o objects=DIR with the same st_dev) writes
+ *      every materialized byte a second time to the disk that holds it in
+ *      the WAL: the mount logs so once, and /.nereus/status says it
+ *      ("objects": "same_fs_as_wal").  S3, and a directory on another file
+ *      system, are a copy somewhere else, the point of materializing.  An
+ *      error of the probe counts as another file system (nothing is
+ *      claimed that was not seen).  Adopting sealed WAL segments as objects
+ *      instead of copying them is planned (README, Write once).
+ *
  * The bucket's owner record is claimed as soon as the store is open
  * (core_owner.c), before a recovery reads the bucket; the services and the
  * object WAL get the store that stops writing once the mount is fenced.
@@ -45,6 +55,7 @@
 #include "obj/objstore.h"
 #include "owner/owner.h"
 #include "util/clock.h"
+#include "util/fileio.h"
 #include "util/log.h"
 #include "wal/wal.h"
 
@@ -92,6 +103,35 @@ static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	return nrs_wal_object_open(&wo, &c->owal);
 }
 
+/* The embedded store's directory. */
+static void embedded_path(const struct nrs_core *c,
+			  const struct nrs_core_opts *o, char *path, size_t size)
+{
+	if (o->objects_dir)
+		snprintf(path, size, "%s", o->objects_dir);
+	else
+		snprintf(path, size, "%s/objects", c->data_dir);
+}
+
+/* CO1: is the embedded store on the WAL's file system?  After both are
+ * open (a fresh data directory has no wal/ before the WAL's open). */
+static void probe_same_fs(struct nrs_core *c, const struct nrs_core_opts *o)
+{
+	char path[4096], wal[4096];
+	int same;
+
+	c->obj_same_fs = false;
+	if (o->s3_url)
+		return;
+	embedded_path(c, o, path, sizeof(path));
+	snprintf(wal, sizeof(wal), "%s/wal", c->data_dir);
+	same = nrs_fs_same(path, wal);
+	c->obj_same_fs = same > 0;
+	if (c->obj_same_fs)
+		nrs_info("objects in %s share the WAL's file system: each"
+			 " materialized byte is written to that disk twice", path);
+}
+
 int nrs_core_store_open(struct nrs_core *c, const struct nrs_core_opts *o)
 {
 	int err;
@@ -106,10 +146,7 @@ int nrs_core_store_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	} else {
 		char path[4096];
 
-		if (o->objects_dir)
-			snprintf(path, sizeof(path), "%s", o->objects_dir);
-		else
-			snprintf(path, sizeof(path), "%s/objects", c->data_dir);
+		embedded_path(c, o, path, sizeof(path));
 		err = nrs_objstore_dir_open(path, &c->store);
 		if (err)
 			nrs_err("cannot open object directory %s: %s", path,
@@ -129,6 +166,7 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	};
 	int err;
 
+	probe_same_fs(c, o);
 	err = nrs_bcache_open(&bo, c->store, &c->bcache);
 	if (err) {
 		nrs_err("cannot set up the block cache: %s", strerror(-err));
@@ -140,6 +178,7 @@ int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	c->reader.wal = c->wal;
 	c->reader.owal = c->owal;
 	c->reader.bcache = c->bcache;
+	c->reader.store = o->s3_url ? NULL : c->store;	/* adopted segments */
 	c->reader.metrics = &c->metrics;
 	c->reader.gate = &c->gate;
 	return 0;

@@ -67,6 +67,7 @@ struct nrs_core {
 					 * checkpoint holds every change up
 					 * to it (NS2) */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
+	bool obj_same_fs;		/* store on the WAL's file system (CO1) */
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
 	struct nrs_lc *lc;		/* retention and GC thread */

@@ -212,11 +212,12 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 	fprintf(f, "  \"pipeline\": {\"failed\": %s, \"batches\": %" PRIu64
 		"},\n", g.pipeline_failed ? "true" : "false",
 		(uint64_t)nrs_counter(&m->batches));
-	fprintf(f, "  \"objects\": {\"store\": \"%s\", \"bytes\": %" PRIu64
-		", \"uploads\": %" PRIu64 ", \"retries\": %" PRIu64
+	fprintf(f, "  \"objects\": {\"store\": \"%s\", \"same_fs_as_wal\": %s"
+		", \"bytes\": %" PRIu64 ", \"uploads\": %" PRIu64 ", \"retries\": %" PRIu64
 		", \"lag_bytes\": %" PRIu64 ", \"lag_seconds\": %" PRIu64
 		", \"wal_reclaimed_bytes\": %" PRIu64 "},\n",
-		c->store ? c->store->ops->name : "none", g.obj_bytes,
+		c->store ? c->store->ops->name : "none",
+		c->obj_same_fs ? "true" : "false", g.obj_bytes,
 		(uint64_t)nrs_counter(&m->obj_uploads),
 		(uint64_t)nrs_counter(&m->obj_retries), g.mat_lag_bytes,
 		g.mat_lag_ms / 1000,

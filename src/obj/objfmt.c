@@ -279,6 +279,11 @@ int nrs_objfmt_key(char buf[NRS_OBJKEY_MAX], const struct nrs_objhdr *h)
 	return n;
 }
 
+int nrs_objfmt_adopt_key(char buf[NRS_OBJKEY_MAX], uint64_t seg)
+{
+	return snprintf(buf, NRS_OBJKEY_MAX, "w/%016" PRIx64, seg);
+}
+
 /* ---- digests (the one module that includes OpenSSL) -------------------- */
 
 /* Feed the crypto library in pieces that fit its int-sized internals and

@@ -55,6 +55,11 @@ int nrs_objfmt_digest(const void *buf, size_t len,
  * name.  Returns the key length, or -EINVAL for a range seal refuses. */
 int nrs_objfmt_key(char buf[NRS_OBJKEY_MAX], const struct nrs_objhdr *h);
 
+/* The key of WAL segment seg adopted in place by the embedded store
+ * (objstore_dir_adopt.c): "w/<seg, 16 lower-case hex>".  Returns its
+ * length. */
+int nrs_objfmt_adopt_key(char buf[NRS_OBJKEY_MAX], uint64_t seg);
+
 /*
  * Verify a whole object in memory (what fsck and tests use): header, table
  * and every block.  -EBADMSG on any mismatch; -EUCLEAN if its header is

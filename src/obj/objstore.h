@@ -218,6 +218,27 @@ int nrs_objstore_dir_open(const char *dir, struct nrs_objstore **out);
  */
 int nrs_objstore_dir_open_readonly(const char *dir, struct nrs_objstore **out);
 
+/*
+ * Adopt the regular file at path as the object key of the embedded store
+ * s, in place (objstore_dir_adopt.c OD6: link(2), the key's directories
+ * fsynced).  The object is the file from byte 64 on: get(key, X - 64) reads
+ * the file's byte X, and head() proves nothing of it.  0 (also when key
+ * already names that very file); -EXDEV if path is on another file system
+ * (copy instead); -EEXIST if key names another file; -EINVAL for a bad key
+ * or a path that is no regular file; -EOPNOTSUPP for a store that is not
+ * the embedded one; -EROFS if s is read only; or the errno of a call.
+ */
+int nrs_objstore_dir_adopt(struct nrs_objstore *s, const char *key,
+			   const char *path);
+/*
+ * Free the object bytes [off, off + len) of key (file bytes 64 + off on),
+ * keeping its size (OD7): 0; -EBUSY while the file has another name (the
+ * WAL's), nothing freed; -EINVAL for a range past the end; -ENOENT;
+ * -EOPNOTSUPP (no embedded store, or a file system without holes); -EROFS.
+ */
+int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
+			   uint64_t off, uint64_t len);
+
 /* One entry of the embedded store's directory (nrs_objstore_dir_foreach). */
 struct nrs_objfile {
 	const char *name;	/* its path below DIR, '/'-separated: an object's

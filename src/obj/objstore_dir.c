@@ -79,6 +79,9 @@
  * listing is never a correctness input).  Since no key has a component
  * starting with '.', such names are skipped at every depth.
  *
+ * Files adopted in place (a WAL segment taken as an object without a
+ * copy, OD6) and the holes punched in them (OD7): objstore_dir_adopt.c.
+ *
  * One process opens a store directory at a time (the daemon holds the data
  * directory's lock): open() empties DIR/.tmp, which would break another
  * opener's put in progress.  The read-only open (nereusfs-fsck, under a
@@ -103,6 +106,7 @@
 
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
+#include "obj/objstore_dir_priv.h"
 #include "util/crc32c.h"
 #include "util/fileio.h"
 #include "util/le.h"
@@ -122,13 +126,6 @@ static const unsigned char obj_magic[8] = "NRSDOBJ1";	/* no NUL */
 
 _Static_assert(OBJ_CRC_OFF + 4 == OBJ_HDR, "the CRC ends the header");
 _Static_assert(24 + NRS_SHA256_LEN + 4 == OBJ_CRC_OFF, "header layout");
-
-struct dir_store {
-	struct nrs_objstore base;
-	char *dir;		/* for log lines */
-	int rootfd;		/* DIR; both fds are fixed from open to close */
-	int tmpfd;		/* DIR/.tmp */
-};
 
 /* Temporary file numbers, unique in the process across every store. */
 static atomic_uint_fast64_t tmp_seq;
@@ -299,13 +296,14 @@ static int write_tmp(struct dir_store *d, const void *buf, size_t len,
 }
 
 /*
- * OD2 + OD3 once: move .tmp/name to key and fsync the directories on its
- * path.  -ENOENT when a directory on the way was removed under us (retry).
- * noreplace (OD4): link it instead, -EEXIST if key exists (.tmp/name is
- * left for the caller to remove).
+ * OD2 + OD3 once (objstore_dir_priv.h): move srcfd's name (.tmp/name for
+ * a put) to key and fsync the directories on its path.  -ENOENT when a
+ * directory on the way was removed under us (retry).  noreplace (OD4,
+ * OD6): link it instead, -EEXIST if key exists (name is left for the
+ * caller to remove).
  */
-static int place(struct dir_store *d, const char *name, const char *key,
-		 bool noreplace)
+int nrs_dirstore_place(struct dir_store *d, int srcfd, const char *name,
+		       const char *key, bool noreplace)
 {
 	char *path = strdup(key);
 	char *slash;
@@ -325,10 +323,10 @@ static int place(struct dir_store *d, const char *name, const char *key,
 		}
 	}
 	if (rc == 0 && noreplace &&
-	    linkat(d->tmpfd, name, pfd, slash ? slash + 1 : key, 0) < 0)
+	    linkat(srcfd, name, pfd, slash ? slash + 1 : key, 0) < 0)
 		rc = -errno;	/* OD4: EEXIST, atomically */
 	else if (rc == 0 && !noreplace &&
-		 renameat(d->tmpfd, name, pfd, slash ? slash + 1 : key) < 0)
+		 renameat(srcfd, name, pfd, slash ? slash + 1 : key) < 0)
 		rc = -errno;
 	if (rc == 0 && fsync(pfd) < 0)
 		rc = -errno;
@@ -364,7 +362,7 @@ static int dir_put(struct nrs_objstore *s, const char *key, const void *buf,
 		return rc;
 	}
 	do
-		rc = place(d, name, key, false);
+		rc = nrs_dirstore_place(d, d->tmpfd, name, key, false);
 	while (rc == -ENOENT && ++tries < PUT_TRIES);
 	if (rc < 0) {
 		/* After a failed fsync of the directory the object may or
@@ -499,8 +497,8 @@ static int dir_put_cond(struct nrs_objstore *s, const char *key,
 		if (rc == 0 && !etag_is(m.etag, if_match))
 			rc = -ESTALE;	/* OD5: another content is there */
 	}
-	while (rc == 0) {
-		rc = place(d, name, key, !if_match);	/* OD4 or OD3 */
+	while (rc == 0) {	/* OD4 or OD3 */
+		rc = nrs_dirstore_place(d, d->tmpfd, name, key, !if_match);
 		if (rc != -ENOENT || ++tries >= PUT_TRIES)
 			break;
 		rc = 0;
@@ -800,6 +798,12 @@ static int walk_dir(struct walk *w, int fd, size_t len, int depth)
 	}
 	closedir(dh);
 	return rc;
+}
+
+struct dir_store *nrs_dirstore_of(struct nrs_objstore *s)
+{
+	return s && (s->ops == &dir_ops || s->ops == &dir_ro_ops) ? dir_of(s)
+								  : NULL;
 }
 
 int nrs_objstore_dir_foreach(struct nrs_objstore *s,

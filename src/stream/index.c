@@ -131,6 +131,14 @@ static int format_line(char *line, size_t len, uint64_t start, uint64_t end,
 		return snprintf(line, len, "%" PRIu64 " %" PRIu64 " %" PRIu64
 				" obj:%s\n", start, end, e->gen, key);
 	}
+	if (e->kind == NRS_TARGET_ADOPT) {
+		char key[NRS_OBJKEY_MAX];
+
+		nrs_objfmt_adopt_key(key, e->seg);
+		return snprintf(line, len, "%" PRIu64 " %" PRIu64 " %" PRIu64
+				" adopt:%s:%" PRIu64 "\n", start, end, e->gen,
+				key, e->off);
+	}
 	if (owal) {		/* X4 */
 		char key[NRS_OBJKEY_MAX];
 

@@ -7,7 +7,10 @@
  * A WAL entry is one WAL record: [start, end) at (seg, off), generation 0.
  * An object entry is (part of) a materialized segment object of generation
  * gen >= 1 that holds [ostart, oend) (objfmt.h); its [start, end) lies
- * within that.  Objects only replace WAL entries from below (the
+ * within that.  An adopted entry is one WAL record that stayed where the
+ * WAL wrote it, in the segment file the embedded store took over as an
+ * object (objstore_dir_adopt.c): read and verified as a WAL record, with
+ * a generation gen >= 1 like an object's.  Objects only replace WAL entries from below (the
  * materializer works upwards from the stream's start), so within one
  * stream object entries come first, then WAL entries, whose segment numbers
  * never decrease with the offset.  The index is derived state: it is rebuilt
@@ -27,6 +30,9 @@
 enum nrs_target_kind {
 	NRS_TARGET_WAL = 1,	/* a local WAL record at (seg, off) */
 	NRS_TARGET_OBJ = 2,	/* a segment object [ostart, oend), gen */
+	NRS_TARGET_ADOPT = 3,	/* a WAL record at (seg, off) of the WAL
+				 * segment the embedded store adopted in
+				 * place (objfmt.h nrs_objfmt_adopt_key), gen */
 };
 
 struct nrs_index_ent {
@@ -72,7 +78,8 @@ size_t nrs_index_collect(const struct nrs_index *ix, uint64_t off, uint64_t end,
  * Text form for user.nereus.index of stream stream_id, from the range
  * holding offset from (or the first above it) on: "start end gen
  * target\n" per range, target "wal:SEG:OFF" (owal: "walobj:KEY:OFF", the
- * object WAL's key, X4) or "obj:KEY" (objfmt.h); gaps
+ * object WAL's key, X4), "obj:KEY" (objfmt.h) or "adopt:KEY:OFF" (an
+ * adopted segment's key and the record's offset in it); gaps
  * are shown as target "missing"; adjacent WAL entries of one segment are
  * one line (X3).  At most NRS_INDEX_TEXT_MAX bytes: what does not fit is
  * counted in a last line "# N more ranges" (X2).  Returns the length

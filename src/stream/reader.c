@@ -15,7 +15,17 @@
  * For each WAL record it reads the header (verified: magic, CRC, and that
  * its stream, base and length are the ones the index names) and the payload
  * chunks the request touches, verifies their CRC32C, and copies the bytes
- * wanted.  A small record is fetched with one pread.
+ * wanted.  A small record is fetched with one pread.  A record in a WAL
+ * segment the embedded store adopted (NRS_TARGET_ADOPT) is read the same
+ * way from the store's file (objstore.h nrs_objstore_dir_adopt), and
+ * verified the same way: the record format is the object's (I6).
+ *
+ *  RA1 An adopted record at segment offset X is the store's object bytes
+ *      from X - 64 (the store's get() reads behind 64 header bytes, where
+ *      the segment has its own header); a reader with no store fails the
+ *      read (EIO), as for a missing copy.  Its header must name the
+ *      stream, base and length the index does, and every chunk touched
+ *      passes its CRC32C, exactly as for a record read from the WAL.
  */
 #include "config.h"
 
@@ -27,6 +37,7 @@
 #include "obj/bcache.h"
 #include "meta/meta.h"
 #include "obj/objfmt.h"
+#include "obj/objstore.h"
 #include "stream/reader.h"
 #include "stream/stream.h"
 #include "util/log.h"
@@ -37,12 +48,26 @@
 #define ENTS_PER_ROUND	64
 #define SMALL_RECORD	(128u << 10)
 
-/* Read exactly len bytes at pos, or fail: a short read is a missing copy. */
-static int read_full(struct nrs_wal *wal, struct nrs_wal_pos pos, void *buf,
-		     size_t len)
-{
-	ssize_t n = nrs_wal_read(wal, pos, buf, len);
+/* Where a WAL record is read from: the WAL, or the segment file the
+ * embedded store adopted (store and key set; pos.off an offset in it). */
+struct rec_src {
+	struct nrs_wal *wal;
+	struct nrs_objstore *store;
+	char key[NRS_OBJKEY_MAX];
+};
 
+/* Read exactly len bytes at pos, or fail: a short read is a missing copy. */
+static int read_full(const struct rec_src *src, struct nrs_wal_pos pos,
+		     void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (src->store)	/* RA1: the file's byte X is the object's X - 64 */
+		n = pos.off < NRS_OBJ_FIXED ? -EUCLEAN
+			: nrs_obj_get(src->store, src->key,
+				      pos.off - NRS_OBJ_FIXED, buf, len);
+	else
+		n = nrs_wal_read(src->wal, pos, buf, len);
 	if (n < 0)
 		return (int)n;
 	return (size_t)n == len ? 0 : -EUCLEAN;
@@ -52,7 +77,7 @@ static int read_full(struct nrs_wal *wal, struct nrs_wal_pos pos, void *buf,
  * Copy logical [a, b) of the record e into dst.  Returns 0, -EBADMSG
  * (checksum), -EUCLEAN (record missing or not the one indexed), -ENOMEM.
  */
-static int read_record(struct nrs_wal *wal, const struct nrs_stream *st,
+static int read_record(const struct rec_src *src, const struct nrs_stream *st,
 		       const struct nrs_index_ent *e, uint64_t a, uint64_t b,
 		       char *dst)
 {
@@ -73,17 +98,17 @@ static int read_record(struct nrs_wal *wal, const struct nrs_stream *st,
 		buf = malloc(hl + len);
 		if (!buf)
 			return -ENOMEM;
-		err = read_full(wal, pos, buf, hl + len);
+		err = read_full(src, pos, buf, hl + len);
 		payload = buf + hl + p0;
 	} else {
 		buf = malloc(hl + (p1 - p0));
 		if (!buf)
 			return -ENOMEM;
-		err = read_full(wal, pos, buf, hl);
+		err = read_full(src, pos, buf, hl);
 		if (!err) {
 			struct nrs_wal_pos pp = { e->seg, e->off + hl + p0 };
 
-			err = read_full(wal, pp, buf + hl, p1 - p0);
+			err = read_full(src, pp, buf + hl, p1 - p0);
 		}
 		payload = buf + hl;
 	}
@@ -128,8 +153,9 @@ static void log_failure(const struct nrs_stream *st, const struct nrs_index_ent 
 			" (%s)", st->id, cur, key, why, strerror(-err));
 	} else {
 		nrs_err("stream %" PRIu64 " offset %" PRIu64 ": WAL record at"
-			" segment %016" PRIx64 " byte %" PRIu64 " %s", st->id,
-			cur, e->seg, e->off, why);
+			" segment %016" PRIx64 " byte %" PRIu64 "%s %s", st->id,
+			cur, e->seg, e->off, e->kind == NRS_TARGET_ADOPT ?
+			" (adopted by the object store)" : "", why);
 	}
 }
 
@@ -180,8 +206,17 @@ static int read_ent(const struct nrs_reader *r, struct nrs_wal *wal,
 	struct nrs_objhdr h = { .stream_id = st->id, .start = e->ostart,
 				.end = e->oend, .gen = e->gen };
 
+	struct rec_src src = { .wal = wal };
+
 	if (e->kind == NRS_TARGET_WAL)	/* the WAL of st's profile */
-		return read_record(wal, st, e, a, b, dst);
+		return read_record(&src, st, e, a, b, dst);
+	if (e->kind == NRS_TARGET_ADOPT) {
+		if (!r->store)
+			return -EUCLEAN;
+		src.store = r->store;
+		nrs_objfmt_adopt_key(src.key, e->seg);
+		return read_record(&src, st, e, a, b, dst);
+	}
 	if (e->kind != NRS_TARGET_OBJ || !r->bcache)
 		return -EUCLEAN;
 	return nrs_bcache_read(r->bcache, &h, a, b - a, dst);

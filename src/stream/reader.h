@@ -15,6 +15,7 @@
 
 struct nrs_bcache;
 struct nrs_metrics;
+struct nrs_objstore;
 struct nrs_stream;
 struct nrs_wal;
 
@@ -29,6 +30,9 @@ struct nrs_reader {
 	struct nrs_wal *owal;		/* the object WAL: object-wal streams'
 					 * records; NULL: none */
 	struct nrs_bcache *bcache;	/* object copies; NULL: none */
+	struct nrs_objstore *store;	/* the embedded store's adopted WAL
+					 * segments (NRS_TARGET_ADOPT); NULL:
+					 * none */
 	struct nrs_metrics *metrics;	/* may be NULL */
 	pthread_rwlock_t *gate;		/* may be NULL (no reclaimer) */
 };

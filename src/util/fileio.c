@@ -122,3 +122,12 @@ int nrs_fs_room(int fd, uint64_t reserve, uint64_t need)
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	return avail < reserve || avail - reserve < need ? -ENOSPC : 0;
 }
+
+int nrs_fs_same(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	if (stat(a, &sa) < 0 || stat(b, &sb) < 0)
+		return -errno;
+	return sa.st_dev == sb.st_dev;
+}

@@ -52,4 +52,12 @@ int nrs_dir_check_private(const char *path, const char *what);
  */
 int nrs_fs_room(int fd, uint64_t reserve, uint64_t need);
 
+/*
+ * Whether the paths a and b lie on one file system (the same st_dev):
+ * 1 if they do, 0 if not, -errno if either cannot be stat'ed.  What makes
+ * the embedded object store's second write of a materialized byte land on
+ * the WAL's disk (core_obj.c CO1).
+ */
+int nrs_fs_same(const char *a, const char *b);
+
 #endif

@@ -58,6 +58,19 @@
  *       second of the last append, unlink or trim, the segments hold at
  *       most one 64-byte header beyond the records of live bytes not yet
  *       materialized (README, nereusfs(8)).
+ *   WD3 A segment's inode is never reused (write once, issue 16: the
+ *       embedded store adopts a sealed segment by link(2), OD6, so the
+ *       inode outlives the WAL's name and must keep its bytes).  The WAL
+ *       has no recycling and no preallocated pool: WA1 creates every
+ *       segment O_CREAT|O_EXCL under a number never used before in this
+ *       open, and on EEXIST skips the number without opening the file;
+ *       WD1 and WS1 only unlink a name; data is written only at the end
+ *       of the current segment (WA2, WA7's zeros), and truncated only past
+ *       a position never acknowledged (WA3) or past the last whole record
+ *       (WA7, WS5, WS9).  So the bytes of every synced record of a segment
+ *       stay as they are in that inode, under any other name, through
+ *       rotation, reclaim and reopen.  An adopter must therefore adopt
+ *       only synced records of a segment that is no longer current.
  */
 #include "config.h"
 

@@ -420,6 +420,9 @@ for M in object_uploads_total compactions_total retention_trims_total gc_deleted
 done
 row "unneeded objects left" f_left
 printf '  %-26s' "load average start/end"
-for s in $STORES; do printf '%22s' "${SUM[$s,load0]%% *}/${SUM[$s,load1]%% *}"; done
+for s in $STORES; do	# a store that never ran (n/a) has no loads
+	l0=${SUM[$s,load0]:-n/a} l1=${SUM[$s,load1]:-n/a}
+	printf '%22s' "${l0%% *}/${l1%% *}"
+done
 echo
 exit "$failed"

@@ -1384,6 +1384,82 @@ static void test_seal(void **state)
 	nrs_wal_close(w);
 }
 
+/* Files a and b hold the same bytes. */
+static bool same_bytes(const char *a, const char *b)
+{
+	static unsigned char ba[1 << 16], bb[1 << 16];
+	int fa = open(a, O_RDONLY), fb = open(b, O_RDONLY);
+	bool same = true;
+	ssize_t na, nb;
+
+	assert_true(fa >= 0 && fb >= 0);
+	do {
+		na = read(fa, ba, sizeof(ba));
+		nb = read(fb, bb, sizeof(bb));
+		same = na == nb && na >= 0 && memcmp(ba, bb, (size_t)na) == 0;
+	} while (same && na > 0);
+	close(fa);
+	close(fb);
+	return same;
+}
+
+static void copy_file(const char *from, const char *to);
+
+/*
+ * WD3: a sealed segment adopted by link(2) keeps its bytes through
+ * rotation, reopen, appends and reclaim; a rotation that finds its next
+ * name taken (here by another link of the adopted inode) never opens it.
+ */
+static void test_adopted_inode(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wal_open(f->dir, 0);
+	static const uint32_t plen[4] = { 3000, 70000, 500, 900 };
+	struct nrs_wal_pos pos[4];
+	char seg1[256], seg3[256], adopted[256], snap[256];
+	struct nrs_wal_stats st;
+	uint64_t bytes = 0;
+	struct stat sb;
+	struct seen *s;
+
+	snprintf(adopted, sizeof(adopted), "%s/adopted", f->root);
+	snprintf(snap, sizeof(snap), "%s/snap", f->root);
+	seg_path(seg1, sizeof(seg1), f->dir, 1);
+	seg_path(seg3, sizeof(seg3), f->dir, 3);
+	free(scan_all(w));
+	append_recs(w, 1, plen, 2, pos);
+	assert_int_equal(nrs_wal_seal(w, 1), 1);
+	assert_int_equal(link(seg1, adopted), 0);	/* OD6's adoption */
+	copy_file(adopted, snap);
+	assert_int_equal(link(adopted, seg3), 0);	/* the next name, taken */
+	append_recs(w, 3, plen + 2, 1, pos + 2);
+	assert_int_equal(pos[2].seg, 2);
+	assert_int_equal(nrs_wal_seal(w, 2), -EEXIST);
+	assert_true(same_bytes(adopted, snap));
+	assert_int_equal(nrs_wal_seal(w, 2), 1);	/* skips to 4 */
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.cur_seg, 4);
+	append_recs(w, 4, plen + 3, 1, pos + 3);
+	assert_int_equal(pos[3].seg, 4);
+	assert_true(same_bytes(adopted, snap));
+	assert_int_equal(unlink(seg3), 0);
+	nrs_wal_close(w);
+
+	w = wal_open(f->dir, 0);
+	s = scan_all(w);
+	assert_int_equal(s->n, 4);
+	free(s);
+	append_recs(w, 5, plen, 2, pos);
+	nrs_wal_stats(w, &st);
+	assert_true(nrs_wal_reclaim(w, st.cur_seg, &bytes) >= 2);
+	assert_int_equal(access(seg1, F_OK), -1);	/* the WAL's name gone */
+	assert_int_equal(stat(adopted, &sb), 0);
+	assert_int_equal(sb.st_nlink, 1);
+	assert_true(same_bytes(adopted, snap));
+	nrs_wal_close(w);
+	assert_true(same_bytes(adopted, snap));
+}
+
 /* Copy file from to file to (the test's stand-in for a crash: what the
  * disk held before close cut the zeros off). */
 static void copy_file(const char *from, const char *to)
@@ -1580,6 +1656,7 @@ int main(void)
 		T(test_reserve),
 		T(test_budget_reclaim),
 		T(test_seal),
+		T(test_adopted_inode),
 		T(test_zero_ahead),
 		T(test_zero_ahead_split),
 #undef T
