@@ -137,8 +137,9 @@ static int load_meta(const char *dir, struct nrs_fsck *f)
 		nrs_meta_dirent_foreach(m, nrs_fsck_add_dirent, f) ?:
 		nrs_meta_stream_foreach(m, nrs_fsck_add_stream, f) ?:
 		nrs_meta_obj_foreach(m, 0, nrs_fsck_add_obj, f) ?:
-		nrs_meta_sequences(m, &f->seq_inodes, &f->seq_streams);
-	f->have_seqs = !err;
+		nrs_meta_sequences(m, &f->seq_inodes, &f->seq_streams) ?:
+		nrs_meta_log_seq(m, &f->log_seq);
+	f->have_seqs = f->have_log_seq = !err;
 	nrs_meta_close(m);
 	return err ? fail("cannot read the metadata", path, err) : 0;
 }

@@ -19,7 +19,8 @@
  *                  checks of the other three in turn
  *   fsck_stream.c  the WAL and every stream row: F3-F13, F20, F27-F29
  *   fsck_obj.c     every objects row, and the store: F21-F26
- *   fsck_ns.c      the namespace and the sequences: F14-F19, F30
+ *   fsck_ns.c      the namespace, the sequences and the change log:
+ *                  F14-F19, F30, F31
  *
  * CHECKS (F1, F2 are made by the tool; the rest here)
  *
@@ -133,6 +134,12 @@
  *   F29 Every WAL record's LSN is at most NRS_WALREC_LSN_MAX and its end
  *       at most NRS_HEAD_MAX (recovery.h RD2).  Another is damage, an orphan
  *       the daemon ignores: never pending (F13), never a link of a chain.
+ *   F31 The change log (meta.h, THE CHANGE LOG): no META record of the
+ *       WAL carries a change number above the store's last logged one (a
+ *       change commits before its record is written, sqlite_log.c ML1:
+ *       one above means the database lost changes the bucket holds), and
+ *       every META record's payload passes its CRCs (a recovery from the
+ *       bucket that needs a damaged one stops, recovery.c RM1).
  */#include "config.h"
 
 #include <errno.h>
@@ -210,6 +217,12 @@ int nrs_fsck_add_rec(void *ctx, const struct nrs_wal_rec_info *ri)
 
 	if (ri->rec.kind == NRS_WALREC_META) {	/* walrec.c WV4 */
 		f->meta_recs++;
+		if (!ri->data_ok && f->meta_damaged++ == 0)	/* F31 */
+			f->meta_damaged_pos = ri->pos;
+		if (ri->data_ok && ri->rec.base > f->meta_seq_max) {
+			f->meta_seq_max = ri->rec.base;
+			f->meta_seq_max_pos = ri->pos;
+		}
 		return 0;
 	}
 	return PUSH(f, recs, nrecs, rcap, *ri);
@@ -338,6 +351,7 @@ int nrs_fsck_check(struct nrs_fsck *f)
 	nrs_fsck_check_wal(f);
 	nrs_fsck_check_recs(f);
 	nrs_fsck_check_sequences(f);
+	nrs_fsck_check_change_log(f);
 	nrs_fsck_check_dirents(f, &ns);
 	nrs_fsck_check_inodes(f, &ns);
 	err = nrs_fsck_check_streams(f, &ns) ?:

@@ -7,7 +7,7 @@
  * listing callbacks of meta.h and wal.h, then calls nrs_fsck_check(), which
  * reports every inconsistency through the report callback, one line each.
  * The only I/O happens through the object store the caller may lend (F21,
- * F23-F26).  The checks F1..F30 are listed at the top of fsck.c.
+ * F23-F26).  The checks F1..F31 are listed at the top of fsck.c.
  */
 #ifndef NRS_FSCK_H
 #define NRS_FSCK_H
@@ -48,6 +48,16 @@ struct nrs_fsck {
 	size_t nrecs, rcap;
 	uint64_t meta_recs;	/* META records seen (walrec.h): not
 				 * stream data, left out of recs */
+	/* F31: the highest META record's change number and where it is,
+	 * and the META records whose payload fails its CRCs */
+	uint64_t meta_seq_max;
+	struct nrs_wal_pos meta_seq_max_pos;
+	uint64_t meta_damaged;
+	struct nrs_wal_pos meta_damaged_pos;	/* the first of them */
+	/* F31, set by the caller (nrs_meta_log_seq) with have_log_seq: the
+	 * number of the store's last logged change */
+	bool have_log_seq;
+	uint64_t log_seq;
 	struct nrs_wal_damage *damage;		/* in log order */
 	size_t ndamage, mcap;
 	struct nrs_obj_row *objs;		/* sorted by check: stream,
@@ -105,7 +115,7 @@ void nrs_fsck_say(struct nrs_fsck *f, enum nrs_fsck_sev sev,
 		  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /*
- * Run F3..F30 over what was added, F21 and F23-F26 through f->store (F26
+ * Run F3..F31 over what was added, F21 and F23-F26 through f->store (F26
  * lists it if it is an embedded store).  0 when the check ran, whatever it
  * found; -ENOMEM; or the error of a store that could not be read (anything
  * but a missing object, which is a finding): then the objects were not all

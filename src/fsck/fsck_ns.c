@@ -2,7 +2,7 @@
  * fsck_ns.c - nereusfs-fsck's checks of the namespace and of the
  * sequences (fsck.c lists them): the root, every dirent and inode and the
  * streams they name (F14-F19), and SQLite's AUTOINCREMENT sequences
- * (F30).
+ * (F30), and the change log against the WAL's META records (F31).
  */
 #include "config.h"
 
@@ -65,6 +65,32 @@ void nrs_fsck_check_sequences(struct nrs_fsck *f)
 	else
 		check_seq(f, "streams", &f->seq_streams, max_sid,
 			  "a streams row");
+}
+
+/* ---- F31: the change log ------------------------------------------------ */
+
+/* META records are written by the object WAL only (core_metalog.c). */
+void nrs_fsck_check_change_log(struct nrs_fsck *f)
+{
+	char key[NRS_OBJKEY_MAX];
+
+	if (f->meta_damaged) {
+		nrs_wal_object_key(key, f->meta_damaged_pos.seg);
+		ERR(f, "F31 %s:%" PRIu64 ": a META record's payload fails its "
+		    "CRCs (%" PRIu64 " such record%s): a recovery from the "
+		    "bucket that needs the change stops there", key,
+		    f->meta_damaged_pos.off, f->meta_damaged,
+		    f->meta_damaged == 1 ? "" : "s");
+	}
+	if (f->have_log_seq && f->meta_seq_max > f->log_seq) {
+		nrs_wal_object_key(key, f->meta_seq_max_pos.seg);
+		ERR(f, "F31 %s:%" PRIu64 ": the META record of change %" PRIu64
+		    ", but the database's change log ends at %" PRIu64 ": the "
+		    "database lost changes the bucket holds (a change commits "
+		    "before its record is written, sqlite_log.c ML1); a "
+		    "recovery from the bucket brings them back", key,
+		    f->meta_seq_max_pos.off, f->meta_seq_max, f->log_seq);
+	}
 }
 
 /* ---- F14-F19: the namespace --------------------------------------------- */

@@ -68,6 +68,7 @@ int nrs_fsck_check_pending(struct nrs_fsck *f, const struct ns *ns);
 int nrs_fsck_check_objects(struct nrs_fsck *f, const struct ns *ns);
 /* fsck_ns.c */
 void nrs_fsck_check_sequences(struct nrs_fsck *f);		/* F30 */
+void nrs_fsck_check_change_log(struct nrs_fsck *f);		/* F31 */
 void nrs_fsck_check_dirents(struct nrs_fsck *f, struct ns *ns);
 void nrs_fsck_check_inodes(struct nrs_fsck *f, const struct ns *ns);
 

@@ -106,6 +106,25 @@ test_expect_success 'nereusfs-fsck reads the object WAL: every head reachable' '
 	nrs_mount -o "$HOLD$OBJ_OPTS"
 '
 
+# F31: a database that lost a change the object WAL logged (an old copy
+# of meta.db put back) is found; the database it was is clean again.
+test_expect_success 'nereusfs-fsck: a database behind the change log is F31' '
+	nrs_umount &&
+	cp "$DATA/meta.db" "$TRASH/meta.old" &&
+	nrs_mount -o "$HOLD$OBJ_OPTS" &&
+	mkdir "$K/f31" &&
+	nrs_umount &&
+	! test -s "$DATA/meta.db-wal" &&
+	mv "$DATA/meta.db" "$TRASH/meta.new" &&
+	cp "$TRASH/meta.old" "$DATA/meta.db" &&
+	fsck_expect 1 "$DATA" $FSCK_STORE -- "error: F31 owal/" \
+		"but the database'"'"'s change log ends at" &&
+	mv "$TRASH/meta.new" "$DATA/meta.db" &&
+	fsck_expect 0 "$DATA" $FSCK_STORE -- &&
+	nrs_mount -o "$HOLD$OBJ_OPTS" &&
+	rmdir "$K/f31"
+'
+
 # A crash at each step of an object-WAL append: before the PUT, after it
 # (its answer lost), after the proof, before the publish, before the reply.
 # A provider's suite may run fewer (OWAL_CRASH_POINTS): each point costs

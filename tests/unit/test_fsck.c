@@ -282,6 +282,41 @@ static void test_sequences(void **state)
 	       "row holds");
 }
 
+/* F31: a META record's change number is at most the store's change log,
+ * and its payload passes its CRCs. */
+static void add_meta(struct nrs_fsck *f, uint64_t lsn, uint64_t seq,
+		     uint64_t obj_seq, bool ok)
+{
+	struct nrs_wal_rec_info ri = {
+		.rec = { .kind = NRS_WALREC_META, .lsn = lsn, .base = seq,
+			 .len = 32 },
+		.pos = { .seg = 1ull << 40 | obj_seq, .off = 64 },
+		.data_ok = ok,
+		.object = true,
+	};
+
+	assert_int_equal(nrs_fsck_add_rec(f, &ri), 0);
+}
+
+static void test_change_log(void **state)
+{
+	struct nrs_fsck *f = *state;
+
+	add_meta(f, 10, 4, 2, true);
+	add_meta(f, 11, 5, 3, true);
+	add_meta(f, 12, 5, 3, true);		/* NS2: sent again */
+	f->have_log_seq = true;
+	f->log_seq = 5;
+	expect(f, 0, NULL, NULL);
+	f->log_seq = 4;
+	expect(f, 1, "F31 owal/000001/0000000003:64: the META record of "
+	       "change 5, but the database's change log ends at 4", NULL);
+	f->log_seq = 5;
+	add_meta(f, 13, 6, 4, false);		/* damaged: its seq not taken */
+	expect(f, 1, "F31 owal/000001/0000000004:64: a META record's payload "
+	       "fails its CRCs (1 such record)", NULL);
+}
+
 static void test_stale_version(void **state)
 {
 	struct nrs_fsck *f = *state;
@@ -1080,6 +1115,7 @@ int main(void)
 		T(test_impossible_row_not_pending),
 		T(test_record_lsn_range),
 		T(test_sequences),
+		T(test_change_log),
 		T(test_stale_version),
 		T(test_missing_and_damaged_records),
 		T(test_chain_newest_lost),
