@@ -92,10 +92,21 @@
  *      (a checkpoint's) finds every later run.  Markers are not deleted.
  *  OW9 Flush.  Batches go into the open object until it holds
  *      flush_bytes (a batch never spans two objects), or until the sync
- *      of one of them finds it open for linger_ms: then it is sealed --
+ *      of one of them finds the linger over (OW13): then it is sealed --
  *      its header made, its SHA-256 computed -- and PUT.  Several objects
  *      are PUT at once (OW5); the pipeline syncs batches in log order, so
  *      heads are published in log order whatever order the PUTs end in.
+ *  OW13 The linger counts from the last seal.  linger_ms spaces the seals
+ *      of this WAL rather than delaying each object: a sync seals the
+ *      open object once linger_ms have passed since the previous object
+ *      was sealed (full or not; at once if none was).  So an append after
+ *      a quiet spell -- the last seal older than the linger, as it is for
+ *      a lone writer whose previous append waited for its PUT and proof
+ *      -- is PUT at once and pays no linger; under load an object still
+ *      gathers the batches of linger_ms, never fewer than before (it was
+ *      opened after the previous seal), and objects that are not full are
+ *      sealed one per linger_ms at most, the PUT rate a long linger (the
+ *      cost profile's 200 ms) is chosen for.
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
@@ -327,6 +338,7 @@ static void seal_open(struct wal_object *w, struct ow_obj *o)
 	o->state = OW_SEALING;
 	w->open = NULL;
 	w->unproven++;
+	w->t_sealed_ns = nrs_now_mono_ns();		/* OW13 */
 	pthread_mutex_unlock(&w->lock);
 	ow_hdr_encode(&h, o->buf);
 	err = nrs_objfmt_digest(o->buf, o->size, o->sha256, NULL);
@@ -352,7 +364,7 @@ static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
 	if (!w->run_marked) {
 		err = start_run(w, now + w->timeout_ns);
 		/* the object's first write is now, after its run's marker:
-		 * the linger (OW9) does not count the marker's PUT */
+		 * its sync's deadline (OW2) does not count the marker's PUT */
 		now = nrs_now_mono_ns();
 	}
 	if (!err && w->next_seq > OW_SEQ_MAX)
@@ -453,7 +465,8 @@ static bool needed(const struct wal_object *w, const struct ow_obj *o)
 }
 
 /* OW1, OW9: every object of this run up to end.seg, not wholly cut, is
- * proven; the open one is sealed after linger_ms (or once it is full). */
+ * proven; the open one is sealed linger_ms after the previous seal (OW13;
+ * or once it is full). */
 static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 {
 	struct wal_object *w = wo(wal);
@@ -472,7 +485,7 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 		}
 		o = w->open;
 		if (o && o->seg <= end.seg && o->size > OW_HDR) {
-			if (now >= o->t_write_ns + w->linger_ns || w->stop) {
+			if (now >= w->t_sealed_ns + w->linger_ns || w->stop) {
 				err = wait_window(w, o->t_write_ns +
 						  w->timeout_ns);
 				if (err)
