@@ -168,7 +168,7 @@ static void usage(const char *prog)
 	       "                             by the thread that received it (default 1)\n"
 	       "    -o object_wal_bytes=N    object-wal: PUT a WAL object once it holds\n"
 	       "                             N bytes (default 512 KiB)\n"
-	       "    -o object_wal_linger_ms=N  ... or N ms after the previous one (5)\n"
+	       "    -o object_wal_linger_ms=N  ... or N ms after its first append (5)\n"
 	       "    -o object_wal_inflight=N WAL objects PUT at once (default 8)\n"
 	       "    -o object_wal_timeout_ms=N an object-wal append not proven stored\n"
 	       "                             after N ms fails ETIMEDOUT (30000)\n"

@@ -1,9 +1,10 @@
 /*
  * test_wal_object_linger.c - when the object WAL seals its open object
- * (wal_object.c OW9, OW13), over the real embedded directory store: the
- * linger counts from the previous seal, so the first object of a quiet
- * WAL is PUT at its first sync, and one opened soon after a seal still
- * gathers the batches written during the linger.
+ * (wal_object.c OW9, OW13), over the real embedded directory store: a
+ * lone writer's linger counts from the previous seal, so the first object
+ * of a quiet WAL is PUT at its first sync, and one opened soon after a
+ * seal still gathers the batches written during the linger; after an
+ * object that appends shared, the linger counts from the first write.
  *
  * No figure is measured: a sync that would linger is told apart by a
  * linger far longer than the wait (20 s against 4 s), and an object still
@@ -28,6 +29,7 @@
 #include "fixture.h"
 #include "obj/objstore.h"
 #include "wal/wal.h"
+#include "wal/walrec.h"
 
 struct fx {
 	char root[4096], objs[4200], state[4200];
@@ -71,16 +73,27 @@ static struct nrs_wal *wopen(struct fx *f, uint64_t linger_ms)
 	return w;
 }
 
-/* A batch (the provider stores opaque bytes); *end: just past it. */
+/* A batch of one append: one record of 1000 bytes; *end: just past it. */
 static void put_batch(struct nrs_wal *w, struct nrs_wal_pos *pos,
 		      struct nrs_wal_pos *end)
 {
-	static unsigned char buf[1024];
-	struct iovec iov = { buf, sizeof(buf) };
+	const uint32_t plen = 1000;
+	struct nrs_walrec r = {
+		.kind = NRS_WALREC_DATA, .lsn = 1, .stream_id = 9, .len = plen,
+		.n_appends = 1, .epoch = 1,
+	};
+	size_t hl = nrs_walrec_hdr_len(plen), tl = nrs_walrec_total_len(plen);
+	unsigned char *buf = calloc(1, tl);
+	struct iovec iov = { buf, tl }, payload = { NULL, plen };
 
+	assert_non_null(buf);
+	payload.iov_base = buf + hl;
+	assert_int_equal(nrs_walrec_encode_hdr(&r, &payload, 1, buf, hl),
+			 (ssize_t)hl);
 	assert_int_equal(nrs_wal_write(w, &iov, 1, pos), 0);
 	*end = *pos;
-	end->off += sizeof(buf);
+	end->off += tl;
+	free(buf);
 }
 
 /* A sync on a thread of its own. */
@@ -137,9 +150,9 @@ static void test_first_at_once(void **state)
 	nrs_wal_close(w);
 }
 
-/* OW9, OW13: an object opened within the linger after a seal is not
- * sealed by its sync until the linger is over: a batch written meanwhile
- * joins it, and one sync proves both. */
+/* OW9, OW13: an object opened within the linger after a seal of a lone
+ * batch is not sealed by its sync until the linger is over: a batch
+ * written meanwhile joins it, and one sync proves both. */
 static void test_linger_after_seal(void **state)
 {
 	struct fx *f = *state;
@@ -162,12 +175,39 @@ static void test_linger_after_seal(void **state)
 	nrs_wal_close(w);
 }
 
+/* OW9, OW13: after an object that two appends shared, the next lingers
+ * from its own first write, however long ago the last seal was. */
+static void test_shared_lingers(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 1000);
+	struct nrs_wal_pos a, b, c, d, ea, eb, ec, ed;
+	struct bg s;
+
+	put_batch(w, &a, &ea);
+	put_batch(w, &b, &eb);
+	assert_int_equal(b.seg, a.seg);
+	assert_int_equal(nrs_wal_sync(w, eb), 0);	/* the first: at once */
+	usleep(1200000);		/* the linger since that seal is over */
+	put_batch(w, &c, &ec);
+	bg_start(&s, w, ec);
+	usleep(100000);
+	put_batch(w, &d, &ed);		/* the sync still lingers */
+	pthread_join(s.t, NULL);
+	assert_int_equal(s.err, 0);
+	assert_int_equal(d.seg, c.seg);
+	assert_int_equal(nrs_wal_sync(w, ed), 0);
+	nrs_wal_close(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_first_at_once, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_linger_after_seal, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_shared_lingers, setup,
 						teardown),
 	};
 
