@@ -485,7 +485,7 @@ static bool needed(const struct wal_object *w, const struct ow_obj *o)
 
 /* OW1, OW9: every object of this run up to end.seg, not wholly cut, is
  * proven; the open one is sealed linger_ms after its first write, or
- * after the previous seal if that object held one batch (OW13; or once
+ * after the previous seal if that object held one append (OW13; or once
  * it is full). */
 static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 {
