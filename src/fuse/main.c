@@ -7,7 +7,8 @@
  *    fork keeps only the calling thread), and the parent waits until the
  *    child reports that the file system is mounted, or that it failed: the
  *    command's exit status says whether the mount is there, and the
- *    child's error messages reach the terminal until then.
+ *    child's messages reach the terminal until then, and syslog too
+ *    (log.c LG3).
  *  - The core recovers (DESIGN.md section 6) before the mount appears, so
  *    nothing can read a head that recovery is about to move.
  *  - At unmount the request loop ends first, then the core completes every
@@ -238,7 +239,7 @@ static void detach_finish(int fd)
 
 	if (chdir("/") < 0)
 		nrs_warn("chdir /: %s", strerror(errno));
-	nrs_log_to_syslog();
+	nrs_log_to_syslog(false);	/* log.c LG3: syslog alone now */
 	nullfd = open("/dev/null", O_RDWR);
 	if (nullfd >= 0) {
 		dup2(nullfd, STDIN_FILENO);
@@ -450,6 +451,9 @@ int main(int argc, char *argv[])
 
 		if (r != 0)	/* the parent, done (ret), or no fork (1) */
 			goto out_args;
+		/* log.c LG3: the start (recovery's progress, RP1) reaches
+		 * syslog too, not only the terminal the parent lends us */
+		nrs_log_to_syslog(true);
 	}
 	/* tests only (failpoint.c); a spec that does not parse is fatal */
 	if (nrs_failpoint_init() != 0)

@@ -4,6 +4,13 @@
  * syslog once the daemon has detached from its terminal.  Level names are
  * the words an operator greps for.
  *
+ *  LG3 A daemon about to detach logs to both.  Without -f, what is logged
+ *      before the daemon detaches -- the recovery's progress (RP1,
+ *      wal_object_scan.c), why a start failed -- goes to the terminal
+ *      that started it and to syslog (nrs_log_to_syslog(true)), so that
+ *      the log of a daemon holds its whole start, not only what came after
+ *      the mount; once detached, to syslog alone (main.c).
+ *
  * Much of what is logged comes from unprivileged users (names, xattr
  * names and values, the requests they make), so two rules hold for every
  * line, whoever calls:
@@ -47,6 +54,7 @@
 
 static int log_level = NRS_LOG_INFO;
 static int use_syslog;
+static int keep_stderr = 1;	/* LG3: also on standard error */
 static const char *const level_names[] = { "error", "warning", "info", "debug" };
 
 /* LG2: one call site's window.  All protected by rate_lock. */
@@ -67,9 +75,11 @@ void nrs_log_set_level(int level)
 	log_level = level;
 }
 
-void nrs_log_to_syslog(void)
+void nrs_log_to_syslog(bool also_stderr)
 {
-	openlog("nereusfs", LOG_PID, LOG_DAEMON);
+	if (!use_syslog)
+		openlog("nereusfs", LOG_PID, LOG_DAEMON);
+	keep_stderr = also_stderr;
 	use_syslog = 1;
 }
 
@@ -113,7 +123,8 @@ static void emit(int level, const char *prefix, const char *msg)
 	if (use_syslog) {
 		nrs_log_escape(line, sizeof(line), msg);
 		syslog(prio[level], "%s: %s%s", level_names[level], prefix, line);
-		return;
+		if (!keep_stderr)	/* LG3 */
+			return;
 	}
 	n = snprintf(line, sizeof(line), "nereusfs[%ld]: %s: %s", (long)getpid(),
 		     level_names[level], prefix);

@@ -1,6 +1,6 @@
 /*
  * log.h - one-line log messages to standard error (and so to the journal
- * under systemd).  Thread safe; a message is written with one write(2).
+ * under systemd), or syslog once the daemon detached (log.c LG3).  Thread safe; a message is written with one write(2).
  * Every message is escaped (control and non-ASCII bytes as \xNN) and each
  * call site is rate-limited (log.c LG1, LG2).
  */
@@ -22,8 +22,10 @@ enum nrs_log_level {
 };
 
 void nrs_log_set_level(int level);
-/* From now on log to syslog (daemon facility) instead of standard error. */
-void nrs_log_to_syslog(void);
+/* From now on log to syslog (daemon facility), and also to standard error
+ * if also_stderr (log.c LG3: a daemon that has not detached yet); may be
+ * called again to change also_stderr. */
+void nrs_log_to_syslog(bool also_stderr);
 /* fmt must be a string that lives as long as the process (a literal):
  * its address names the call site (LG2). */
 void nrs_log(int level, const char *fmt, ...)

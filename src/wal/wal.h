@@ -339,9 +339,11 @@ struct nrs_wal_object_opts {
 					 * (0: 64 MiB) */
 	uint64_t flush_bytes;		/* seal an object at this size
 					 * (wal_object.c OW9; 0: 512 KiB) */
-	uint64_t linger_ms;		/* or this long after its first write
-					 * (0: none; NRS_WAL_OBJECT_LINGER_MS
-					 * is the daemon's default) */
+	uint64_t linger_ms;		/* or this long after its first write,
+					 * or after the previous seal for a
+					 * lone writer (OW13; 0: none;
+					 * NRS_WAL_OBJECT_LINGER_MS is the
+					 * daemon's default) */
 	uint64_t grace_ms;		/* a reclaimable object is deleted this
 					 * long after it became so
 					 * (wal_object_gc.c OWG1; 0: at once) */

@@ -92,10 +92,23 @@
  *      (a checkpoint's) finds every later run.  Markers are not deleted.
  *  OW9 Flush.  Batches go into the open object until it holds
  *      flush_bytes (a batch never spans two objects), or until the sync
- *      of one of them finds it open for linger_ms: then it is sealed --
+ *      of one of them finds the linger over (OW13): then it is sealed --
  *      its header made, its SHA-256 computed -- and PUT.  Several objects
  *      are PUT at once (OW5); the pipeline syncs batches in log order, so
  *      heads are published in log order whatever order the PUTs end in.
+ *  OW13 A lone writer does not linger.  While the object sealed last
+ *      held a single append (one batch of one record whose header says
+ *      n_appends 1; or none was sealed yet), the linger counts from that
+ *      seal rather than from the open object's first write: a sync seals
+ *      the open object once linger_ms have passed since the previous
+ *      seal.  So a lone writer's append, whose previous append waited for
+ *      its PUT and proof, is PUT at once.  Once an object held two
+ *      appends or more, writers are sharing objects and the next one
+ *      lingers linger_ms from its first write (OW9) again: an object
+ *      opened under load gathers as many appends as before.  Either way
+ *      objects that are not full are sealed one per linger_ms at most,
+ *      the PUT rate a long linger (the cost profile's 200 ms) is chosen
+ *      for.
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
@@ -134,6 +147,7 @@
 #include "util/sat.h"
 #include "wal/wal.h"
 #include "wal/wal_object_priv.h"
+#include "wal/walrec.h"
 
 #define DEFAULT_INFLIGHT	8
 #define DEFAULT_TIMEOUT_MS	30000
@@ -327,6 +341,9 @@ static void seal_open(struct wal_object *w, struct ow_obj *o)
 	o->state = OW_SEALING;
 	w->open = NULL;
 	w->unproven++;
+	w->t_sealed_ns = nrs_now_mono_ns();		/* OW13 */
+	w->lone = w->open_appends <= 1;
+	w->open_appends = 0;
 	pthread_mutex_unlock(&w->lock);
 	ow_hdr_encode(&h, o->buf);
 	err = nrs_objfmt_digest(o->buf, o->size, o->sha256, NULL);
@@ -352,7 +369,7 @@ static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
 	if (!w->run_marked) {
 		err = start_run(w, now + w->timeout_ns);
 		/* the object's first write is now, after its run's marker:
-		 * the linger (OW9) does not count the marker's PUT */
+		 * its sync's deadline (OW2) does not count the marker's PUT */
 		now = nrs_now_mono_ns();
 	}
 	if (!err && w->next_seq > OW_SEQ_MAX)
@@ -378,6 +395,16 @@ static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
 	return 0;
 }
 
+/* OW13: is this batch one append: one record, of one append? */
+static bool one_append(const struct iovec *iov, int iovcnt, uint64_t len)
+{
+	struct nrs_walrec r;
+
+	return iovcnt > 0 &&
+	       nrs_walrec_decode_hdr(iov[0].iov_base, iov[0].iov_len, &r) == 0 &&
+	       r.n_appends == 1 && nrs_walrec_total_len(r.len) == len;
+}
+
 /* OW9: a batch goes into the open object, which is sealed once it holds
  * flush_bytes; a batch never spans two objects. */
 static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
@@ -387,6 +414,7 @@ static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
 	uint64_t now = nrs_now_mono_ns(), len = 0;
 	struct ow_obj *o;
 	unsigned char *p;
+	bool single;
 	int err;
 
 	if (w->read_only)
@@ -396,6 +424,7 @@ static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
 			return -EINVAL;
 		len += iov[i].iov_len;
 	}
+	single = one_append(iov, iovcnt, len);
 	pthread_mutex_lock(&w->lock);
 	err = w->broken ? -EIO : 0;
 	o = w->open;
@@ -437,6 +466,8 @@ static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
 		p += iov[i].iov_len;
 	}
 	o->size += len;
+	if (w->open_appends < 2)			/* OW13 */
+		w->open_appends += single ? 1 : 2;
 	w->held_bytes += len;
 	if (o->size - OW_HDR >= w->flush_bytes &&
 	    wait_window(w, now + w->timeout_ns) == 0 && w->open == o)
@@ -453,7 +484,9 @@ static bool needed(const struct wal_object *w, const struct ow_obj *o)
 }
 
 /* OW1, OW9: every object of this run up to end.seg, not wholly cut, is
- * proven; the open one is sealed after linger_ms (or once it is full). */
+ * proven; the open one is sealed linger_ms after its first write, or
+ * after the previous seal if that object held one append (OW13; or once
+ * it is full). */
 static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 {
 	struct wal_object *w = wo(wal);
@@ -472,7 +505,10 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 		}
 		o = w->open;
 		if (o && o->seg <= end.seg && o->size > OW_HDR) {
-			if (now >= o->t_write_ns + w->linger_ns || w->stop) {
+			uint64_t from = w->lone ? w->t_sealed_ns :
+					o->t_write_ns;		/* OW13 */
+
+			if (now >= from + w->linger_ns || w->stop) {
 				err = wait_window(w, o->t_write_ns +
 						  w->timeout_ns);
 				if (err)
@@ -687,6 +723,7 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	if (w->flush_bytes > OW_OBJ_MAX)
 		w->flush_bytes = OW_OBJ_MAX;
 	w->linger_ns = o->linger_ms * 1000000ull;
+	w->lone = true;					/* OW13 */
 	w->grace_ns = nrs_sat_mul(o->grace_ms, NRS_NS_PER_MS);	/* SAT1 */
 	w->may_ack = o->may_ack;
 	w->may_ack_ctx = o->may_ack_ctx;

@@ -142,6 +142,11 @@ struct wal_object {
 	bool run_marked;		/* its marker is stored (OW11) */
 	uint64_t last_run;		/* the highest run the state names */
 	uint64_t next_seq;		/* of this run */
+	uint64_t t_sealed_ns;		/* OW13: the last seal (0: none) */
+	bool lone;			/* OW13: the object sealed last held
+					 * one append, or none was sealed */
+	unsigned int open_appends;	/* in the open object (2: two or
+					 * more, or not known) */
 	uint64_t last_seg;		/* highest segment held or written */
 	struct ow_range pend[OW_ABAND_MAX];	/* OW4: not yet recorded */
 	unsigned int n_pend;

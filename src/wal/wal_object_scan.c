@@ -38,8 +38,9 @@
  *      line "WHAT: progress: objects read N, bytes B (M MiB), streams S,
  *      T s" once a second at most while it runs, and a last line
  *      "WHAT: progress: done: ..." with the totals.  The lines go to the
- *      log, which before the daemon detaches is its standard error: the
- *      terminal that started it, or the journal (main.c).  One line a
+ *      log, which before the daemon detaches is its standard error -- the
+ *      terminal that started it, or the journal (main.c) -- and, without
+ *      -f, syslog as well (log.c LG3).  One line a
  *      second stays within LG2's burst (log.c), so none is summed up; the
  *      done line is another call site and always written.
  */

@@ -5,7 +5,7 @@
 # nereusfs mounted on an s3rver of its own (tests/fixtures/s3/s3rver.sh,
 # loopback) with one directory set to user.nereus.profile=object-wal and
 # the object WAL's defaults (object_wal_bytes 512 KiB, linger 5 ms, 8 PUTs
-# in flight).  Cases: 1 KiB and 64 KiB appends by 1, 8 and 64 writers,
+# in flight; the last two can be changed, below).  Cases: 1 KiB and 64 KiB appends by 1, 8 and 64 writers,
 # each on a stream of its own (nrs-bench, BENCH_SECONDS each): ops/s, MB/s
 # and the ack latency (write() alone: it returns once the WAL object is
 # proven) p50/p99; and, from the metrics, the WAL objects PUT during the
@@ -26,7 +26,12 @@
 #   with 64 writers, MB/s >= 0.8 x the raw PUTs' MB/s at the same
 #     concurrency (64 threads putting objects of the case's mean size;
 #     beside it the ratio to 64 threads of flush-size PUTs, which 1 KiB
-#     appends cannot fill).
+#     appends cannot fill, and to 64 threads each PUTting objects of the
+#     append's size, what the writers would get by putting every append
+#     themselves).  64 writers of 1 KiB, each waiting for its ack, hold
+#     64 KiB in flight, so their MB/s is at most 64 KiB / ack latency
+#     (Little's law), whatever the window: the first two baselines keep
+#     megabytes in flight.
 # Without nrs-putbench (NRS_PUTBENCH) boto3 (boto3_bench.py putlat) is the
 # baseline; boto3 is Python, which adds to each PUT.
 # It prints and never fails over a figure.
@@ -36,7 +41,9 @@
 # BENCH_OWAL_CASES (default "1k-1 1k-8 1k-64 64k-1 64k-8 64k-64");
 # BENCH_OWAL_RAW_THREADS (default "1 8 64"; empty: no flush-size table);
 # BENCH_OWAL_RAW_PUTS PUTs per thread of that table (default 8, at least
-# 32 in all).
+# 32 in all); BENCH_OWAL_LINGER_MS and BENCH_OWAL_INFLIGHT the daemon's
+# object_wal_linger_ms and object_wal_inflight (default 5 and 8, the
+# defaults), to compare settings side by side.
 set -uo pipefail
 
 NEREUSFS=${NEREUSFS:-./nereusfs}
@@ -47,8 +54,8 @@ NRS_PUTBENCH=${NRS_PUTBENCH:-tests/bench/nrs-putbench}
 CASES=${BENCH_OWAL_CASES:-1k-1 1k-8 1k-64 64k-1 64k-8 64k-64}
 RAW_THREADS=${BENCH_OWAL_RAW_THREADS-1 8 64}
 RAW_PUTS=${BENCH_OWAL_RAW_PUTS:-8}
-LINGER_MS=5
-INFLIGHT=8
+LINGER_MS=${BENCH_OWAL_LINGER_MS:-5}
+INFLIGHT=${BENCH_OWAL_INFLIGHT:-8}
 FLUSH=524288
 here=$(cd "$(dirname "$0")" && pwd)
 S3RVER_SH=${NRS_S3RVER_SH:-$here/../fixtures/s3/s3rver.sh}
@@ -79,6 +86,7 @@ s3=1
 export AWS_ACCESS_KEY_ID=$NRS_S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$NRS_S3_SECRET_KEY
 mount_fs pid "$work/mnt" "$work/logs/nereusfs.log" "$NEREUSFS" -f \
 	-o "data=$work/data,s3=$NRS_S3_URL,materialize_age_ms=3600000,materialize_bytes=1099511627776" \
+	-o "object_wal_linger_ms=$LINGER_MS,object_wal_inflight=$INFLIGHT" \
 	"$work/mnt" || { note "nereusfs did not mount"; cat "$work/logs/nereusfs.log" >&2; exit 2; }
 mkdir "$work/mnt/ow"
 setfattr -n user.nereus.profile -v object-wal "$work/mnt/ow"
@@ -128,19 +136,22 @@ for c in $CASES; do
 	avg=$(( objs > 0 ? (b1 - b0) / objs : bytes ))
 	n=$(( writers < INFLIGHT ? writers : INFLIGHT ))
 	raw=$(raw_puts "$n" $((n * 24)) "$avg" "raw-$c") || raw=
-	raw_w=
-	[ "$writers" -ge 64 ] && { raw_w=$(raw_puts "$writers" $((writers * 4)) "$avg" "raww-$c") || raw_w=; }
+	raw_w= raw_a=
+	if [ "$writers" -ge 64 ]; then
+		raw_w=$(raw_puts "$writers" $((writers * 4)) "$avg" "raww-$c") || raw_w=
+		raw_a=$(raw_puts "$writers" $((writers * 8)) "$bytes" "rawa-$c") || raw_a=
+	fi
 	p50=$(kv p50_us "$r") p99=$(kv p99_us "$r") mb=$(kv mbps "$r")
 	rp50=$(kv p50_ms "$raw") rp99=$(kv p99_ms "$raw") rmb=$(kv mbps "$raw")
 	t=$(awk -v a="$p50" -v b="$p99" -v m="$mb" -v x="$rp50" -v y="$rp99" -v z="$rmb" \
-		-v l="$LINGER_MS" -v w="$writers" -v r="${RAW[$writers]:-}" -v q="$(kv mbps "$raw_w")" 'BEGIN {
+		-v l="$LINGER_MS" -v w="$writers" -v r="${RAW[$writers]:-}" -v q="$(kv mbps "$raw_w")" -v e="$(kv mbps "$raw_a")" 'BEGIN {
 		if (x == "") { print "n/a (no baseline)"; exit }
 		s = sprintf("p50 %s (%.1f <= %.1f ms: %.2f), p99 %s (%.1f <= %.1f ms: %.2f)",
 			a / 1000 <= l + 1.5 * x ? "yes" : "no", a / 1000, l + 1.5 * x, a / 1000 / (l + 1.5 * x),
 			b / 1000 <= l + 3 * y ? "yes" : "no", b / 1000, l + 3 * y, b / 1000 / (l + 3 * y))
 		if (w >= 64 && q != "")
-			s = s sprintf(", MB/s %s (%.2fx raw PUTs of this size at %d threads; %.2fx flush-size ones)",
-				m >= 0.8 * q ? "yes" : "no", q > 0 ? m / q : 0, w, r > 0 ? m / r : 0)
+			s = s sprintf(", MB/s %s (%.2fx raw PUTs of this size at %d threads; %.2fx flush-size ones; %.2fx PUTs of each append)",
+				m >= 0.8 * q ? "yes" : "no", q > 0 ? m / q : 0, w, r > 0 ? m / r : 0, e > 0 ? m / e : 0)
 		else if (w >= 64)
 			s = s sprintf(", MB/s %s (%.2fx raw)", m >= 0.8 * z ? "yes" : "no", z > 0 ? m / z : 0)
 		print s }')

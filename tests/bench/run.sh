@@ -823,8 +823,8 @@ cli_run() { # N HASH
 # boto3_bench.py ARGS... against STORE (moto, or s3: s3rver): got = MB/s,
 # got_load = the load before it; status 1 if it failed.
 boto_run() { # STORE ARGS...
-	local url=${MOTO_URL:-} ak=${MOTO_AK:-} sk=${MOTO_SK:-}
-	[ "$1" = s3 ] && url=$NRS_S3_URL ak=$NRS_S3_ACCESS_KEY sk=$NRS_S3_SECRET_KEY
+	local store=$1 url=${MOTO_URL:-} ak=${MOTO_AK:-} sk=${MOTO_SK:-}
+	[ "$store" = s3 ] && url=$NRS_S3_URL ak=$NRS_S3_ACCESS_KEY sk=$NRS_S3_SECRET_KEY
 	shift
 	got='' got_load=$(load1)
 	got=$(NRS_S3_URL=$url NRS_S3_ACCESS_KEY=$ak NRS_S3_SECRET_KEY=$sk \
@@ -833,7 +833,7 @@ boto_run() { # STORE ARGS...
 		got=''
 		return 1
 	}
-	[ -n "${BENCH_RAW:-}" ] && echo "obj=boto3 $1 n=$2 mbps=$got load=$got_load" >>"$BENCH_RAW"
+	[ -n "${BENCH_RAW:-}" ] && echo "obj=boto3 store=$store op=$1 n=$2 mbps=$got load=$got_load" >>"$BENCH_RAW"
 	return 0
 }
 

@@ -1,7 +1,10 @@
 /* test_log.c - log.c: every message is one line with control and non-ASCII
  * bytes escaped (LG1); a call site repeated writes a bounded number of
- * lines and then one "... N more" summary (LG2). */
+ * lines and then one "... N more" summary (LG2); a daemon not yet detached
+ * logs to standard error and syslog, then to syslog alone (LG3). */
 #include "config.h"
+/* syslog(3) is this test's own (below): no fortified inline of it */
+#undef _FORTIFY_SOURCE
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -426,12 +430,75 @@ static void test_sites(void **state)
 	assert_non_null(strstr(out, "... 3 more in the last 10 s: site 299 12\n"));
 }
 
+/* LG3: the lines log.c hands to syslog, one a line. */
+static char sys_out[4096];
+
+static void sys_record(const char *fmt, va_list ap)
+	__attribute__((format(printf, 1, 0)));
+static void sys_record(const char *fmt, va_list ap)
+{
+	size_t n = strlen(sys_out);
+
+	vsnprintf(sys_out + n, sizeof(sys_out) - n - 1, fmt, ap);
+	strcat(sys_out, "\n");
+}
+
+void openlog(const char *ident, int option, int facility)
+{
+	(void)ident;
+	(void)option;
+	(void)facility;
+}
+
+void syslog(int pri, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)pri;
+	va_start(ap, fmt);
+	sys_record(fmt, ap);
+	va_end(ap);
+}
+
+void __syslog_chk(int pri, int flag, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void __syslog_chk(int pri, int flag, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)pri;
+	(void)flag;
+	va_start(ap, fmt);
+	sys_record(fmt, ap);
+	va_end(ap);
+}
+
+static void log_detach(void)
+{
+	nrs_log_to_syslog(true);	/* started without -f, not detached */
+	nrs_info("recovery: progress: objects read %d", 3);
+	nrs_log_to_syslog(false);	/* detached */
+	nrs_info("mounted %s", "/mnt");
+}
+
+/* LG3 (last: log.c logs to syslog from now on) */
+static void test_syslog(void **state)
+{
+	(void)state;
+	assert_int_equal(capture(log_detach), 1);
+	assert_non_null(strstr(out, ": info: recovery: progress: objects read 3\n"));
+	assert_null(strstr(out, "mounted"));
+	assert_non_null(strstr(sys_out, "info: recovery: progress: objects "
+			       "read 3\ninfo: mounted /mnt\n"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_escape),
 		cmocka_unit_test(test_rate),
 		cmocka_unit_test(test_sites),
+		cmocka_unit_test(test_syslog),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -664,7 +664,8 @@ static void test_flush(void **state)
 }
 
 /* OW9: an object that reached flush_bytes is PUT at once, before any
- * sync; one below it waits for the linger. */
+ * sync; one below it waits for the linger after the previous seal (OW13:
+ * the first seal of a WAL does not wait). */
 static void test_seal_at_size(void **state)
 {
 	struct fx *f = *state;
@@ -689,6 +690,8 @@ static void test_seal_at_size(void **state)
 	linger_ms = 5;
 	write_rec(w, 2, &a, &ea);
 	t0 = nrs_now_mono_ns();
+	assert_int_equal(nrs_wal_sync(w, ea), 0);
+	write_rec(w, 3, &a, &ea);
 	assert_int_equal(nrs_wal_sync(w, ea), 0);
 	assert_true(nrs_now_mono_ns() - t0 >= 250000000ull);	/* lingered */
 	nrs_wal_close(w);
