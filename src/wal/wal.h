@@ -329,11 +329,17 @@ struct nrs_wal_progress {
  * since the first tick), or always when final.  p may be NULL. */
 void nrs_wal_progress_tick(struct nrs_wal_progress *p, bool final);
 
+/* The most objects an object WAL keeps unproven at once
+ * (object_wal_inflight's maximum).  A scan crosses gaps this wide in a
+ * run it has no seal of, whatever this mount's own window (OW14). */
+#define NRS_WAL_OBJECT_INFLIGHT_MAX	64u
+
 struct nrs_wal_object_opts {
 	struct nrs_objstore *store;	/* where the WAL objects go */
 	const char *dir;		/* a local directory for the state file
 					 * (wal_object_scan.c OW6), created */
-	unsigned int inflight_max;	/* unproven objects at once (0: 8) */
+	unsigned int inflight_max;	/* unproven objects at once (0: 8;
+				 * at most NRS_WAL_OBJECT_INFLIGHT_MAX) */
 	uint64_t timeout_ms;		/* a sync waits at most this (0: 30 s) */
 	uint64_t cache_bytes;		/* proven objects kept for reads
 					 * (0: 64 MiB) */

@@ -704,7 +704,8 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	char path[4096];
 	int err;
 
-	if (!o->store || !o->dir)
+	if (!o->store || !o->dir ||
+	    o->inflight_max > NRS_WAL_OBJECT_INFLIGHT_MAX)	/* OW14 */
 		return -EINVAL;
 	if (snprintf(path, sizeof(path), "%s/state", o->dir) >=
 	    (int)sizeof(path))

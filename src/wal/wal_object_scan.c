@@ -15,7 +15,7 @@
  *  OW8 Scan.  For each run from the floor's to the last, keys are probed
  *      by HEAD in seq order (from the floor's seq in its run, else 1) and
  *      the probe of a run ends after inflight_max missing keys in a row
- *      (OW5).  A found object is read whole and accepted only if its
+ *      (OW5; in a run not yet sealed, OW14's window).  A found object is read whole and accepted only if its
  *      length and SHA-256 are those of its HEAD, its header verifies and
  *      names its own key, and its length is header + rec_len: else it is
  *      damage, logged, never used or deleted, and its records are not
@@ -33,6 +33,16 @@
  *      an object that lands in a sealed run later is never returned.  A
  *      WAL that never wrote (no state file) scans nothing and touches no
  *      store.
+ *  OW14 The window a run was written with is not known to the scan (a
+ *      mount may set object_wal_inflight lower than the one before it,
+ *      and a new host knows nothing of the old one's): so a run without
+ *      a seal is probed until NRS_WAL_OBJECT_INFLIGHT_MAX (wal.h: the
+ *      option's maximum) missing keys in a row, not this mount's own
+ *      inflight_max, and the seqs the last run may still have had in
+ *      flight are that many too.  A gap of a run written with a window
+ *      of 16, objects past it acknowledged (the ones in the gap cut,
+ *      OW4, their PUTs never landing), is crossed by a mount with 8.
+ *      A sealed run is bounded by its seal (SL3).
  *  RP1 Progress.  A recovery that reads from the store says how far it
  *      got: the objects and bytes read and the streams recovered, in one
  *      line "WHAT: progress: objects read N, bytes B (M MiB), streams S,
@@ -255,7 +265,9 @@ static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
 	v = view_of(w, run, seq, &err);
 	if (!v)
 		return err;
-	for (; (misses < w->inflight_max || (v->sealed && seq <= v->end)) &&
+	for (; (misses < (v->sealed ? w->inflight_max :		/* OW14 */
+			  NRS_WAL_OBJECT_INFLIGHT_MAX) ||
+		(v->sealed && seq <= v->end)) &&
 	       seq <= OW_SEQ_MAX; seq++) {
 		uint64_t seg = ow_seg(run, seq);
 		struct nrs_obj_meta m = { 0 };
@@ -470,7 +482,8 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 		/* OW4: what the last run may have had in flight */
 		struct ow_range r = {
 			.lo_seg = ow_seg(w->last_run, last + 1),
-			.hi_seg = ow_seg(w->last_run, last + w->inflight_max),
+			.hi_seg = ow_seg(w->last_run,			/* OW14 */
+					 last + NRS_WAL_OBJECT_INFLIGHT_MAX),
 		};
 
 		err = ow_pend_add(w, &r);

@@ -58,7 +58,7 @@
  *      as usual (a scan from an older checkpoint's floor needs them).
  *  SL4 An unsealed run is one no writing scan has seen yet: the last run
  *      (its daemon crashed, stopped, or is being taken over), or one that
- *      predates seals.  Its gaps of fewer than inflight_max missing seqs
+ *      predates seals.  Its gaps of fewer than OW14's window of missing seqs
  *      are crossed as OW8 says -- objects in flight at the crash, which
  *      may still land -- and the records after a gap are used; the seal
  *      the scan then writes names the gap as a hole, so that an object

@@ -579,6 +579,37 @@ static void test_gap(void **state)
 	expect_lsns(&s, want, 2);
 }
 
+/* OW14: a run written with a window of 16 leaves a gap of 10 (cut
+ * objects whose PUTs never landed, the objects after them acknowledged);
+ * a scan by a mount with a window of 4 still finds what is past it, and
+ * a window above the most a scan crosses is refused. */
+static void test_gap_wider_window(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal_object_opts o = {
+		.store = &f->store.base, .dir = f->state,
+		.inflight_max = NRS_WAL_OBJECT_INFLIGHT_MAX + 1,
+	};
+	struct nrs_wal *w = wopen(f, 16, 5000);
+	struct nrs_wal_pos pos;
+	char path[8192];
+	struct seen s;
+	const uint64_t want[] = { 1, 12 };
+
+	for (uint64_t i = 0; i < 12; i++)
+		assert_int_equal(append(w, i + 1, &pos), 0);
+	nrs_wal_close(w);
+	for (int q = 2; q <= 11; q++) {
+		snprintf(path, sizeof(path), "%s/owal/000001/%010x", f->objs, q);
+		assert_int_equal(unlink(path), 0);
+	}
+	scan(f, &s);			/* a window of 4 */
+	expect_lsns(&s, want, 2);
+	w = NULL;
+	assert_int_equal(nrs_wal_object_open(&o, &w), -EINVAL);
+	assert_null(w);
+}
+
 /* OW1, I8: once the owner gate closes, nothing more is acknowledged. */
 static void test_gate(void **state)
 {
@@ -1105,6 +1136,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_odd_head, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gap_wider_window, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_gate, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_window, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_state, setup, teardown),
