@@ -256,7 +256,7 @@ static struct ow_view *view_of(struct wal_object *w, uint64_t run,
 static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
 		     uint64_t *last)
 {
-	unsigned int misses = 0;
+	unsigned int misses = 0, window;
 	uint64_t gap = 0;		/* the first seq of a gap, 0: none */
 	struct ow_view *v;
 	int err;
@@ -265,9 +265,9 @@ static int probe_run(struct wal_object *w, uint64_t run, uint64_t seq,
 	v = view_of(w, run, seq, &err);
 	if (!v)
 		return err;
-	for (; (misses < (v->sealed ? w->inflight_max :		/* OW14 */
-			  NRS_WAL_OBJECT_INFLIGHT_MAX) ||
-		(v->sealed && seq <= v->end)) &&
+	/* OW8 in a sealed run (its seal bounds it); OW14 in one not yet */
+	window = v->sealed ? w->inflight_max : NRS_WAL_OBJECT_INFLIGHT_MAX;
+	for (; (misses < window || (v->sealed && seq <= v->end)) &&
 	       seq <= OW_SEQ_MAX; seq++) {
 		uint64_t seg = ow_seg(run, seq);
 		struct nrs_obj_meta m = { 0 };
