@@ -27,15 +27,13 @@ test_gc_done () {
 	[ "$(nrs_metric gc_draining_bytes)" = 0 ] &&
 	[ "$(nrs_metric gc_deleted_objects_total)" -ge "$(nrs_metric compacted_objects_total)" ]
 }
-settled () {	# every object at least 256 KiB but the last few, nothing to do
-	local small
-	small=$(obj_lines | awk '$2 - $1 < 262144' | wc -l)
-	[ "$small" -le 3 ] && materialized
-}
-# Once the stream is idle (10 x materialize_age_ms without a commit), the
-# short runs of small objects merge too (CP1): then no two small objects are
-# neighbours, and nothing more is to be done.
-idle_settled () {
+# CP1's fixpoint once the stream is idle (10 x materialize_age_ms without a
+# commit: the short runs of small objects merge too): no two small objects
+# are neighbours, everything is materialized, nothing more is to be done.
+# A small object alone between large ones is never merged (a run is two
+# objects at least), so their number is left to the timing of the
+# materializer: under ASan five of them were seen.
+settled () {
 	obj_lines | awk '
 		{ small = $2 - $1 < 262144 }
 		small && prev_small && $1 == prev_end { pairs++ }
@@ -77,7 +75,7 @@ test_expect_success 'the replaced objects are deleted after the grace period' '
 '
 
 test_expect_success 'large objects are not rewritten again: nothing changes when idle' '
-	nrs_wait_for 20 idle_settled &&
+	nrs_wait_for 20 settled &&
 	sleep 1 &&
 	obj_lines >"$TRASH/before" &&
 	c=$(nrs_metric compactions_total) &&
