@@ -22,73 +22,22 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fixture.h"
+#include "fixture_meta.h"
 #include "meta/attrmask.h"
 #include "meta/meta.h"
 
 #define ROOT	NRS_ROOT_INO
 #define NOW	1000000000000LL
-#define MAXLOG	64
-
-struct change {
-	uint64_t seq;
-	void *p;
-	size_t len;
-};
-
-struct fx {
-	char dir[64];
-	char path[128], path2[128];
-	struct nrs_meta *m;
-	struct change log[MAXLOG];
-	size_t n;
-};
-
-static void sink(void *ctx, uint64_t seq, const void *change, size_t len)
-{
-	struct fx *f = ctx;
-	struct change *c;
-
-	if (f->n >= MAXLOG)
-		return;
-	c = &f->log[f->n++];
-	c->seq = seq;
-	c->len = len;
-	c->p = malloc(len);
-	if (c->p)
-		memcpy(c->p, change, len);
-}
 
 static int fx_setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-
-	if (!f)
-		return -1;
-	if (nrs_fixture_mkdtemp(f->dir, sizeof(f->dir), "test_meta_log")) {
-		free(f);
-		return -1;
-	}
-	snprintf(f->path, sizeof(f->path), "%s/meta.db", f->dir);
-	snprintf(f->path2, sizeof(f->path2), "%s/restored.db", f->dir);
-	if (nrs_meta_open(f->path, &f->m) != 0 ||
-	    nrs_meta_log_set(f->m, sink, f) != 0) {
-		free(f);
-		return -1;
-	}
-	*state = f;
-	return 0;
+	*state = nrs_fixture_meta_new("test_meta_log", true);
+	return *state ? 0 : -1;
 }
 
 static int fx_teardown(void **state)
 {
-	struct fx *f = *state;
-
-	nrs_meta_close(f->m);
-	for (size_t i = 0; i < f->n; i++)
-		free(f->log[i].p);
-	nrs_fixture_rmtree(f->dir);
-	free(f);
+	nrs_fixture_meta_free(*state);
 	return 0;
 }
 
@@ -107,7 +56,7 @@ static void publish(struct nrs_meta *m, uint64_t id, uint64_t head)
 }
 
 /* The copy of f's snapshot taken now, at path2. */
-static struct nrs_meta *snapshot_copy(struct fx *f)
+static struct nrs_meta *snapshot_copy(struct nrs_fixture_meta *f)
 {
 	struct nrs_meta *m2 = NULL;
 	void *buf = NULL;
@@ -121,7 +70,7 @@ static struct nrs_meta *snapshot_copy(struct fx *f)
 }
 
 /* The later half of the changes: every kind of logged call. */
-static uint64_t later_changes(struct fx *f, uint64_t dir)
+static uint64_t later_changes(struct nrs_fixture_meta *f, uint64_t dir)
 {
 	struct nrs_attr s, a = { .mode = 0600 };
 	struct nrs_stream_row r;
@@ -178,7 +127,7 @@ static void check_later(struct nrs_meta *m, uint64_t dir, uint64_t id,
  * the store holds the last number; reads and publishes take none. */
 static void test_numbered(void **state)
 {
-	struct fx *f = *state;
+	struct nrs_fixture_meta *f = *state;
 	struct nrs_attr d;
 	uint64_t seq = 0;
 
@@ -204,7 +153,7 @@ static void test_numbered(void **state)
 /* ML2: snapshot + the later changes = the store; twice = once. */
 static void test_replay(void **state)
 {
-	struct fx *f = *state;
+	struct nrs_fixture_meta *f = *state;
 	struct nrs_meta *m2;
 	struct nrs_attr d;
 	uint64_t id, seq = 0;
@@ -244,7 +193,7 @@ static void test_replay(void **state)
 /* ML2: a gap, damage, or a copy that diverged: -EUCLEAN, nothing done. */
 static void test_refused(void **state)
 {
-	struct fx *f = *state;
+	struct nrs_fixture_meta *f = *state;
 	struct nrs_meta *m2;
 	struct nrs_attr d;
 	unsigned char *bad;

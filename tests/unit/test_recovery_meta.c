@@ -23,7 +23,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "fixture.h"
+#include "fixture_meta.h"
 #include "meta/meta.h"
 #include "stream/recovery.h"
 #include "stream/table.h"
@@ -81,34 +81,13 @@ static const struct nrs_wal_ops fw_ops = {
 	.read = fw_read,
 };
 
-struct change {
-	uint64_t seq;
-	unsigned char *p;
-	size_t len;
-};
-
 struct fx {
-	char dir[64], src[128], dst[128];
-	struct nrs_meta *m;		/* the store the changes come from */
-	struct change log[MAXREC];
-	size_t n;
+	struct nrs_fixture_meta mf;	/* the store the changes come from */
 	struct fake_wal ow, lw;		/* object WAL, local WAL (empty) */
 };
 
-static void sink(void *ctx, uint64_t seq, const void *change, size_t len)
-{
-	struct fx *f = ctx;
-	struct change *c = &f->log[f->n++];
-
-	c->seq = seq;
-	c->len = len;
-	c->p = malloc(len);
-	if (c->p)
-		memcpy(c->p, change, len);
-}
-
 /* A META record of change c at LSN lsn, appended to the fake WAL. */
-static void put_meta(struct fake_wal *fw, const struct change *c,
+static void put_meta(struct fake_wal *fw, const struct nrs_fixture_change *c,
 		     uint64_t lsn)
 {
 	unsigned char fixed[NRS_METAREC_FIXED];
@@ -140,16 +119,18 @@ static int fx_setup(void **state)
 	void *buf = NULL;
 	size_t len = 0;
 
-	if (!f || nrs_fixture_mkdtemp(f->dir, sizeof(f->dir), "test_rmeta"))
+	if (!f || nrs_fixture_meta_open(&f->mf, "test_rmeta", true)) {
+		free(f);
 		return -1;
-	snprintf(f->src, sizeof(f->src), "%s/src.db", f->dir);
-	snprintf(f->dst, sizeof(f->dst), "%s/dst.db", f->dir);
-	if (nrs_meta_open(f->src, &f->m) || nrs_meta_log_set(f->m, sink, f))
+	}
+	/* the checkpoint, at f->mf.path2: before every change */
+	if (nrs_meta_snapshot(f->mf.m, &buf, &len, NULL) ||
+	    nrs_meta_install(f->mf.path2, buf, len)) {
+		free(buf);
+		nrs_fixture_meta_close(&f->mf);
+		free(f);
 		return -1;
-	/* the checkpoint: before every change */
-	if (nrs_meta_snapshot(f->m, &buf, &len, NULL) ||
-	    nrs_meta_install(f->dst, buf, len))
-		return -1;
+	}
 	free(buf);
 	f->ow.w.ops = &fw_ops;
 	f->lw.w.ops = &fw_ops;
@@ -161,10 +142,7 @@ static int fx_teardown(void **state)
 {
 	struct fx *f = *state;
 
-	nrs_meta_close(f->m);
-	for (size_t i = 0; i < f->n; i++)
-		free(f->log[i].p);
-	nrs_fixture_rmtree(f->dir);
+	nrs_fixture_meta_close(&f->mf);
 	free(f);
 	return 0;
 }
@@ -176,16 +154,16 @@ static uint64_t four_changes(struct fx *f)
 	struct nrs_attr d, a;
 	struct nrs_stream_row r;
 
-	assert_int_equal(nrs_meta_mkdir(f->m, NRS_ROOT_INO, "d", 0755, 0, 0, 1,
+	assert_int_equal(nrs_meta_mkdir(f->mf.m, NRS_ROOT_INO, "d", 0755, 0, 0, 1,
 					&d), 0);
-	assert_int_equal(nrs_meta_set_profile(f->m, d.ino,
+	assert_int_equal(nrs_meta_set_profile(f->mf.m, d.ino,
 					      NRS_PROFILE_OBJECT_WAL), 0);
-	assert_int_equal(nrs_meta_create(f->m, d.ino, "s", 0644, 0, 0, 1, &a,
+	assert_int_equal(nrs_meta_create(f->mf.m, d.ino, "s", 0644, 0, 0, 1, &a,
 					 &r), 0);
 	assert_int_equal(r.profile, NRS_PROFILE_OBJECT_WAL);
-	assert_int_equal(nrs_meta_xattr_set(f->m, a.ino, "user.k", "v", 1, 0),
+	assert_int_equal(nrs_meta_xattr_set(f->mf.m, a.ino, "user.k", "v", 1, 0),
 			 0);
-	assert_int_equal(f->n, 4);
+	assert_int_equal(f->mf.n, 4);
 	return r.id;
 }
 
@@ -199,7 +177,7 @@ static int recover(struct fx *f, struct nrs_meta **dst, uint64_t *next)
 	int err;
 
 	if (!*dst)
-		assert_int_equal(nrs_meta_open(f->dst, dst), 0);
+		assert_int_equal(nrs_meta_open(f->mf.path2, dst), 0);
 	e.meta = *dst;
 	nrs_streams_init(&t);
 	err = nrs_recover(&e, next);
@@ -218,11 +196,11 @@ static void test_replayed(void **state)
 	uint64_t id = four_changes(f), seq = 0, next = 0;
 	char v[4];
 
-	put_meta(&f->ow, &f->log[0], 20);
-	put_meta(&f->ow, &f->log[1], 22);
-	put_meta(&f->ow, &f->log[3], 23);	/* 3 failed, tried at 24 */
-	put_meta(&f->ow, &f->log[2], 24);
-	put_meta(&f->ow, &f->log[0], 25);	/* a late copy */
+	put_meta(&f->ow, &f->mf.log[0], 20);
+	put_meta(&f->ow, &f->mf.log[1], 22);
+	put_meta(&f->ow, &f->mf.log[3], 23);	/* 3 failed, tried at 24 */
+	put_meta(&f->ow, &f->mf.log[2], 24);
+	put_meta(&f->ow, &f->mf.log[0], 25);	/* a late copy */
 	f->ow.v[f->ow.n] = (struct nrs_wal_rec_info){	/* s's append */
 		.rec = { .kind = NRS_WALREC_DATA, .lsn = 21, .stream_id = id,
 			 .base = 0, .len = 5, .n_appends = 1, .epoch = 0 },
@@ -257,7 +235,7 @@ static void test_damage_stops(void **state)
 
 	four_changes(f);
 	for (size_t i = 0; i < 4; i++)
-		put_meta(&f->ow, &f->log[i], 20 + i);
+		put_meta(&f->ow, &f->mf.log[i], 20 + i);
 	ri = &f->ow.v[1];
 	ri->data_ok = false;				/* its CRC failed */
 	assert_int_equal(recover(f, &dst, &next), -EUCLEAN);

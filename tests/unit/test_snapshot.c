@@ -23,45 +23,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fixture.h"
+#include "fixture_meta.h"
 #include "meta/meta.h"
 
 #define ROOT	NRS_ROOT_INO
 #define NOW	1000000000000LL
 
-struct fx {
-	char dir[64];
-	char path[128], path2[128];
-	struct nrs_meta *m;
-};
-
 static int fx_setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-
-	if (!f)
-		return -1;
-	if (nrs_fixture_mkdtemp(f->dir, sizeof(f->dir), "test_snapshot")) {
-		free(f);
-		return -1;
-	}
-	snprintf(f->path, sizeof(f->path), "%s/meta.db", f->dir);
-	snprintf(f->path2, sizeof(f->path2), "%s/restored.db", f->dir);
-	if (nrs_meta_open(f->path, &f->m) != 0) {
-		free(f);
-		return -1;
-	}
-	*state = f;
-	return 0;
+	*state = nrs_fixture_meta_new("test_snapshot", false);
+	return *state ? 0 : -1;
 }
 
 static int fx_teardown(void **state)
 {
-	struct fx *f = *state;
-
-	nrs_meta_close(f->m);
-	nrs_fixture_rmtree(f->dir);
-	free(f);
+	nrs_fixture_meta_free(*state);
 	return 0;
 }
 
@@ -132,7 +108,7 @@ static void build_state(struct nrs_meta *m)
 /* SN1: the copy is the store; SN2: installed, it opens as it was. */
 static void test_round_trip(void **state)
 {
-	struct fx *f = *state;
+	struct nrs_fixture_meta *f = *state;
 	struct nrs_meta_snap_stats st;
 	struct nrs_meta *m2;
 	void *buf = NULL;
@@ -160,7 +136,7 @@ static void test_round_trip(void **state)
 /* SN2: never over an existing database (or its -wal). */
 static void test_install_never_replaces(void **state)
 {
-	struct fx *f = *state;
+	struct nrs_fixture_meta *f = *state;
 	char wal[160];
 	void *buf = NULL;
 	size_t len = 0;
@@ -184,7 +160,7 @@ static void test_install_never_replaces(void **state)
  * nothing behind. */
 static void test_install_refuses(void **state)
 {
-	struct fx *f = *state;
+	struct nrs_fixture_meta *f = *state;
 	unsigned char *buf = NULL;
 	size_t len = 0;
 
@@ -257,7 +233,7 @@ static int count_row(void *ctx, const struct nrs_stream_row *s)
 
 static void test_snapshot_10k(void **state)
 {
-	struct fx *f = *state;
+	struct nrs_fixture_meta *f = *state;
 	struct nrs_meta_snap_stats st;
 	struct pub p = { .m = f->m };
 	struct nrs_attr a;
