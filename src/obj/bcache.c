@@ -108,6 +108,22 @@
  *       The price is memory: the cache holds up to 128 MiB, 64 of it read
  *       ahead (cache_size sets the tier; with 64 MiB, BA1 cuts windows
  *       to 10.6 MiB: two GETs per object, as before).
+ *   BA3 A run's window is seq_first for its first GET only (the one that
+ *       brings the header, B8, or its first prefetch) and readahead (cut
+ *       by BA1) from then on, and once a run has read its first window
+ *       the horizon of its prefetches reaches at least one window past
+ *       the read.  So a reader that reads on past its first window sets
+ *       off the rest of that object and the next object's first window
+ *       together: 3 GETs for the first two objects
+ *       of the default size, where doubling from 1 MiB took 6, and
+ *       moto, which reads the whole object for every range GET, read the
+ *       first object 5 times; and the next object's GET is in flight
+ *       while the first one's rest lands, where it waited for the
+ *       reader to get halfway through it.  The price: a reader that
+ *       stops just past its first window has had 31 MiB fetched ahead
+ *       (the defaults) that it never reads, where the doubling fetched
+ *       2 MiB; one that stops within the first half of it (`head`,
+ *       `file`) costs that window alone, as before.
  *   BW1 jobs (queued or running) <= nworkers: a planned prefetch starts at
  *       once, so a reader waiting for its flight waits for one GET only.
  *   BW2 nrs_bcache_close() stops the workers and joins them: a running

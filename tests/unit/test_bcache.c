@@ -436,17 +436,16 @@ static void test_readahead(void **state)
 	put_obj(m, &h);
 
 	/* Sequential in 128 KiB reads: the header with the first 1 MiB in
-	 * one GET (B8), then GETs of 2 MiB, then the rest (the window
-	 * doubles each time). */
+	 * one GET (B8), then the rest in one (BA3: a whole window after the
+	 * first). */
 	c = open_cache(m, 0, NULL, 0, 0);
 	for (uint64_t at = 0; at < plen; at += 128 * KIB)
 		check_read(c, &h, h.start + at,
 			   plen - at < 128 * KIB ? plen - at : 128 * KIB);
 	gets = mock_gets(m);
-	assert_int_equal(gets, 3);
+	assert_int_equal(gets, 2);
 	assert_int_equal(m->get_len[0], nrs_objfmt_hdr_len(plen) + MIB);
-	expect_get_lens(m, 1, (const size_t[]){ 2 * MIB,
-						MIB + 3 * BLK + 5 }, 2);
+	assert_int_equal(m->get_len[1], 3 * MIB + 3 * BLK + 5);
 	st = stats(c);
 	assert_int_equal(st.get_bytes, nrs_objfmt_hdr_len(plen) + plen);
 	nrs_bcache_close(c);
@@ -891,10 +890,11 @@ static void test_header_with_first_run(void **state)
 	nrs_bcache_close(c);
 }
 
-/* BA1, BA2: a sequential reader's window grows to the readahead unless a
- * third of half the tier is less.  The first object ramps up from
- * SEQ_FIRST (1 MiB) with the header, doubling: 1, 2, 4, 8, and its last
- * 1 MiB.  With the defaults (BA2: 128 MiB, 16 MiB) an object of the
+/* BA1, BA2, BA3: a sequential reader's window is the readahead unless a
+ * third of half the tier is less.  The first object's first window is
+ * SEQ_FIRST (1 MiB), with the header; then (BA3) whole windows at once, the
+ * rest of that object and the next object's first, both planned by the
+ * same read.  With the defaults (BA2: 128 MiB, 16 MiB) an object of the
  * default size (16 MiB) that the reader reaches by prefetch comes whole
  * in one GET with its header; with a 64 MiB tier BA1 cuts the window to
  * 170 blocks (10.6 MiB), and it comes in two. */
@@ -903,11 +903,12 @@ static void test_prefetch_window(void **state)
 	static const struct {
 		uint64_t mem;
 		unsigned n;		/* GETs after the first */
+		unsigned next;		/* which one has h[1]'s header */
 		size_t lens[7];
 	} cases[] = {
-		{ 0, 5, { 2 * MIB, 4 * MIB, 8 * MIB, MIB, 16 * MIB } },
-		{ 64 * MIB, 6, { 2 * MIB, 4 * MIB, 8 * MIB, MIB,
-				 170 * BLK, 86 * BLK } },
+		{ 0, 2, 1, { 15 * MIB, 16 * MIB } },
+		{ 64 * MIB, 4, 2, { 170 * BLK, 70 * BLK, 170 * BLK,
+				    86 * BLK } },
 	};
 	struct mock *m = *state;
 	size_t hl = nrs_objfmt_hdr_len(16 * MIB);
@@ -927,11 +928,56 @@ static void test_prefetch_window(void **state)
 		assert_int_equal(mock_gets(m), gets + 1 + cases[k].n);
 		assert_int_equal(m->get_len[gets], hl + MIB);
 		memcpy(lens, cases[k].lens, sizeof(lens));
-		lens[4] += hl;		/* h[1]'s header with its first run */
+		lens[cases[k].next] += hl;	/* with h[1]'s first run */
 		expect_get_lens(m, gets + 1, lens, cases[k].n);
 		assert_int_equal(stats(c).bad_blocks, 0);
 		nrs_bcache_close(c);
 	}
+}
+
+/* BA3: the read that plans the rest of the first object plans the next
+ * object's first window too, so that both GETs are in flight at once:
+ * a reader that has read only its first window (1 MiB, which came with
+ * the header) has set off both. */
+static void test_prefetch_overlaps_next(void **state)
+{
+	struct mock *m = *state;
+	struct nrs_objhdr h[2];
+	size_t hl = nrs_objfmt_hdr_len(16 * MIB);
+	unsigned gets;
+	struct nrs_bcache *c = open_followed(m, h, 81, 16 * MIB, 0, 0, &gets);
+	size_t lens[2] = { 15 * MIB, 16 * MIB + hl };
+
+	for (uint64_t at = 0; at < MIB; at += 128 * KIB)
+		check_read(c, &h[0], at, 128 * KIB);
+	nrs_bcache_drain(c);
+	assert_int_equal(mock_gets(m), gets + 3);
+	assert_int_equal(m->get_len[gets], hl + MIB);
+	expect_get_lens(m, gets + 1, lens, 2);
+	nrs_bcache_close(c);
+}
+
+/* BA3: a run whose first GET is a prefetch (the header was cached: here
+ * by a read of the last block) goes from that 1 MiB window straight to a
+ * whole one: the rest of the object, up to the block held, in one GET. */
+static void test_prefetch_first_window_once(void **state)
+{
+	struct mock *m = *state;
+	struct nrs_objhdr h;
+	unsigned gets;
+	struct nrs_bcache *c;
+
+	put_objs(m, &h, 1, 82, 16 * MIB);
+	c = open_cache(m, 0, NULL, 0, 0);
+	check_read(c, &h, h.end - BLK, BLK);	/* header, then that block */
+	gets = mock_gets(m);
+	for (uint64_t at = 0; at < h.end - BLK; at += 128 * KIB)
+		check_read(c, &h, at, 128 * KIB);
+	nrs_bcache_drain(c);
+	assert_int_equal(mock_gets(m), gets + 2);
+	assert_int_equal(m->get_len[gets], MIB);
+	assert_int_equal(m->get_len[gets + 1], 16 * MIB - MIB - BLK);
+	nrs_bcache_close(c);
 }
 
 /* A following object's header entry, cached but unreferenced and the
@@ -1494,6 +1540,8 @@ int main(void)
 		T(test_header_once),
 		T(test_header_with_first_run),
 		T(test_prefetch_window),
+		T(test_prefetch_overlaps_next),
+		T(test_prefetch_first_window_once),
 		T(test_prefetch_follow_evicts_header),
 		T(test_corrupt_block),
 		T(test_bad_objects),
