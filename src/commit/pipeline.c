@@ -132,6 +132,19 @@
  *     completed, as an append, once its batch is durable and published
  *     (so in submission order with the other requests of its WAL).  The
  *     core submits them in the order the store numbered them.
+ *  PL9 Fence records (cfg.fence_records: the object WAL's pipeline, so
+ *     that the bucket holds every epoch, DESIGN.md section 6).  A fence
+ *     that raises a stream's ordering epoch is also a DATA record of no
+ *     bytes (walrec.c: len 0, n_appends 0) at its place in the batch:
+ *     the stream's id, base = its ordering head, epoch = the new one,
+ *     prev_lsn = the head's last LSN, the next LSN.  It stands beside the
+ *     commit chain, not in it: the head's last LSN stays, so the next
+ *     append names the same predecessor, and no record ever names a fence
+ *     record's LSN (recovery's chain walks, RC5, never meet one).  The
+ *     fence completes, as an append, once its batch is durable -- in the
+ *     bucket, proven (wal_object.c OW1) -- and published; a failed batch
+ *     cuts its record with the others (OW4: never brought back).
+ *     Recovery raises the epoch from it (recovery.c RC9).
  *
  * Appends to one stream are therefore published in the order they were
  * submitted, and a request is completed only after both its WAL write is

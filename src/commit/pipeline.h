@@ -98,6 +98,9 @@ struct nrs_pipeline_cfg {
 	size_t max_batch_bytes;		/* 0: 16 MiB */
 	size_t group_sync_min;		/* 0: 256 KiB (pipeline.c) */
 	bool lead;			/* let nrs_pipeline_try_lead lead */
+	/* PL9: a fence that raises an epoch is also a record of the WAL
+	 * (the object WAL's pipeline: the bucket holds the epochs). */
+	bool fence_records;
 	nrs_commit_hook hook;		/* may be NULL */
 	void *hook_ctx;
 	nrs_stream_put_fn put;

@@ -65,6 +65,28 @@ static int lsn_exhausted(struct nrs_pipeline *p)
 	return -EOVERFLOW;
 }
 
+/* A new DATA record of st in b at its ordering head, naming the head's
+ * last LSN, under epoch, with the next LSN; NULL: no memory. */
+static struct batch_rec *data_rec(struct nrs_pipeline *p, struct batch *b,
+				  struct nrs_stream *st, uint64_t epoch)
+{
+	struct batch_rec *br;
+
+	if (nrs_grow((void **)&b->recs, &b->cap_recs, b->nrecs + 1,
+		     sizeof(*b->recs)))
+		return NULL;
+	br = &b->recs[b->nrecs++];
+	memset(br, 0, sizeof(*br));
+	br->st = st;
+	br->rec.kind = NRS_WALREC_DATA;
+	br->rec.lsn = atomic_fetch_add(p->lsn, 1);		/* PL7 */
+	br->rec.stream_id = st->id;
+	br->rec.base = st->ord_head;
+	br->rec.epoch = epoch;
+	br->rec.prev_lsn = st->ord_lsn;
+	return br;
+}
+
 /* PL1 for one append; returns 0 or the error to complete it with. */
 static int order_append(struct nrs_pipeline *p, struct batch *b,
 			struct nrs_req *r, size_t ri)
@@ -90,21 +112,12 @@ static int order_append(struct nrs_pipeline *p, struct batch *b,
 	    b->recs[st->batch_slot].rec.len + r->len > NRS_WALREC_MAX_LEN)
 		st->batch_slot = -1;	/* start another record */
 	if (st->batch_slot < 0) {
-		if (nrs_grow((void **)&b->recs, &b->cap_recs, b->nrecs + 1,
-			     sizeof(*b->recs)))
+		br = data_rec(p, b, st, st->ord_epoch);
+		if (!br)
 			return -ENOMEM;
-		br = &b->recs[b->nrecs];
-		memset(br, 0, sizeof(*br));
-		br->st = st;
-		br->rec.kind = NRS_WALREC_DATA;
-		br->rec.lsn = atomic_fetch_add(p->lsn, 1);	/* PL7 */
-		br->rec.stream_id = st->id;
-		br->rec.base = st->ord_head;
-		br->rec.epoch = st->ord_epoch;
-		br->rec.prev_lsn = st->ord_lsn;
 		br->first_req = ri;
 		st->ord_lsn = br->rec.lsn;
-		st->batch_slot = (int)b->nrecs++;
+		st->batch_slot = (int)(br - b->recs);
 	} else {
 		br = &b->recs[st->batch_slot];
 		b->rnext[br->last_req] = ri;
@@ -119,8 +132,26 @@ static int order_append(struct nrs_pipeline *p, struct batch *b,
 	return 0;
 }
 
+/* PL9: the fence as a record of no bytes at the stream's ordering head,
+ * beside its commit chain (it names the head's last LSN; no record names
+ * its LSN). */
+static int fence_record(struct nrs_pipeline *p, struct batch *b,
+			struct nrs_stream *st, uint64_t epoch)
+{
+	struct batch_rec *br;
+
+	if (NRS_WALREC_LSN_MAX < atomic_load(p->lsn))		/* PL1 */
+		return lsn_exhausted(p);
+	br = data_rec(p, b, st, epoch);
+	if (!br)
+		return -ENOMEM;
+	br->first_req = br->last_req = SIZE_MAX;	/* no payload */
+	return 0;
+}
+
 /* PL1 for one fence. */
-static int order_fence(struct batch *b, struct nrs_req *r)
+static int order_fence(struct nrs_pipeline *p, struct batch *b,
+		       struct nrs_req *r)
 {
 	struct nrs_stream *st = r->st;
 	int err;
@@ -132,6 +163,11 @@ static int order_fence(struct batch *b, struct nrs_req *r)
 	err = upd_slot(b, st);
 	if (err < 0)
 		return err;
+	if (p->cfg.fence_records) {
+		err = fence_record(p, b, st, r->epoch);		/* PL9 */
+		if (err)
+			return err;
+	}
 	st->ord_epoch = r->epoch;
 	st->batch_slot = -1;	/* later appends: a record of the new epoch */
 	b->durable = true;
@@ -273,7 +309,7 @@ void pl_stage_write(struct nrs_pipeline *p, struct batch *b,
 		struct nrs_req *r = b->reqs[i];
 
 		if (r->kind == NRS_REQ_FENCE) {
-			r->err = order_fence(b, r);
+			r->err = order_fence(p, b, r);
 		} else if (r->kind == NRS_REQ_META) {
 			r->err = order_meta(p, b, r, i);
 		} else {

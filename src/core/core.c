@@ -852,6 +852,7 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 	err = nrs_pipeline_start(&pc, &c->pipe);
 	if (!err && c->owal) {
 		pc.wal = c->owal;
+		pc.fence_records = true;	/* PL9: epochs in the bucket */
 		err = nrs_pipeline_start(&pc, &c->opipe);
 	}
 	if (err)

@@ -67,7 +67,7 @@ static int adapter_bind(struct nrs_core *c, struct nrs_handle *h,
 	if (err)
 		return err;
 	err = nrs_core_fence(c, h->st, epoch, true) ?:
-	      nrs_core_bucket_sync_epoch(c, h->ino);		/* NS1 */
+	      nrs_core_bucket_sync_epoch(c, h->st, h->ino);	/* NS4 */
 	if (err)
 		return err;
 	pthread_mutex_lock(&h->lock);

@@ -22,10 +22,8 @@
  *      order, so waiting for this thread's last number waits for every
  *      earlier change too -- within object_wal_timeout_ms, else it fails
  *      ETIMEDOUT.  The change itself is made: a failed call may or may not
- *      have taken effect, as a failed write (I3).  An epoch (a fence: not
- *      a logged change, the pipeline publishes it) waits instead for a
- *      checkpoint that holds it (checkpoint.h KC3), as every change did
- *      before the change log.
+ *      have taken effect, as a failed write (I3).  An epoch is not a
+ *      logged change (the pipeline publishes it with the head): NS4.
  *  NS2 A META record that failed would leave a gap in the log, which a
  *      recovery refuses (sqlite_log.c ML2).  So it is submitted again, the
  *      same change under the same number (a later LSN: a recovery orders
@@ -46,6 +44,14 @@
  *      begun after the sink was set is proven, which holds all of them,
  *      so the numbered changes a recovery replays follow a checkpoint
  *      that holds every unnumbered one.
+ *  NS4 An epoch fence (user.nereus.epoch, NRS_IOC_BIND) of an object-wal
+ *      stream is a record of the object WAL itself (pipeline.c PL9: a
+ *      record of no bytes at the head, carrying the new epoch), and the
+ *      fence returns once that record is proven and published, as an
+ *      append -- no checkpoint; a recovery from the bucket raises the
+ *      epoch from it (recovery.c RC9).  Only a fence of a local-wal
+ *      stream under an object-wal directory (one renamed there) waits
+ *      for a checkpoint that holds it (checkpoint.h KC3).
  */
 #include "config.h"
 
@@ -251,10 +257,13 @@ int nrs_core_bucket_sync(struct nrs_core *c, uint64_t ino, uint64_t ino2)
 	return wait_logged(c, seq) ?: ckpt_owed(c);		/* NS1, NS2 */
 }
 
-int nrs_core_bucket_sync_epoch(struct nrs_core *c, uint64_t ino)
+int nrs_core_bucket_sync_epoch(struct nrs_core *c, struct nrs_stream *st,
+			       uint64_t ino)
 {
 	my_seq = 0;
 	if (!c->ckpt || !c->owal || !under_object_wal(c, ino))
 		return 0;
-	return nrs_ckpt_sync(c->ckpt, c->owal_timeout_ms);	/* NS1 */
+	if (c->opipe && nrs_core_pipe_of(c, st) == c->opipe)
+		return 0;		/* NS4: its record is proven (PL9) */
+	return nrs_ckpt_sync(c->ckpt, c->owal_timeout_ms);	/* NS4 */
 }

@@ -180,11 +180,13 @@ int nrs_core_recover_bucket(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_recover_report(struct nrs_core *c);
 /* core_metalog.c NS1: the change this thread just made to ino (and ino2,
  * 0: none) is in the bucket, if either is under an object-wal directory;
- * _epoch: the epoch just raised on ino's stream (a checkpoint).  start
+ * _epoch (NS4): the epoch just raised on ino's stream st (the caller's
+ * reference; a checkpoint only if its fence was no object-WAL record).  start
  * sets the store's sink once the object WAL's pipeline runs; stop unsets
  * it before the pipeline stops. */
 int nrs_core_bucket_sync(struct nrs_core *c, uint64_t ino, uint64_t ino2);
-int nrs_core_bucket_sync_epoch(struct nrs_core *c, uint64_t ino);
+int nrs_core_bucket_sync_epoch(struct nrs_core *c, struct nrs_stream *st,
+			       uint64_t ino);
 int nrs_core_metalog_start(struct nrs_core *c);
 void nrs_core_metalog_stop(struct nrs_core *c);
 /* core_owner.c: the bucket's owner (CW1 at mount; -EBUSY, -EUCLEAN refuse

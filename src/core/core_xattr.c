@@ -332,8 +332,14 @@ int nrs_core_setxattr(struct nrs_core *c, uint64_t ino, const char *name,
 	pthread_mutex_lock(&c->admin);
 	err = set_nereus(c, &a, id, value, size, flags);
 	pthread_mutex_unlock(&c->admin);
-	if (!err && id == NRS_XA_EPOCH)
-		return nrs_core_bucket_sync_epoch(c, ino);	/* NS1 */
+	if (!err && id == NRS_XA_EPOCH) {
+		struct nrs_stream *st = nrs_streams_get(&c->streams,
+							a.stream_id);
+
+		err = st ? nrs_core_bucket_sync_epoch(c, st, ino) : -ENOENT;
+		nrs_stream_put(st);				/* NS4 */
+		return err;
+	}
 	return err ?: nrs_core_bucket_sync(c, ino, 0);		/* NS1 */
 }
 

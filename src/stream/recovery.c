@@ -22,6 +22,14 @@
  *     one whose stream is gone) and stays invisible forever (I3).  An
  *     orphan cannot later be mistaken for a continuation: every new record
  *     gets a larger LSN and names the published last LSN, never an orphan's.
+ *  RC9 Epochs (pipeline.c PL9).  A record that continues a stream's head
+ *     exactly (RC3's test) raises the stream's epoch to its own.  One of
+ *     no bytes is a fence: it raises the epoch and nothing else -- head,
+ *     version and last LSN stay, since the fence stands beside the chain
+ *     and the next record names the same predecessor.  So the bucket
+ *     alone brings back every epoch a fence acknowledged (a recovery with
+ *     checkpoints off too), and an append under an older epoch that comes
+ *     after the fence in LSN order is an orphan (RC3: epoch below).
  *  RC4 Before anything is published, every segment the scan read is made
  *     durable (wal.h sync_all, wal_local.c WA8): a process crash between a
  *     batch's write and its fdatasync leaves it only in the page cache,
@@ -406,12 +414,14 @@ static int republish(const struct nrs_recover_env *e, const struct scan *s)
 		struct nrs_stream *st = nrs_streams_peek(e->streams,
 							 r->stream_id);
 
-		if (!st || st->corrupt || r->len == 0 ||	/* RC7 */
+		if (!st || st->corrupt ||			/* RC7 */
 		    r->lsn <= st->last_lsn)
 			continue;
 		if (r->base != st->head || r->prev_lsn != st->last_lsn ||
 		    r->epoch < st->epoch || !s->v[i].data_ok)
 			continue;	/* an orphan */
+		if (r->len == 0 && r->epoch == st->epoch)
+			continue;	/* RC9: no new epoch, nothing to do */
 		if (st->batch_upd < 0) {
 			err = nrs_grow((void **)&u, &cap, nu + 1, sizeof(*u));
 			if (err)
@@ -420,6 +430,9 @@ static int republish(const struct nrs_recover_env *e, const struct scan *s)
 			u[nu].old_version = st->version;
 			st->batch_upd = (int)nu++;
 		}
+		st->epoch = r->epoch;				/* RC9 */
+		if (r->len == 0)
+			continue;	/* RC9: a fence, beside the chain */
 		st->head += r->len;
 		st->version += r->n_appends;
 		st->last_lsn = r->lsn;

@@ -109,6 +109,18 @@
  *      objects that are not full are sealed one per linger_ms at most,
  *      the PUT rate a long linger (the cost profile's 200 ms) is chosen
  *      for.
+ *  OW15 A call that appends nothing does not linger.  While the open
+ *      object holds no appended byte -- only META records (a namespace
+ *      or xattr change, core_metalog.c NS1) and records of no bytes (a
+ *      fence, pipeline.c PL9) -- and no other object of the run is
+ *      unproven, a sync seals it at once: the call waits on its record,
+ *      with nothing to share an object with.  While one is unproven, the
+ *      changes of concurrent callers gather in the open object as before
+ *      (OW9, OW13), and the sync that finds the last unproven one proven
+ *      seals them together: one PUT per PUT latency, whatever the linger.
+ *      Such batches count as no append for OW13.  (Namespace changes are
+ *      few beside appends; before the change log each cost a checkpoint
+ *      PUT, so the cost profile's PUT rate is not worse than it was.)
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
@@ -405,6 +417,23 @@ static bool one_append(const struct iovec *iov, int iovcnt, uint64_t len)
 	       r.n_appends == 1 && nrs_walrec_total_len(r.len) == len;
 }
 
+/* OW15: does the batch (len bytes of whole records) append a byte?  One
+ * that cannot be told is taken to. */
+static bool appends_bytes(const unsigned char *p, uint64_t len)
+{
+	uint64_t off = 0;
+	struct nrs_walrec r;
+
+	while (off < len) {
+		if (nrs_walrec_decode_hdr(p + off, len - off, &r) != 0)
+			return true;
+		if (r.kind == NRS_WALREC_DATA && r.len > 0)
+			return true;
+		off += nrs_walrec_total_len(r.len);
+	}
+	return false;
+}
+
 /* OW9: a batch goes into the open object, which is sealed once it holds
  * flush_bytes; a batch never spans two objects. */
 static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
@@ -414,7 +443,7 @@ static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
 	uint64_t now = nrs_now_mono_ns(), len = 0;
 	struct ow_obj *o;
 	unsigned char *p;
-	bool single;
+	bool single, bytes;
 	int err;
 
 	if (w->read_only)
@@ -465,8 +494,10 @@ static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
 		memcpy(p, iov[i].iov_base, iov[i].iov_len);
 		p += iov[i].iov_len;
 	}
+	bytes = appends_bytes(o->buf + o->size, len);	/* OW15 */
+	o->appends = o->appends || bytes;
 	o->size += len;
-	if (w->open_appends < 2)			/* OW13 */
+	if (w->open_appends < 2 && bytes)		/* OW13, OW15 */
 		w->open_appends += single ? 1 : 2;
 	w->held_bytes += len;
 	if (o->size - OW_HDR >= w->flush_bytes &&
@@ -508,7 +539,8 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 			uint64_t from = w->lone ? w->t_sealed_ns :
 					o->t_write_ns;		/* OW13 */
 
-			if (now >= from + w->linger_ns || w->stop) {
+			if ((!o->appends && w->unproven == 0) ||	/* OW15 */
+			    now >= from + w->linger_ns || w->stop) {
 				err = wait_window(w, o->t_write_ns +
 						  w->timeout_ns);
 				if (err)

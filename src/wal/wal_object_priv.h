@@ -106,6 +106,7 @@ struct ow_obj {
 	uint64_t aband_from;		/* records from this offset on are
 					 * cut (OW4); UINT64_MAX: none */
 	uint64_t t_write_ns;		/* its first write() */
+	bool appends;			/* OW15: holds an appended byte */
 	uint64_t t_dead_ns;		/* OWG1: first found reclaimable
 					 * (monotonic; 0: not, or needed
 					 * again since) */

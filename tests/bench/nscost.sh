@@ -20,7 +20,10 @@
 # over a figure.
 #
 # Environment: NSCOST_BEFORE, NSCOST_AFTER (required), BENCH_TMPDIR
-#   (default /var/tmp), NSCOST_STREAMS (default "600 10000"),
+#   (default /var/tmp), NSCOST_OPTS (more mount options for both, e.g.
+#   object_wal_linger_ms=200: the cost profile's linger, which a create
+#   waits out unless its WAL object is sealed at once, wal_object.c
+#   OW15), NSCOST_STREAMS (default "600 10000"),
 #   NSCOST_CREATES (default 50), NSCOST_ROUNDS (default 2: the binaries
 #   alternate, BEFORE AFTER BEFORE AFTER, so a load change hits both).
 set -uo pipefail
@@ -31,6 +34,7 @@ BENCH_TMPDIR=${BENCH_TMPDIR:-/var/tmp}
 STREAMS=${NSCOST_STREAMS:-600 10000}
 CREATES=${NSCOST_CREATES:-50}
 ROUNDS=${NSCOST_ROUNDS:-2}
+OPTS=${NSCOST_OPTS:+,$NSCOST_OPTS}
 here=$(cd "$(dirname "$0")" && pwd)
 export LC_ALL=C
 
@@ -67,7 +71,7 @@ measure() { # NEREUSFS N
 	rm -rf "$work/data"
 	mkdir -m 700 "$work/data"
 	if ! mount_fs pid "$work/mnt" "$work/log" "$bin" -f \
-			-o "data=$work/data" "$work/mnt"; then
+			-o "data=$work/data$OPTS" "$work/mnt"; then
 		note "$bin did not mount"; sed 's/^/  | /' "$work/log" >&2
 		return 1
 	fi
@@ -82,6 +86,7 @@ measure() { # NEREUSFS N
 	echo "$ow $loc"
 }
 
+[ -n "$OPTS" ] && echo "mount options: data=DATA$OPTS"
 printf '%-7s %-6s %5s  %-22s %-22s\n' streams binary round \
 	"object-wal ms (med mean)" "local-wal ms (med mean)"
 for n in $STREAMS; do

@@ -13,12 +13,16 @@
 # and xattrs -- also those changed under the object-wal directory while
 # the appends ran, after the last checkpoint: no checkpoint is taken after
 # them, so they come back from the object WAL's META records alone
-# (core_metalog.c NS1, recovery.c RM1) -- and the
+# (core_metalog.c NS1, recovery.c RM1), and so does an epoch two fences
+# raised (NS4: the fence records, pipeline.c PL9, recovery.c RC9; a lower
+# one is refused after the recovery) -- and the
 # local-wal stream readable up to what was materialized, with the rest
 # said in the log; recover leaves a data directory that holds a database
 # as it is, and a recovery killed midway converges when run again.
 
 . "$nrs_lib/objlib.sh"
+
+PATH=${NRS_TOOLS:-$nrs_top}:$PATH	# nereusctl
 
 # A recovery scans the object WAL's objects one after another (OW8).
 NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT_OWAL:-90}
@@ -67,6 +71,10 @@ test_expect_success 'a namespace, a checkpoint, appends; then the host is lost' 
 	taken=$(ckpt_status taken) &&
 	mkdir "$K/late" &&
 	printf "late" >>"$K/late/s" &&
+	# epochs: each fence returns once its record of the object WAL is
+	# proven (core_metalog.c NS4, pipeline.c PL9), no checkpoint
+	setfattr -n user.nereus.epoch -v 5 "$K/late/s" &&
+	nereusctl fence "$K/late/s" 7 &&
 	setfattr -n user.adapter.checkpoint -v "offset=99" "$K/orders/p1" &&
 	mv "$K/orders/sub" "$K/orders/sub2" &&
 	# appends acknowledged after the last checkpoint, which only the
@@ -112,6 +120,9 @@ test_expect_success 'recover: every acknowledged object-wal append, the namespac
 	! test -e "$K/orders/sub" &&
 	test "$(stat -c %a "$K/orders/p1")" = 640 &&
 	test "$(cat "$K/late/s")" = late &&
+	test "$(nrs_xattr "$K/late/s" user.nereus.epoch)" = 7 &&
+	{ nereusctl fence "$K/late/s" 6; rc=$?; } &&
+	test "$rc" = 3 &&
 	test "$(nrs_xattr "$K/orders/p1" user.adapter.checkpoint)" = "offset=99" &&
 	grep "metadata changes (.*) replayed from the WAL.s META records" "$LOG" &&
 	grep -q "recover: done" "$LOG"

@@ -186,6 +186,7 @@ struct fix {
 	struct nrs_metrics metrics;
 	struct nrs_pipeline *p;
 	struct nrs_stream *st[2];
+	bool fences;		/* restart_at: cfg.fence_records (PL9) */
 };
 
 static void put(struct nrs_stream *st)
@@ -464,6 +465,7 @@ static void restart_at(struct fix *f, bool lead, size_t max_batch,
 	cfg.lead = lead;
 	cfg.max_batch_bytes = max_batch;
 	cfg.group_sync_min = group_sync_min;
+	cfg.fence_records = f->fences;
 	assert_int_equal(nrs_pipeline_start(&cfg, &f->p), 0);
 }
 
@@ -661,6 +663,49 @@ static void test_fence(void **state)
 	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_FENCE, 5, 0, NULL), NULL),
 			 0);
 	assert_int_equal(nrs_counter(&f->metrics.estale), 1);
+}
+
+/* PL9: with fence records, a fence that raises the epoch is a record of
+ * no bytes at the head, beside the chain: the next append names the same
+ * predecessor; an equal epoch writes nothing; without them (test_fence)
+ * a fence writes nothing. */
+static void test_fence_records(void **state)
+{
+	struct fix *f = *state;
+	struct nrs_walrec recs[8] = { 0 };
+	struct nrs_stream_row row;
+	size_t n;
+
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_FENCE, 2, 0, NULL),
+				  NULL), 0);
+	assert_int_equal(decode_all(f, recs, 8), 0);
+	f->fences = true;
+	restart(f, false, 0);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 2,
+					 NRS_EXPECT_ANY, "ab"), NULL), 0);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_FENCE, 3, 0, NULL),
+				  NULL), 0);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_FENCE, 3, 0, NULL),
+				  NULL), 0);
+	assert_int_equal(wait_req(submit(f, 0, NRS_REQ_APPEND, 3,
+					 NRS_EXPECT_ANY, "cd"), NULL), 0);
+	n = decode_all(f, recs, 8);
+	assert_int_equal(n, 3);
+	assert_int_equal(recs[1].kind, NRS_WALREC_DATA);
+	assert_int_equal(recs[1].stream_id, f->st[0]->id);
+	assert_int_equal(recs[1].len, 0);
+	assert_int_equal(recs[1].n_appends, 0);
+	assert_int_equal(recs[1].base, 2);
+	assert_int_equal(recs[1].epoch, 3);
+	assert_int_equal(recs[1].prev_lsn, recs[0].lsn);
+	assert_true(recs[1].lsn > recs[0].lsn);
+	assert_int_equal(recs[2].prev_lsn, recs[0].lsn);	/* beside */
+	assert_int_equal(recs[2].epoch, 3);
+	assert_int_equal(f->st[0]->last_lsn, recs[2].lsn);
+	assert_int_equal(f->st[0]->head, 4);
+	assert_int_equal(nrs_meta_stream_get(f->meta, f->st[0]->id, &row), 0);
+	assert_int_equal(row.epoch, 3);
+	assert_int_equal(f->st[0]->index.n, 2);	/* the fence is not indexed */
 }
 
 static void test_wal_failure_resets(void **state)
@@ -891,6 +936,7 @@ static void restart_two_wals(struct fix *f, size_t group_sync_min)
 	cfg.next_lsn = 1;
 	cfg.put = put;
 	cfg.group_sync_min = group_sync_min;
+	cfg.fence_records = f->fences;
 	assert_int_equal(nrs_pipeline_start(&cfg, &f->p), 0);
 }
 
@@ -1016,6 +1062,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_conditional_in_one_batch,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fence, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fence_records, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_wal_failure_resets, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_sync_overlaps_write, setup,

@@ -377,6 +377,7 @@ struct seam {
 	bool t_live;
 	uint64_t id, ino;
 	uint64_t next_lsn;
+	uint64_t epoch;			/* assert_head's: 3 unless RC9 moved it */
 };
 
 static void rec_add(struct seam *s, uint64_t lsn, uint64_t id, uint64_t base,
@@ -416,6 +417,7 @@ static struct seam *seam_open(void **state)
 				      .last_lsn = 10, .mtime_ns = 1 };
 	assert_int_equal(nrs_meta_publish(s->meta, &u, 1, true), 0);
 	s->fw.w.ops = &fw_ops;
+	s->epoch = 3;
 	rec_add(s, 10, s->id, 0, 5, 3, 0, true);
 	return s;
 }
@@ -478,7 +480,8 @@ static void assert_head(struct seam *s, uint64_t head, uint64_t version,
 	assert_int_equal(st->head, head);
 	assert_int_equal(st->version, version);
 	assert_int_equal(st->last_lsn, last_lsn);
-	assert_int_equal(st->epoch, 3);
+	assert_int_equal(st->epoch, s->epoch);
+	assert_int_equal(st->ord_epoch, s->epoch);
 	/* the ordering view and the read limit start equal (stream.h) */
 	assert_int_equal(st->ord_head, head);
 	assert_int_equal(st->read_limit, head);
@@ -487,7 +490,7 @@ static void assert_head(struct seam *s, uint64_t head, uint64_t version,
 	assert_int_equal(row.head, head);
 	assert_int_equal(row.version, version);
 	assert_int_equal(row.last_lsn, last_lsn);
-	assert_int_equal(row.epoch, 3);
+	assert_int_equal(row.epoch, s->epoch);
 }
 
 static void assert_ent(const struct nrs_index_ent *e, uint64_t start,
@@ -622,13 +625,17 @@ static void test_seam_chunk_failed(void **state)
 }
 
 /* One record (LSN lsn, [base, +len), epoch, prev_lsn 10) after the
- * stream's; recovery leaves the stream at head, version, last_lsn. */
+ * stream's; recovery leaves the stream at head, version, last_lsn, and
+ * its epoch at the larger of 3 and a continuation's (RC9). */
 static void one_record(void **state, uint64_t lsn, uint64_t base,
 		       uint32_t len, uint64_t epoch, uint64_t head,
 		       uint64_t version, uint64_t last_lsn)
 {
 	struct seam *s = seam_open(state);
+	bool continues = last_lsn != 10;
 
+	if (continues && epoch > s->epoch)
+		s->epoch = epoch;				/* RC9 */
 	rec_add(s, lsn, s->id, base, len, epoch, 10, true);
 	assert_int_equal(seam_recover(s), 0);
 	assert_head(s, head, version, last_lsn);
@@ -636,7 +643,7 @@ static void one_record(void **state, uint64_t lsn, uint64_t base,
 	seam_close(s);
 }
 
-/* RC3: epoch >= the stream's; the stream's epoch does not move. */
+/* RC3: epoch >= the stream's; RC9: the stream's epoch becomes it. */
 static void test_seam_higher_epoch(void **state)
 {
 	one_record(state, 11, 5, 6, 4, 11, 2, 11);
@@ -646,6 +653,49 @@ static void test_seam_higher_epoch(void **state)
 static void test_seam_empty_record(void **state)
 {
 	one_record(state, 11, 5, 0, 3, 5, 1, 10);
+}
+
+/* A record of no bytes: a fence (pipeline.c PL9). */
+static void fence_add(struct seam *s, uint64_t lsn, uint64_t base,
+		      uint64_t epoch, uint64_t prev)
+{
+	rec_add(s, lsn, s->id, base, 0, epoch, prev, true);
+	s->fw.v[s->fw.n - 1].rec.n_appends = 0;
+}
+
+/* RC9: a fence record at the head raises the epoch and nothing else; the
+ * append after it names the same predecessor and continues; one under
+ * the old epoch after it is an orphan; fences off the head move nothing. */
+static void test_seam_fence_record(void **state)
+{
+	struct seam *s = seam_open(state);
+
+	fence_add(s, 11, 5, 7, 10);
+	fence_add(s, 12, 4, 9, 10);		/* not at the head */
+	fence_add(s, 13, 5, 9, 11);		/* names the fence: not */
+	rec_add(s, 14, s->id, 5, 6, 7, 10, true);
+	rec_add(s, 15, s->id, 11, 2, 3, 14, true);	/* fenced: orphan */
+	s->epoch = 7;
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 11, 2, 14);
+	assert_int_equal(s->next_lsn, 16);
+	assert_int_equal(seam_stream(s)->index.n, 2);	/* not indexed */
+	assert_int_equal(seam_recover(s), 0);		/* a pure function */
+	assert_head(s, 11, 2, 14);
+	seam_close(s);
+}
+
+/* RC9: a fence alone (no append after it) is brought back too. */
+static void test_seam_fence_alone(void **state)
+{
+	struct seam *s = seam_open(state);
+
+	fence_add(s, 11, 5, 8, 10);
+	s->epoch = 8;
+	assert_int_equal(seam_recover(s), 0);
+	assert_head(s, 5, 1, 10);
+	assert_int_equal(s->next_lsn, 12);
+	seam_close(s);
 }
 
 /* RC3: a record at or below the head's last LSN is not a continuation. */
@@ -859,6 +909,8 @@ int main(void)
 		SEAM(test_seam_chunk_failed),
 		SEAM(test_seam_higher_epoch),
 		SEAM(test_seam_empty_record),
+		SEAM(test_seam_fence_record),
+		SEAM(test_seam_fence_alone),
 		SEAM(test_seam_old_lsn),
 		SEAM(test_seam_no_stream),
 		SEAM(test_seam_sync_fails),

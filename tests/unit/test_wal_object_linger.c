@@ -1,10 +1,13 @@
 /*
  * test_wal_object_linger.c - when the object WAL seals its open object
- * (wal_object.c OW9, OW13), over the real embedded directory store: a
+ * (wal_object.c OW9, OW13, OW15), over the real embedded directory store: a
  * lone writer's linger counts from the previous seal, so the first object
  * of a quiet WAL is PUT at its first sync, and one opened soon after a
  * seal still gathers the batches written during the linger; after an
- * object that appends shared, the linger counts from the first write.
+ * object that appends shared, the linger counts from the first write;
+ * an object that holds no appended byte (META records, fences) is sealed
+ * by its sync at once while no other is unproven, and gathers the
+ * changes written while one is (OW15).
  *
  * No figure is measured: a sync that would linger is told apart by a
  * linger far longer than the wait (20 s against 4 s), and an object still
@@ -28,6 +31,8 @@
 
 #include "fixture.h"
 #include "obj/objstore.h"
+#include "util/failpoint.h"
+#include "wal/metarec.h"
 #include "wal/wal.h"
 #include "wal/walrec.h"
 
@@ -96,6 +101,39 @@ static void put_batch(struct nrs_wal *w, struct nrs_wal_pos *pos,
 	free(buf);
 }
 
+/* OW15: a batch that appends nothing: a META record of a change (meta
+ * false: a fence, a record of no bytes); *end: just past it. */
+static void put_nothing(struct nrs_wal *w, bool meta, struct nrs_wal_pos *pos,
+			struct nrs_wal_pos *end)
+{
+	static const unsigned char change[40] = "a changeset";
+	unsigned char fixed[NRS_METAREC_FIXED], buf[256] = { 0 };
+	struct nrs_walrec r = {
+		.kind = NRS_WALREC_DATA, .lsn = 3, .stream_id = 9, .base = 1000,
+		.epoch = 2, .prev_lsn = 1,
+	};
+	struct iovec payload[2] = { { fixed, sizeof(fixed) },
+				    { (void *)change, sizeof(change) } };
+	struct iovec iov = { buf, 0 };
+	size_t hl;
+
+	if (meta)
+		assert_int_equal(nrs_metarec_make(3, 7, sizeof(change), &r,
+						  fixed), 0);
+	hl = nrs_walrec_hdr_len(r.len);
+	assert_int_equal(nrs_walrec_encode_hdr(&r, payload, meta ? 2 : 0, buf,
+					       hl), (ssize_t)hl);
+	if (meta) {
+		memcpy(buf + hl, fixed, sizeof(fixed));
+		memcpy(buf + hl + sizeof(fixed), change, sizeof(change));
+	}
+	iov.iov_len = nrs_walrec_total_len(r.len);
+	assert_true(iov.iov_len <= sizeof(buf));
+	assert_int_equal(nrs_wal_write(w, &iov, 1, pos), 0);
+	*end = *pos;
+	end->off += iov.iov_len;
+}
+
 /* A sync on a thread of its own. */
 struct bg {
 	struct nrs_wal *w;
@@ -131,6 +169,19 @@ static bool bg_done_within(struct bg *b, unsigned int ms)
 	return atomic_load(&b->done);
 }
 
+/* A sync up to end returns well within the linger of 20 s, and proves. */
+static void assert_sync_prompt(struct nrs_wal *w, struct nrs_wal_pos end)
+{
+	struct bg b;
+	bool prompt;
+
+	bg_start(&b, w, end);
+	prompt = bg_done_within(&b, 4000);
+	pthread_join(b.t, NULL);	/* at the latest after the linger */
+	assert_true(prompt);
+	assert_int_equal(b.err, 0);
+}
+
 /* OW13: nothing sealed yet -- a WAL just opened, a writer's first append
  * -- so the first sync PUTs the object at once, whatever the linger. */
 static void test_first_at_once(void **state)
@@ -138,15 +189,9 @@ static void test_first_at_once(void **state)
 	struct fx *f = *state;
 	struct nrs_wal *w = wopen(f, 20000);
 	struct nrs_wal_pos pos, end;
-	struct bg b;
-	bool prompt;
 
 	put_batch(w, &pos, &end);
-	bg_start(&b, w, end);
-	prompt = bg_done_within(&b, 4000);
-	pthread_join(b.t, NULL);	/* at the latest after the linger */
-	assert_true(prompt);
-	assert_int_equal(b.err, 0);
+	assert_sync_prompt(w, end);
 	nrs_wal_close(w);
 }
 
@@ -200,6 +245,58 @@ static void test_shared_lingers(void **state)
 	nrs_wal_close(w);
 }
 
+/* OW15: with nothing unproven, an object that holds no appended byte --
+ * a META record, a fence's record -- is sealed by its sync at once, also
+ * right after a seal (where OW13 alone would linger 20 s). */
+static void test_nothing_appended_at_once(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 20000);
+	struct nrs_wal_pos a, b, c, ea, eb, ec;
+
+	put_nothing(w, true, &a, &ea);
+	assert_int_equal(nrs_wal_sync(w, ea), 0);	/* the first: at once */
+	put_nothing(w, true, &b, &eb);
+	assert_true(b.seg > a.seg);
+	assert_sync_prompt(w, eb);
+	put_nothing(w, false, &c, &ec);
+	assert_true(c.seg > b.seg);
+	assert_sync_prompt(w, ec);
+	nrs_wal_close(w);
+}
+
+/* OW15: while an object is unproven (its PUT fails, and is retried), the
+ * changes written meanwhile gather in the open object, which its sync
+ * seals once that one is proven: one object for both. */
+static void test_nothing_appended_gathers(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 20000);
+	struct nrs_wal_pos a, b, c, d, ea, eb, ec, ed;
+	struct bg sb, sc;
+
+	put_nothing(w, true, &a, &ea);
+	assert_int_equal(nrs_wal_sync(w, ea), 0);	/* the run's marker */
+	assert_int_equal(nrs_failpoint_parse("owal.before_put=error:EIO"), 0);
+	put_nothing(w, true, &b, &eb);
+	bg_start(&sb, w, eb);		/* sealed at once; its PUT fails */
+	usleep(300000);
+	put_nothing(w, true, &c, &ec);
+	assert_true(c.seg > b.seg);
+	bg_start(&sc, w, ec);		/* b is unproven: c's object stays */
+	usleep(300000);
+	put_nothing(w, false, &d, &ed);
+	assert_int_equal(d.seg, c.seg);
+	assert_int_equal(d.off, ec.off);
+	assert_int_equal(nrs_failpoint_parse(NULL), 0);
+	pthread_join(sb.t, NULL);
+	assert_int_equal(sb.err, 0);
+	pthread_join(sc.t, NULL);	/* sealed once b is proven */
+	assert_int_equal(sc.err, 0);
+	assert_int_equal(nrs_wal_sync(w, ed), 0);
+	nrs_wal_close(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -209,6 +306,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shared_lingers, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_nothing_appended_at_once,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_nothing_appended_gathers,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
