@@ -70,7 +70,8 @@ static void print_line(void *ctx, enum nrs_fsck_sev sev, const char *line)
 	if (sev == NRS_FSCK_INFO && !verbose)
 		return;
 	printf("%s: %s\n", sev == NRS_FSCK_ERROR ? "error" :
-	       sev == NRS_FSCK_PENDING ? "pending" : "info", line);
+	       sev == NRS_FSCK_PENDING ? "pending" :
+	       sev == NRS_FSCK_WARNING ? "warning" : "info", line);
 }
 
 /* --gc-grace-ms: what the daemon's -o gc_grace_ms takes (main.c), with
@@ -229,6 +230,8 @@ static int load_owal(const char *dir, struct nrs_fsck *f)
 
 	snprintf(path, sizeof(path), "%s/owal", dir);
 	o.dir = path;
+	err = nrs_wal_object_floor(path, &f->owal_floor);	/* F32 */
+	f->have_owal_floor = err == 0;
 	err = nrs_wal_object_open(&o, &w);
 	if (!err)
 		err = nrs_wal_scan(w, nrs_fsck_add_rec, f);

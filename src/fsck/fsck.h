@@ -25,6 +25,8 @@ enum nrs_fsck_sev {
 	NRS_FSCK_PENDING,	/* work the next mount does (re-publish, GC):
 				 * fine */
 	NRS_FSCK_INFO,		/* said with -v only */
+	NRS_FSCK_WARNING,	/* nothing inconsistent, but left for good
+				 * (F32): said, the exit status kept */
 };
 
 /* line: "Fn where: what", no newline; valid during the call. */
@@ -79,11 +81,15 @@ struct nrs_fsck {
 	 * NRS_GC_GRACE_MS_DEFAULT. */
 	int64_t now_ns;
 	uint64_t gc_grace_ms;
+	/* F32, set by the caller (nrs_wal_object_floor) with
+	 * have_owal_floor: the object WAL's floor */
+	bool have_owal_floor;
+	uint64_t owal_floor;
 
 	nrs_fsck_report_cb report;
 	void *ctx;
 	/* Results of nrs_fsck_check (and of nrs_fsck_say). */
-	uint64_t errors, pending;
+	uint64_t errors, pending, warnings;
 	/* Every committed byte has an intact copy, in the WAL (F9, F10) or
 	 * in an object (F20, F21): only then may a torn tail be cut, since it
 	 * cannot hold a committed record. */
@@ -93,6 +99,8 @@ struct nrs_fsck {
 	uint64_t objects_verified;		/* F21: fetched and intact */
 	uint64_t strays;			/* F25, F26: stored objects
 						 * nothing will delete */
+	uint64_t owal_leftovers;		/* F32: WAL objects below
+						 * the floor still stored */
 };
 
 void nrs_fsck_init(struct nrs_fsck *f, nrs_fsck_report_cb report, void *ctx);

@@ -2,8 +2,9 @@
  * fsck_obj.c - nereusfs-fsck's checks of every objects row and of the
  * store the caller lends (fsck.c lists them): a needed committed object
  * is stored and verifies (F21), prepared rows are pending (F22), and the
- * lifecycle's rows and files agree with lifecycle.c G1-G4 (F23-F26).  The
- * only I/O of fsck: head(), get() and the listing of an embedded store.
+ * lifecycle's rows and files agree with lifecycle.c G1-G4 (F23-F26), and
+ * no WAL object is left below the object WAL's floor (F32).  The only I/O
+ * of fsck: head(), get() and the listing of an embedded store.
  */
 #include "config.h"
 
@@ -19,7 +20,9 @@
 #include "obj/objfmt.h"
 #include "owner/owner.h"
 #include "stream/recovery.h"
+#include "util/log.h"
 #include "util/parse.h"
+#include "wal/wal.h"
 
 /* What the object of row o must say it holds. */
 static struct nrs_objhdr obj_hdr(const struct nrs_obj_row *o)
@@ -346,12 +349,61 @@ static int cmp_gen(const void *a, const void *b)
 	return x->gen < y->gen ? -1 : x->gen > y->gen;
 }
 
+#define OWAL_SHOW_MAX	16	/* F32: keys one warning names */
+
 /* F26's listing: the rows by generation, to find the one a file's name
- * might be the key of. */
+ * might be the key of; F32's keys below the floor. */
 struct listing {
 	struct nrs_fsck *f;
 	struct gen_at *bygen;
+	char below[640];		/* F32: the keys named, escaped */
+	size_t below_len;
 };
+
+/* F32: is name a key of the object WAL, and if it is a WAL object below
+ * the floor, counted and (the first OWAL_SHOW_MAX) named? */
+static bool owal_key(struct listing *l, const char *name)
+{
+	struct nrs_fsck *f = l->f;
+	uint64_t seg = 0;
+	enum nrs_owkey kind;
+	char esc[4 * NRS_OBJKEY_MAX];
+
+	if (!f->have_owal_floor)
+		return false;			/* F26 judges it */
+	kind = nrs_wal_object_key_kind(name, &seg);
+	if (kind == NRS_OWKEY_NONE)
+		return false;
+	if (kind != NRS_OWKEY_OBJECT || seg >= f->owal_floor)
+		return true;	/* kept by design, or F3-F6's to check */
+	if (f->owal_leftovers++ < OWAL_SHOW_MAX) {
+		nrs_log_escape(esc, sizeof(esc), name);
+		l->below_len += (size_t)snprintf(l->below + l->below_len,
+			sizeof(l->below) - l->below_len, "%s%s",
+			l->below_len ? ", " : "", esc);
+		if (l->below_len >= sizeof(l->below))
+			l->below_len = sizeof(l->below) - 1;
+	}
+	return true;
+}
+
+/* F32, once the listing ran. */
+static void report_leftovers(const struct listing *l)
+{
+	struct nrs_fsck *f = l->f;
+	uint64_t n = f->owal_leftovers;
+
+	if (n == 0)
+		return;
+	nrs_fsck_say(f, NRS_FSCK_WARNING, "F32 %" PRIu64 " WAL object%s of the"
+		     " object WAL below its floor %016" PRIx64 " still stored (a"
+		     " DELETE of its GC failed, or a crash came between the"
+		     " floor and the DELETE): %s%s; no scan reads %s and"
+		     " nothing will delete %s: delete %s by hand", n,
+		     n == 1 ? "" : "s", f->owal_floor, l->below,
+		     n > OWAL_SHOW_MAX ? ", ..." : "", n == 1 ? "it" : "them",
+		     n == 1 ? "it" : "them", n == 1 ? "it" : "them");
+}
 
 /* Is name the key of a row (any state: a retired one's is F25's)? */
 static bool is_named(const struct listing *l, const char *name)
@@ -376,12 +428,14 @@ static bool is_named(const struct listing *l, const char *name)
 /* F26 for one file of the embedded store. */
 static int check_file(void *ctx, const struct nrs_objfile *of)
 {
-	const struct listing *l = ctx;
+	struct listing *l = ctx;
 	struct nrs_fsck *f = l->f;
 	uint64_t ms = age_ms(f, of->mtime_ns);
 	char age[32];
 
 	if (of->is_reg && is_named(l, of->name))
+		return 0;
+	if (of->is_reg && owal_key(l, of->name))		/* F32 */
 		return 0;
 	/* checkpoints are no segment objects: their keys and their own
 	 * keeping rules are bg/ckptfmt.c's and checkpoint.c's (KP7) */
@@ -424,10 +478,15 @@ static int check_unreferenced(struct nrs_fsck *f)
 		qsort(l.bygen, f->nobjs, sizeof(*l.bygen), cmp_gen);
 	err = nrs_objstore_dir_foreach(f->store, check_file, &l);
 	free(l.bygen);
+	if (!err)
+		report_leftovers(&l);
 	if (err == -EOPNOTSUPP) {
 		nrs_fsck_say(f, NRS_FSCK_INFO, "F26 the %s store is not listed:"
 			     " objects no row names are not looked for",
 			     f->store->ops->name);
+		if (f->have_owal_floor)
+			nrs_fsck_say(f, NRS_FSCK_INFO, "F32 nor WAL objects"
+				     " below the object WAL's floor");
 		err = 0;
 	}
 	return err;

@@ -448,8 +448,10 @@ int nrs_meta_snapshot(struct nrs_meta *m, void **buf, size_t *len,
  * The inverse for the SQLite store (sqlite_ckpt.c SN2): bytes of
  * nrs_meta_snapshot become the database at path, which must not exist
  * (-EEXIST, nothing written).  The bytes are verified first: -EUCLEAN
- * (not a database, or its integrity_check fails), -EPROTO (another schema
- * version); else -errno of the file system.  nrs_meta_open(path) follows.
+ * (not a database, or its integrity_check fails), -EPROTO (a newer schema
+ * version); bytes of an older one are upgraded first, all or nothing
+ * (SN3: an error and nothing written if the upgrade fails); else -errno
+ * of the file system.  nrs_meta_open(path) follows.
  */
 int nrs_meta_install(const char *path, const void *buf, size_t len);
 

@@ -21,12 +21,23 @@
  *      the copy finished is the database as of the last step: one state
  *      between two calls, never half of one.
  *   SN2 An install never replaces a database: the bytes are verified
- *      first (a SQLite file, PRAGMA integrity_check "ok", user_version our
- *      SCHEMA_VERSION: -EUCLEAN / -EPROTO otherwise), written to a
- *      temporary file beside path and fsynced, then linked to path, which
- *      fails -EEXIST if path (or its -wal) exists, and the directory is
- *      fsynced.  A crash leaves path whole or absent (the temporary name
- *      is removed by the next install).
+ *      first (a SQLite file, PRAGMA integrity_check "ok", user_version
+ *      from 1 up to our SCHEMA_VERSION: -EUCLEAN / -EPROTO otherwise; 0 is
+ *      not ours, -EUCLEAN), written to a temporary file beside path and
+ *      fsynced, then linked to path, which fails -EEXIST if path (or its
+ *      -wal) exists, and the directory is fsynced.  A crash leaves path
+ *      whole or absent (the temporary name is removed by the next
+ *      install).
+ *   SN3 Bytes of an older schema (a checkpoint the previous release
+ *      wrote) are upgraded before they are written: opened in memory and
+ *      put through the upgrade a read-write open runs (sqlite_schema.c
+ *      nrs_sq_schema_open, one transaction: all or nothing), copied out
+ *      and verified again as SN2 says, now at SCHEMA_VERSION.  A failed
+ *      upgrade writes nothing.  So what is installed is always of our
+ *      schema, before anything reads it: the META records a recovery
+ *      replays next (stream/recovery.c RM1) apply to the upgraded tables,
+ *      and a change recorded against an older table applies to the newer
+ *      one or is refused, never skipped (sqlite_log.c ML3).
  */
 #include "config.h"
 
@@ -168,16 +179,17 @@ out:
 	return ret;
 }
 
-/* SN2: the checks of bytes about to become a database. */
-static int verify_bytes(const void *buf, size_t len)
+/* SN2: the checks of bytes about to become a database; *version is
+ * their schema. */
+static int verify_bytes(const void *buf, size_t len, int64_t *version)
 {
 	static const char magic[16] = "SQLite format 3";
 	unsigned char *p = (unsigned char *)buf;	/* read only below */
 	sqlite3_stmt *s = NULL;
 	sqlite3 *db = NULL;
-	int64_t version = -1;
 	int rc, ret = 0, problems = 0;
 
+	*version = -1;
 	if (len < 512 || len % 512 || memcmp(buf, magic, sizeof(magic))) {
 		nrs_err("meta: install: %zu bytes that are no SQLite database",
 			len);
@@ -214,15 +226,71 @@ static int verify_bytes(const void *buf, size_t len)
 	}
 	rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL);
 	if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
-		version = sqlite3_column_int64(s, 0);
-	if (version != SCHEMA_VERSION) {
-		nrs_err("meta: install: schema version %lld, not %d: refused",
-			(long long)version, SCHEMA_VERSION);
-		ret = version == 0 || version == -1 ? -EUCLEAN : -EPROTO;
+		*version = sqlite3_column_int64(s, 0);
+	if (*version < 1 || *version > SCHEMA_VERSION) {
+		nrs_err("meta: install: schema version %lld, not 1 to %d:"
+			" refused", (long long)*version, SCHEMA_VERSION);
+		ret = *version == 0 || *version == -1 ? -EUCLEAN : -EPROTO;
 	}
 out:
 	sqlite3_finalize(s);
 	sqlite3_close(db);
+	return ret;
+}
+
+/* SN3: the bytes of an older schema, upgraded in memory: *out (malloc'd)
+ * is the upgraded database, or nothing and -errno. */
+static int upgrade_bytes(const void *buf, size_t len, void **out,
+			 size_t *out_len)
+{
+	struct sqlite_meta t = { .path = (char *)"the checkpoint" };
+	sqlite3_int64 size = 0;
+	unsigned char *img, *ser = NULL;
+	int rc, ret;
+
+	img = sqlite3_malloc64(len);
+	if (!img)
+		return -ENOMEM;
+	memcpy(img, buf, len);
+	rc = sqlite3_open_v2(":memory:", &t.db, SQLITE_OPEN_READWRITE |
+			     SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK)
+		sqlite3_free(img);
+	else				/* frees img, also when it fails */
+		rc = sqlite3_deserialize(t.db, "main", img, (sqlite3_int64)len,
+					 (sqlite3_int64)len,
+					 SQLITE_DESERIALIZE_FREEONCLOSE |
+					 SQLITE_DESERIALIZE_RESIZEABLE);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_create_function_v2(t.db, "nrs_stream_crc",
+			(int)CRC_FIELDS, SQLITE_UTF8 | SQLITE_DETERMINISTIC |
+			SQLITE_DIRECTONLY, NULL, nrs_sq_sql_stream_crc, NULL,
+			NULL, NULL);		/* CK1, for 1 -> 2 */
+	if (rc != SQLITE_OK) {
+		ret = rc == SQLITE_NOMEM ? -ENOMEM : -EUCLEAN;
+		goto out;
+	}
+	sqlite3_extended_result_codes(t.db, 1);
+	ret = schema_open(&t);			/* SN3: the open's upgrade */
+	if (!ret)
+		ser = sqlite3_serialize(t.db, "main", &size, 0);
+	if (!ret && (!ser || size < 100 || (size_t)size % 512))
+		ret = -ENOMEM;
+	if (!ret)
+		*out = malloc((size_t)size);
+	if (!ret && !*out)
+		ret = -ENOMEM;
+	if (!ret) {
+		memcpy(*out, ser, (size_t)size);
+		((unsigned char *)*out)[18] = ((unsigned char *)*out)[19] = 1;
+		*out_len = (size_t)size;
+	}
+out:
+	sqlite3_free(ser);
+	sqlite3_close(t.db);
+	if (ret)
+		nrs_err("meta: install: the checkpoint's schema cannot be"
+			" upgraded (%s): refused", strerror(-ret));
 	return ret;
 }
 
@@ -258,6 +326,8 @@ static int fsync_parent(const char *path)
 int nrs_meta_install(const char *path, const void *buf, size_t len)
 {
 	char tmp[4096], wal[4096];
+	int64_t version = -1;
+	void *up = NULL;
 	int fd, ret;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.install", path) >= (int)sizeof(tmp) ||
@@ -267,14 +337,23 @@ int nrs_meta_install(const char *path, const void *buf, size_t len)
 		nrs_err("meta: install: %s exists: never replaced", path);
 		return -EEXIST;
 	}
-	ret = verify_bytes(buf, len);
+	ret = verify_bytes(buf, len, &version);
+	if (!ret && version < SCHEMA_VERSION) {		/* SN3 */
+		ret = upgrade_bytes(buf, len, &up, &len) ?:
+			verify_bytes(up, len, &version);
+		buf = up;
+		if (!ret && version != SCHEMA_VERSION)
+			ret = -EPROTO;
+	}
 	if (ret)
-		return ret;
+		goto out;
 	(void)unlink(tmp);		/* a crashed install's */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 		  0600);			/* DM1 */
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
 	ret = write_all(fd, buf, len);
 	if (!ret && fsync(fd) < 0)
 		ret = -errno;
@@ -287,5 +366,7 @@ int nrs_meta_install(const char *path, const void *buf, size_t len)
 		ret = fsync_parent(path);
 	if (ret)
 		nrs_err("meta: install %s: %s", path, strerror(-ret));
+out:
+	free(up);
 	return ret;
 }

@@ -41,6 +41,18 @@
  *      of a replayed change, or none of it, in one transaction with its
  *      number, so a replay killed at any point runs again to the same
  *      state.
+ *  ML3 A change applies to the tables it was recorded against, or is
+ *      refused (-EUCLEAN), never skipped: SQLite leaves out, with no error,
+ *      the rows of a table that does not fit the change (missing, fewer
+ *      columns than the change has, the primary key elsewhere), and
+ *      metalog would still move.  So before a change is applied, every
+ *      table it names must be one of the logged ones and fit: columns at
+ *      least as many as the change's, the primary key where it has it.  A
+ *      change recorded before an upgrade (a checkpoint of an older schema,
+ *      sqlite_ckpt.c SN3, then the META records its daemon wrote) fits the
+ *      upgraded tables, since the upgrades only add tables and add
+ *      columns at the end (sqlite_schema.c); one from a newer schema, with
+ *      columns ours lack, is refused.
  */
 #include "config.h"
 
@@ -49,6 +61,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "meta/sqlite_priv.h"
@@ -220,6 +233,69 @@ static int fix_crcs(struct sqlite_meta *m, const void *change, size_t len)
 	return ret ? ret : rc != SQLITE_OK ? -EUCLEAN : 0;
 }
 
+/* ML3: tab, one of the logged tables, as the change has it: ncol columns,
+ * pk[i] non-zero for those of the primary key. */
+static int table_fits(struct sqlite_meta *m, const char *tab, int ncol,
+		      const unsigned char *pk)
+{
+	sqlite3_stmt *s = NULL;
+	int rc, n = 0, fits = 0;
+
+	for (size_t i = 0; i < sizeof(logged) / sizeof(logged[0]); i++)
+		fits |= strcmp(tab, logged[i]) == 0;
+	if (!fits)
+		return 0;
+	rc = sqlite3_prepare_v2(m->db, "SELECT pk FROM pragma_table_info(?1)"
+				" ORDER BY cid", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return sql_fail(m, rc, "pragma_table_info");
+	sqlite3_bind_text(s, 1, tab, -1, SQLITE_STATIC);
+	while (fits && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+		bool key = sqlite3_column_int(s, 0) != 0;
+
+		fits = n < ncol ? key == (pk[n] != 0) : !key;
+		n++;
+	}
+	sqlite3_finalize(s);
+	return fits && n >= ncol;
+}
+
+/* ML3: every table of the change fits the store's. */
+static int change_fits(struct sqlite_meta *m, uint64_t seq,
+		       const void *change, size_t len)
+{
+	sqlite3_changeset_iter *it = NULL;
+	char last[32] = "";
+	int rc, ret = 0;
+
+	rc = sqlite3changeset_start(&it, (int)len, (void *)change);
+	while (rc == SQLITE_OK && ret == 0 &&
+	       (rc = sqlite3changeset_next(it)) == SQLITE_ROW) {
+		const char *tab = NULL;
+		unsigned char *pk = NULL;
+		int ncol = 0, op = 0;
+
+		rc = sqlite3changeset_op(it, &tab, &ncol, &op, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3changeset_pk(it, &pk, &ncol);
+		if (rc != SQLITE_OK || strcmp(tab, last) == 0)
+			continue;
+		ret = table_fits(m, tab, ncol, pk);
+		if (ret == 0)
+			nrs_err("meta: change %" PRIu64 " was recorded against"
+				" a table %.31s of %d columns that is not this"
+				" store's: refused (another schema?)", seq, tab,
+				ncol);
+		ret = ret < 0 ? ret : ret == 0 ? -EUCLEAN : 0;
+		snprintf(last, sizeof(last), "%s", tab);
+	}
+	if (it)
+		sqlite3changeset_finalize(it);
+	if (ret)
+		return ret;
+	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : -EUCLEAN;
+}
+
 static int apply_locked(struct sqlite_meta *m, uint64_t seq,
 			const void *change, size_t len)
 {
@@ -237,6 +313,9 @@ static int apply_locked(struct sqlite_meta *m, uint64_t seq,
 			seq, held);
 		return -EUCLEAN;
 	}
+	ret = change_fits(m, seq, change, len);		/* ML3 */
+	if (ret)
+		return ret;
 	rc = sqlite3changeset_apply(m->db, (int)len, (void *)change, NULL,
 				    on_conflict, &a);
 	if (rc != SQLITE_OK) {

@@ -387,6 +387,22 @@ void nrs_wal_object_key(char *key, uint64_t seg);
  */
 int nrs_wal_object_state_init(const char *dir, uint64_t floor);
 
+/*
+ * For nereusfs-fsck (its F32): the floor the object WAL state in dir
+ * records (wal_object_gc.c OW7: every WAL object below it was reclaimed),
+ * 0 and *floor; -ENOENT if dir holds no state, -EUCLEAN a damaged one.
+ */
+int nrs_wal_object_floor(const char *dir, uint64_t *floor);
+/*
+ * What key is among the object WAL's keys (wal_object.c THE KEYS):
+ * NRS_OWKEY_OBJECT (a WAL object; *seg its segment), NRS_OWKEY_MARKER or
+ * NRS_OWKEY_SEAL (*seg: the run's segment 0), or NRS_OWKEY_NONE (any
+ * other name, also under owal/).
+ */
+enum nrs_owkey { NRS_OWKEY_NONE, NRS_OWKEY_OBJECT, NRS_OWKEY_MARKER,
+		 NRS_OWKEY_SEAL };
+enum nrs_owkey nrs_wal_object_key_kind(const char *key, uint64_t *seg);
+
 #define NRS_WAL_OBJECT_FLUSH_BYTES	(512u << 10)
 #define NRS_WAL_OBJECT_LINGER_MS	5
 

@@ -74,6 +74,7 @@
 #include "util/le.h"
 #include "util/log.h"
 #include "util/metrics.h"
+#include "util/parse.h"
 #include "wal/wal.h"
 #include "wal/wal_object_priv.h"
 #include "wal/walrec.h"
@@ -508,4 +509,34 @@ int nrs_wal_object_state_init(const char *dir, uint64_t floor)
 	/* last run: floor's; run 1 when nothing was covered */
 	return ow_state_write(path, dir, floor,
 			      ow_run_of(floor) ? ow_run_of(floor) : 1);
+}
+
+int nrs_wal_object_floor(const char *dir, uint64_t *floor)
+{
+	char path[4096];
+	uint64_t last_run;
+
+	if (snprintf(path, sizeof(path), "%s/state", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	if (access(path, F_OK) < 0)
+		return -errno;
+	return ow_state_read(path, floor, &last_run);
+}
+
+/* The names ow_key and ow_seal_key give (wal_object.c THE KEYS). */
+enum nrs_owkey nrs_wal_object_key_kind(const char *key, uint64_t *seg)
+{
+	uint64_t run, seq;
+
+	/* "owal/" 6 hex "/" then 10 hex or "seal", nothing after */
+	if (strncmp(key, "owal/", 5) != 0 || strlen(key) < 16 ||
+	    key[11] != '/' || nrs_parse_x64(key + 5, 6, &run) || run == 0)
+		return NRS_OWKEY_NONE;
+	*seg = ow_seg(run, 0);
+	if (strcmp(key + 12, "seal") == 0)
+		return NRS_OWKEY_SEAL;
+	if (strlen(key + 12) != 10 || nrs_parse_x64(key + 12, 10, &seq))
+		return NRS_OWKEY_NONE;
+	*seg = ow_seg(run, seq);
+	return seq == 0 ? NRS_OWKEY_MARKER : NRS_OWKEY_OBJECT;
 }

@@ -65,6 +65,38 @@
  *      landing there later is ignored (SL3) rather than walked before the
  *      slices published after it.  A read-only scan of an unsealed run
  *      uses what it finds and seals nothing.
+ *
+ * WHY SEALS AND MARKERS ARE NEVER DELETED, even of a run whose every
+ * object is below the floor and reclaimed and that a proven checkpoint
+ * covers whole.  Deleting them would be safe only if no scan could ever
+ * probe the run again, or look for runs past it, and that cannot be
+ * proven from one data directory:
+ *  - A scan starts at its own state file's floor and last run (OW6), not
+ *    the bucket's.  A recovery starts at a checkpoint's covered position
+ *    (core_recover.c RB2), and the newest checkpoint may be passed over
+ *    for the one before (checkpoint.c KP6); a data directory that holds a
+ *    database keeps its own state when mounted with recover (RB1): one a
+ *    takeover left behind comes back with its old floor, however long
+ *    after.  Nothing records, for the bucket, a floor below which no scan
+ *    will ever start.
+ *  - Markers are the bucket's only record of which run numbers were taken
+ *    (OW11).  A scan that knows an older last run finds the later runs
+ *    through them, crossing fewer than OW_RUN_PROBE missing ones; past
+ *    more it stops, loses what the later runs acknowledged, and its own
+ *    next run takes a number already used: its objects would land under
+ *    keys that held other bytes (OW3).
+ *  - A seal is what keeps a run's late objects from being walked (SL3).
+ *    They are left in the store, the GC never learns of them (seal_runs
+ *    drops them from the list), and a PUT the old owner sent can land at
+ *    any later time.  A scan of a run whose seal is gone takes it for
+ *    unsealed (SL4) and walks its late objects before the slices later
+ *    runs published: the loss SL1 exists to prevent.
+ * What they cost is small and does not grow a scan: one marker (32
+ * bytes) and one seal (48 bytes and 16 per hole) per run, and a run is a
+ * mount that wrote to the object WAL; a scan HEADs the markers past its
+ * last run only, and the seals of the runs from its floor's on, never the
+ * older ones.  Deleting them would need a bucket-wide low-water mark that
+ * every scan refuses to start below (a new format: see README, Profiles).
  */
 #include "config.h"
 

@@ -6,5 +6,6 @@ test_description='GC of the object WAL on the embedded store (kept in a director
 # The "bucket" outlives the data directory.
 mkdir -m 700 "$TRASH/bucket"
 GC_OPTS=",objects=$TRASH/bucket"
+GC_FSCK="--objects=$TRASH/bucket"
 . "$nrs_lib/owalgc.sh"
 test_done

@@ -21,7 +21,9 @@
 # objects; S is then unlinked, so that its objects are reclaimable at the
 # next step.  Last, the host is lost: a recovery from the bucket alone
 # (the checkpoint and the WAL objects GC left, walgc.c MZ8) brings back
-# every acknowledged append.
+# every acknowledged append.  With GC_FSCK (the embedded store),
+# nereusfs-fsck finds the WAL objects the crashes left below the floor
+# (F32).
 
 . "$nrs_lib/objlib.sh"
 
@@ -102,6 +104,17 @@ last=$n		# the small stream kept
 test_expect_success 'WAL objects did go' '
 	test "$(grep -c "failpoint owal.after_delete: crash" "$LOG")" = 1
 '
+
+# F32: the crashes at owal.before_delete left WAL objects below the floor
+# (OW7 records it, then deletes); fsck lists the embedded store (GC_FSCK
+# names it), a bucket it does not.
+if [ -n "$GC_FSCK" ]; then
+	test_expect_success 'nereusfs-fsck: WAL objects a crash left below the floor are F32, a warning' '
+		fsck_expect 0 "$DATA" $GC_FSCK -- "warning: F32 " \
+			"of the object WAL below its floor" "owal/00000" &&
+		! grep -q "F26 objects/owal/" "$TRASH/fsck.out"
+	'
+fi
 
 test_expect_success 'host lost after GC: recover brings back every acknowledged append' '
 	rm -rf "$DATA" &&

@@ -1060,6 +1060,55 @@ static void test_lifecycle_unreferenced(void **state)
 	assert_int_equal(d->f.pending, 0);
 }
 
+/* F32: WAL objects of the object WAL below its floor are one warning,
+ * with their count and keys; those at or above it, markers and seals are
+ * no finding (nor F26's); a file under owal/ that is no key is F26's. */
+static void test_owal_below_floor(void **state)
+{
+	static const char *const files[] = {
+		"objects/owal/000001/0000000000",	/* marker */
+		"objects/owal/000001/seal",
+		"objects/owal/000001/0000000001",	/* below */
+		"objects/owal/000001/0000000002",	/* below */
+		"objects/owal/000002/0000000000",
+		"objects/owal/000002/0000000001",	/* the floor */
+		"objects/owal/000002/0000000002",
+		"objects/owal/000002/junk",
+	};
+	struct objdir *d = *state;
+	char key[NRS_OBJKEY_MAX];
+	const char *text;
+
+	put_object(d, 0, OBJ_WAL_BASE, key);
+	assert_int_equal(mkdir(at(d, "objects/owal"), 0700), 0);
+	assert_int_equal(mkdir(at(d, "objects/owal/000001"), 0700), 0);
+	assert_int_equal(mkdir(at(d, "objects/owal/000002"), 0700), 0);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		plant(d, files[i], 3600);
+	load(d, true);
+	d->f.have_owal_floor = true;
+	d->f.owal_floor = 2ull << 40 | 1;
+	text = run(&d->f);
+	assert_int_equal(d->f.errors, 1);		/* junk */
+	assert_non_null(strstr(text, "F26 objects/owal/000002/junk: an "
+			       "unreferenced object"));
+	assert_int_equal(d->f.warnings, 1);
+	assert_int_equal(d->f.owal_leftovers, 2);
+	assert_non_null(strstr(text, "F32 2 WAL objects of the object WAL below"
+			       " its floor 0000020000000001 still stored"));
+	assert_non_null(strstr(text, "owal/000001/0000000001"));
+	assert_non_null(strstr(text, "owal/000001/0000000002"));
+	assert_null(strstr(text, "seal"));
+	assert_null(strstr(text, "owal/000002/0000000001"));
+	assert_null(strstr(text, "/0000000000"));
+	/* without a floor (no object WAL state): F26 judges them all */
+	load(d, true);
+	text = run(&d->f);
+	assert_int_equal(d->f.warnings, 0);
+	assert_int_equal(d->f.errors, 8);
+	assert_null(strstr(text, "F32"));
+}
+
 /* A generation wholly covered by a newer committed one is not "awaiting
  * GC": the daemon leaves no such pair, GC would not drain either, and the
  * next mount reads only one of them (F20). */
@@ -1144,6 +1193,7 @@ int main(void)
 		T(test_lifecycle_draining),
 		T(test_lifecycle_retired),
 		T(test_lifecycle_unreferenced),
+		T(test_owal_below_floor),
 		T(test_lifecycle_covered),
 #undef T
 	};

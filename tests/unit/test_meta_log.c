@@ -5,7 +5,9 @@
  * later changes, replayed in order, give the store as it was, also when
  * the stream heads moved by publication meanwhile, and a replay run twice
  * changes nothing (ML2); a gap, a damaged change or a copy that diverged
- * is -EUCLEAN with nothing applied.  The META record's payload around a
+ * is -EUCLEAN with nothing applied; a change whose tables the store does
+ * not have as the change does is refused, never skipped, and one recorded
+ * against fewer columns (an older schema) applies (ML3).  The META record's payload around a
  * change: test_walrec.
  */
 #include "config.h"
@@ -21,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <sqlite3.h>
 
 #include "fixture_meta.h"
 #include "meta/attrmask.h"
@@ -233,6 +237,90 @@ static void test_refused(void **state)
 	nrs_meta_close(m2);
 }
 
+/* Run sql on the database at path, with no store open on it. */
+static void raw_sql(const char *path, const char *sql)
+{
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* The changes a reopened store hands out (the fixture's sink is set at
+ * its open only): two at most. */
+struct two {
+	void *p[2];
+	size_t len[2], n;
+};
+
+static void keep_two(void *ctx, uint64_t seq, const void *change, size_t len)
+{
+	struct two *t = ctx;
+
+	(void)seq;
+	if (t->n >= 2)
+		return;
+	t->p[t->n] = malloc(len);
+	if (t->p[t->n])
+		memcpy(t->p[t->n], change, len);
+	t->len[t->n++] = len;
+}
+
+/* ML3: a change recorded against a table with a column this store's
+ * lacks (a newer schema) is refused, not skipped; onto a table with a
+ * column more (an older change after an upgrade) it applies. */
+static void test_tables_fit(void **state)
+{
+	struct nrs_fixture_meta *f = *state;
+	struct two t = { 0 };
+	struct nrs_meta *m2;
+	struct nrs_attr d, got;
+	uint64_t seq = 9;
+	char v[8];
+
+	m2 = snapshot_copy(f);
+	nrs_meta_close(m2);
+	raw_sql(f->path2, "ALTER TABLE inodes ADD COLUMN later INTEGER");
+	assert_int_equal(nrs_meta_open(f->path2, &m2), 0);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	raw_sql(f->path, "ALTER TABLE xattrs ADD COLUMN newer INTEGER NOT NULL"
+		" DEFAULT 0");
+	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
+	assert_int_equal(nrs_meta_log_set(f->m, keep_two, &t), 0);
+	assert_int_equal(nrs_meta_mkdir(f->m, ROOT, "a", 0750, 1, 2, NOW, &d),
+			 0);
+	assert_int_equal(nrs_meta_xattr_set(f->m, d.ino, "user.k", "v", 1, 0),
+			 0);
+	assert_int_equal(t.n, 2);
+	assert_non_null(t.p[0]);
+	assert_non_null(t.p[1]);
+	/* inodes has a column more than the change: it fits */
+	assert_int_equal(nrs_meta_log_apply(m2, 1, t.p[0], t.len[0]),
+			 0);
+	assert_int_equal(nrs_meta_lookup(m2, ROOT, "a", &got), 0);
+	assert_int_equal(got.ino, d.ino);
+	/* xattrs has a column less: refused, nothing of it */
+	assert_int_equal(nrs_meta_log_apply(m2, 2, t.p[1], t.len[1]),
+			 -EUCLEAN);
+	assert_int_equal(nrs_meta_log_seq(m2, &seq), 0);
+	assert_int_equal(seq, 1);
+	nrs_meta_close(m2);
+	/* the same change onto a store that has the column applies */
+	m2 = NULL;
+	raw_sql(f->path2, "ALTER TABLE xattrs ADD COLUMN newer INTEGER NOT NULL"
+		" DEFAULT 0");
+	assert_int_equal(nrs_meta_open(f->path2, &m2), 0);
+	assert_int_equal(nrs_meta_log_apply(m2, 2, t.p[1], t.len[1]),
+			 0);
+	assert_int_equal(nrs_meta_xattr_get(m2, d.ino, "user.k", v, sizeof(v)),
+			 1);
+	nrs_meta_close(m2);
+	free(t.p[0]);
+	free(t.p[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +329,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_replay, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refused, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_tables_fit, fx_setup,
 						fx_teardown),
 	};
 

@@ -3,7 +3,8 @@
  * sqlite_ckpt.c): a snapshot installed into an empty directory gives the
  * same namespace, streams, xattrs and objects (SN1), taken while another
  * thread publishes; an install never replaces a database and refuses
- * damaged bytes or another schema version (SN2).  test_snapshot_10k
+ * damaged bytes or a newer schema version (SN2); bytes of every older
+ * schema are installed upgraded, all or nothing (SN3).  test_snapshot_10k
  * prints how long a snapshot of 10,000 streams holds the store's lock.
  */
 #include "config.h"
@@ -23,7 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "fixture_meta.h"
+#include "schema_undo.h"
 #include "meta/meta.h"
 
 #define ROOT	NRS_ROOT_INO
@@ -187,6 +191,147 @@ static void test_install_refuses(void **state)
 	free(buf);
 }
 
+static int64_t bytes_version(const unsigned char *b)
+{
+	return (int64_t)b[60] << 24 | b[61] << 16 | b[62] << 8 | b[63];
+}
+
+/* A copy of buf (of schema cur) taken down to schema v by SQL. */
+static unsigned char *old_schema(const unsigned char *buf, size_t len,
+				 int64_t cur, int64_t v, const char *extra,
+				 size_t *out_len)
+{
+	unsigned char *img = sqlite3_malloc64(len), *ser, *out;
+	sqlite3_int64 size = 0;
+	char sql[64];
+	sqlite3 *db;
+
+	assert_non_null(img);
+	memcpy(img, buf, len);
+	assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+	assert_int_equal(sqlite3_deserialize(db, "main", img, (int64_t)len,
+					     (int64_t)len,
+					     SQLITE_DESERIALIZE_FREEONCLOSE |
+					     SQLITE_DESERIALIZE_RESIZEABLE),
+			 SQLITE_OK);
+	for (int64_t k = cur - 1; k >= v; k--)
+		assert_int_equal(sqlite3_exec(db, nrs_schema_undo[k], NULL,
+					      NULL, NULL), SQLITE_OK);
+	if (extra)
+		assert_int_equal(sqlite3_exec(db, extra, NULL, NULL, NULL),
+				 SQLITE_OK);
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld", (long long)v);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	ser = sqlite3_serialize(db, "main", &size, 0);
+	assert_non_null(ser);
+	out = malloc((size_t)size);
+	assert_non_null(out);
+	memcpy(out, ser, (size_t)size);
+	out[18] = out[19] = 1;
+	sqlite3_free(ser);
+	sqlite3_close(db);
+	*out_len = (size_t)size;
+	return out;
+}
+
+/* The tables, columns and indexes of the database at path, as text. */
+static char *schema_text(const char *path)
+{
+	static const char q[] = "SELECT group_concat(x, ';') FROM (SELECT"
+		" m.type || ' ' || m.name || ' ' || coalesce(p.name, '') || ' '"
+		" || coalesce(p.type, '') || ' ' || coalesce(p.pk, '') || ' ' ||"
+		" coalesce(p.\"notnull\", '') || ' ' || coalesce(p.dflt_value, '')"
+		" AS x FROM sqlite_master m LEFT JOIN pragma_table_info(m.name)"
+		" p WHERE m.type = 'table' OR m.type = 'index'"
+		" ORDER BY m.name, p.cid)";
+	sqlite3_stmt *s;
+	sqlite3 *db;
+	char *text;
+
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY,
+					 NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, q, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	text = strdup((const char *)sqlite3_column_text(s, 0));
+	assert_non_null(text);
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return text;
+}
+
+/* SN3: a checkpoint of each older schema is installed upgraded to ours:
+ * on disk at our version before anything opens it (a read-only open,
+ * which cannot upgrade, takes it), with the tables a new store has, and
+ * the namespace, xattrs and stream rows (checksums right) it held. */
+static void test_install_older_schema(void **state)
+{
+	struct nrs_fixture_meta *f = *state;
+	unsigned char *buf = NULL, *old, head[100];
+	char path[160], *want, *got;
+	struct nrs_attr d, s;
+	struct nrs_stream_row r;
+	struct nrs_meta *m2;
+	int64_t cur;
+	uint64_t seq = 1;
+	size_t len = 0, olen;
+	char v[16];
+	FILE *fp;
+
+	build_state(f->m);
+	assert_int_equal(nrs_meta_snapshot(f->m, (void **)&buf, &len, NULL), 0);
+	cur = bytes_version(buf);
+	assert_int_equal(NRS_SCHEMA_UNDO_N, cur);		/* one undo per step */
+	snprintf(path, sizeof(path), "%s/fresh.db", f->dir);
+	assert_int_equal(nrs_meta_install(path, buf, len), 0);
+	want = schema_text(path);
+	for (int64_t ver = 1; ver < cur; ver++) {
+		old = old_schema(buf, len, cur, ver, NULL, &olen);
+		assert_int_equal(bytes_version(old), ver);
+		snprintf(path, sizeof(path), "%s/v%lld.db", f->dir,
+			 (long long)ver);
+		assert_int_equal(nrs_meta_install(path, old, olen), 0);
+		free(old);
+		fp = fopen(path, "rb");
+		assert_non_null(fp);
+		assert_int_equal(fread(head, 1, sizeof(head), fp),
+				 sizeof(head));
+		fclose(fp);
+		assert_int_equal(bytes_version(head), cur);
+		got = schema_text(path);
+		assert_string_equal(got, want);
+		free(got);
+		assert_int_equal(nrs_meta_open_readonly(path, &m2), 0);
+		assert_int_equal(nrs_meta_lookup(m2, ROOT, "kafka", &d), 0);
+		assert_int_equal(nrs_meta_lookup(m2, d.ino, "orders-renamed",
+						 &s), 0);
+		assert_int_equal(nrs_meta_xattr_get(m2, s.ino, "user.k", v,
+						    sizeof(v)), 5);
+		assert_int_equal(nrs_meta_stream_get(m2, s.stream_id, &r), 0);
+		assert_int_equal(r.head, 4096);
+		assert_int_equal(r.epoch, 3);
+		assert_int_equal(nrs_meta_log_seq(m2, &seq), 0);
+		assert_int_equal(seq, 0);	/* the log starts at 4 */
+		nrs_meta_close(m2);
+	}
+	free(want);
+	/* all or nothing: an upgrade that fails (schema 3 claimed, but the
+	 * table 3 -> 4 adds is there) writes nothing */
+	old = old_schema(buf, len, cur, cur, "PRAGMA user_version = 3",
+			 &olen);
+	old[63] = 3;
+	snprintf(path, sizeof(path), "%s/bad.db", f->dir);
+	assert_true(nrs_meta_install(path, old, olen) < 0);
+	assert_int_equal(access(path, F_OK), -1);
+	/* a newer schema stays refused, and 0 with tables */
+	old[63] = (unsigned char)(cur + 1);
+	assert_int_equal(nrs_meta_install(path, old, olen), -EPROTO);
+	old[63] = 0;
+	assert_int_equal(nrs_meta_install(path, old, olen), -EUCLEAN);
+	assert_int_equal(access(path, F_OK), -1);
+	free(old);
+	free(buf);
+}
+
 struct pub {
 	struct nrs_meta *m;
 	uint64_t id;
@@ -277,6 +422,7 @@ int main(void)
 		T(test_round_trip),
 		T(test_install_never_replaces),
 		T(test_install_refuses),
+		T(test_install_older_schema),
 		T(test_snapshot_10k),
 	};
 
