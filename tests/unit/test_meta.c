@@ -1431,6 +1431,55 @@ static void test_newer_version_refused(void **state)
 	assert_int_equal(getattr_ok(f->m, ROOT).ino, ROOT);
 }
 
+/* The page size in a database file's header: big-endian 16 bits at 16. */
+static unsigned page_size_of(const char *path)
+{
+	unsigned char b[2];
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, b, 2, 16), 2);
+	close(fd);
+	return (unsigned)b[0] << 8 | b[1];
+}
+
+/* A new store has 1 KiB pages (sqlite_open.c: each publication commits
+ * whole pages); one made with other pages keeps them and works. */
+static void test_page_size(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row r;
+	struct nrs_head_update u = { 0 };
+	sqlite3 *db;
+
+	create_ok(f->m, ROOT, "s", &r);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(page_size_of(f->path), 1024);
+	/* as made before: 4 KiB pages */
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA journal_mode=DELETE;"
+				      " PRAGMA page_size=4096; VACUUM;"
+				      " PRAGMA journal_mode=WAL", NULL, NULL,
+				      NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(page_size_of(f->path), 4096);
+	reopen(f);
+	u.id = r.id;
+	u.head = 7;
+	u.version = 1;
+	u.last_lsn = 1;
+	u.mtime_ns = NOW;
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	reopen(f);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(r.head, 7);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(page_size_of(f->path), 4096);
+	reopen(f);
+}
+
 static void test_not_a_database(void **state)
 {
 	struct fx *f = *state;
@@ -2381,6 +2430,7 @@ int main(void)
 		T(test_callback_reentry),
 		T(test_newer_version_refused),
 		T(test_not_a_database),
+		T(test_page_size),
 		T(test_file_modes),
 		T(test_threads),
 		T(test_sync_only_when_durable),
