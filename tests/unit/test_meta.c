@@ -30,6 +30,7 @@
 #include "fixture.h"
 #include "meta/meta.h"
 #include "util/crc32c.h"
+#include "util/failpoint.h"
 
 /* sqlite_priv.h SCHEMA_VERSION */
 #define NRS_TEST_SCHEMA_VERSION 4
@@ -1279,6 +1280,51 @@ static void test_publish_cas(void **state)
 	assert_int_equal(rb.version, 3);
 }
 
+/* A single head published unsynced is its UPDATE in autocommit
+ * (sqlite_stream.c): a lost CAS, and a COMMIT that fails
+ * (meta.before_commit), change nothing; a lost answer after it
+ * (meta.after_commit) leaves it done. */
+static void test_publish_one(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row r;
+	struct nrs_head_update u = { 0 };
+
+	create_ok(f->m, ROOT, "s", &r);
+	u.id = r.id;
+	u.head = 5;
+	u.version = 1;
+	u.epoch = 0;
+	u.last_lsn = 3;
+	u.mtime_ns = NOW + 5;
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	/* the same CAS again: lost */
+	u.head = 9;
+	u.version = 2;
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), -ESTALE);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(r.head, 5);
+	assert_int_equal(r.version, 1);
+	u.old_version = 1;
+	assert_int_equal(nrs_failpoint_parse("meta.before_commit=error:EIO@1"),
+			 0);
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), -EIO);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(r.head, 5);
+	assert_int_equal(nrs_failpoint_parse("meta.after_commit=error:EIO@1"),
+			 0);
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), -EIO);
+	assert_int_equal(nrs_failpoint_parse(""), 0);
+	/* it was done: a retry finds the CAS taken */
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), -ESTALE);
+	reopen(f);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(r.head, 9);
+	assert_int_equal(r.version, 2);
+	assert_int_equal(r.last_lsn, 3);
+	assert_int_equal(r.mtime_ns, NOW + 5);
+}
+
 static void test_start_epoch(void **state)
 {
 	struct fx *f = *state;
@@ -2425,6 +2471,7 @@ int main(void)
 		T(test_retention),
 		T(test_retention_memo),
 		T(test_publish_cas),
+		T(test_publish_one),
 		T(test_start_epoch),
 		T(test_unlinked_forget),
 		T(test_callback_reentry),
