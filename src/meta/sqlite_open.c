@@ -140,6 +140,14 @@ static int configure(struct sqlite_meta *m)
 	ret = exec(m, "PRAGMA locking_mode=EXCLUSIVE");
 	if (ret)
 		return ret;
+	/* Every head publication commits the pages it changed to the -wal,
+	 * each checksummed and copied whole: with 4 KiB pages that was most
+	 * of the daemon's instructions per append.  1 KiB pages cut it (a
+	 * streams row is under 100 bytes).  It applies only to a database
+	 * not written yet: one made with other pages keeps them. */
+	ret = exec(m, "PRAGMA page_size=1024");
+	if (ret)
+		return ret;
 	ret = query1(m, "PRAGMA journal_mode=WAL", NULL, mode, sizeof(mode));
 	if (ret)
 		return ret;

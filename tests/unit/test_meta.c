@@ -30,6 +30,7 @@
 #include "fixture.h"
 #include "meta/meta.h"
 #include "util/crc32c.h"
+#include "util/failpoint.h"
 
 /* sqlite_priv.h SCHEMA_VERSION */
 #define NRS_TEST_SCHEMA_VERSION 4
@@ -1279,6 +1280,51 @@ static void test_publish_cas(void **state)
 	assert_int_equal(rb.version, 3);
 }
 
+/* A single head published unsynced is its UPDATE in autocommit
+ * (sqlite_stream.c): a lost CAS, and a COMMIT that fails
+ * (meta.before_commit), change nothing; a lost answer after it
+ * (meta.after_commit) leaves it done. */
+static void test_publish_one(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row r;
+	struct nrs_head_update u = { 0 };
+
+	create_ok(f->m, ROOT, "s", &r);
+	u.id = r.id;
+	u.head = 5;
+	u.version = 1;
+	u.epoch = 0;
+	u.last_lsn = 3;
+	u.mtime_ns = NOW + 5;
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	/* the same CAS again: lost */
+	u.head = 9;
+	u.version = 2;
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), -ESTALE);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(r.head, 5);
+	assert_int_equal(r.version, 1);
+	u.old_version = 1;
+	assert_int_equal(nrs_failpoint_parse("meta.before_commit=error:EIO@1"),
+			 0);
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), -EIO);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(r.head, 5);
+	assert_int_equal(nrs_failpoint_parse("meta.after_commit=error:EIO@1"),
+			 0);
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), -EIO);
+	assert_int_equal(nrs_failpoint_parse(""), 0);
+	/* it was done: a retry finds the CAS taken */
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), -ESTALE);
+	reopen(f);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(r.head, 9);
+	assert_int_equal(r.version, 2);
+	assert_int_equal(r.last_lsn, 3);
+	assert_int_equal(r.mtime_ns, NOW + 5);
+}
+
 static void test_start_epoch(void **state)
 {
 	struct fx *f = *state;
@@ -1429,6 +1475,55 @@ static void test_newer_version_refused(void **state)
 	patch_byte(f->path, 63, NRS_TEST_SCHEMA_VERSION);
 	assert_int_equal(nrs_meta_open(f->path, &f->m), 0);
 	assert_int_equal(getattr_ok(f->m, ROOT).ino, ROOT);
+}
+
+/* The page size in a database file's header: big-endian 16 bits at 16. */
+static unsigned page_size_of(const char *path)
+{
+	unsigned char b[2];
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, b, 2, 16), 2);
+	close(fd);
+	return (unsigned)b[0] << 8 | b[1];
+}
+
+/* A new store has 1 KiB pages (sqlite_open.c: each publication commits
+ * whole pages); one made with other pages keeps them and works. */
+static void test_page_size(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_stream_row r;
+	struct nrs_head_update u = { 0 };
+	sqlite3 *db;
+
+	create_ok(f->m, ROOT, "s", &r);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(page_size_of(f->path), 1024);
+	/* as made before: 4 KiB pages */
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "PRAGMA journal_mode=DELETE;"
+				      " PRAGMA page_size=4096; VACUUM;"
+				      " PRAGMA journal_mode=WAL", NULL, NULL,
+				      NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(page_size_of(f->path), 4096);
+	reopen(f);
+	u.id = r.id;
+	u.head = 7;
+	u.version = 1;
+	u.last_lsn = 1;
+	u.mtime_ns = NOW;
+	assert_int_equal(nrs_meta_publish(f->m, &u, 1, false), 0);
+	reopen(f);
+	assert_int_equal(nrs_meta_stream_get(f->m, r.id, &r), 0);
+	assert_int_equal(r.head, 7);
+	nrs_meta_close(f->m);
+	f->m = NULL;
+	assert_int_equal(page_size_of(f->path), 4096);
+	reopen(f);
 }
 
 static void test_not_a_database(void **state)
@@ -2376,11 +2471,13 @@ int main(void)
 		T(test_retention),
 		T(test_retention_memo),
 		T(test_publish_cas),
+		T(test_publish_one),
 		T(test_start_epoch),
 		T(test_unlinked_forget),
 		T(test_callback_reentry),
 		T(test_newer_version_refused),
 		T(test_not_a_database),
+		T(test_page_size),
 		T(test_file_modes),
 		T(test_threads),
 		T(test_sync_only_when_durable),
