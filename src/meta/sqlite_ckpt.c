@@ -11,7 +11,7 @@
  * in memory to be checked; the open that follows an install sets WAL
  * mode again.
  *
- *   SN1 A snapshot holds m->lock for SNAP_STEP_PAGES pages at a time and
+ *   SN1 A snapshot holds m->lock for SNAP_STEP_BYTES of pages at a time and
  *      lets it go between steps, so appends' head publication waits at
  *      most one step, not the whole copy.  Every call of the store is one
  *      whole transaction under m->lock and none is open between two steps,
@@ -55,17 +55,19 @@
 #include "util/fileio.h"
 #include "util/log.h"
 
-/* SN1: 64 pages of 4 KiB per hold of the lock (test_snapshot prints it:
- * a database of 10,000 streams, 1.4 MiB, is 6 steps of at most 0.25-0.4
- * ms, 6-10 ms in all, on the shared test machine). */
-#define SNAP_STEP_PAGES	64
+/* SN1: 256 KiB of pages per hold of the lock, whatever the page size (a
+ * new database has 1 KiB pages, an older one 4 KiB: sqlite_open.c).
+ * test_snapshot prints it: a database of 10,000 streams, 1.4 MiB, was 6
+ * steps of at most 0.25-0.4 ms, 6-10 ms in all, on the shared test
+ * machine, with 4 KiB pages. */
+#define SNAP_STEP_BYTES	(256 * 1024)
 
 /* Steps SQLite may answer "busy" (another connection holds a lock: none
  * should, the store's locking is exclusive) before the copy gives up. */
 #define SNAP_BUSY_MAX	1000
 
 /* One backup step under m->lock: the SQLite result code. */
-static int snap_step(struct sqlite_meta *m, sqlite3_backup *b,
+static int snap_step(struct sqlite_meta *m, sqlite3_backup *b, int pages,
 		     struct nrs_meta_snap_stats *st)
 {
 	uint64_t t0, dt;
@@ -74,7 +76,7 @@ static int snap_step(struct sqlite_meta *m, sqlite3_backup *b,
 	if (pthread_mutex_lock(&m->lock) != 0)
 		return SQLITE_MISUSE;	/* called back from a callback */
 	t0 = nrs_now_mono_ns();
-	rc = sqlite3_backup_step(b, SNAP_STEP_PAGES);
+	rc = sqlite3_backup_step(b, pages);
 	dt = nrs_now_mono_ns() - t0;
 	pthread_mutex_unlock(&m->lock);
 	st->steps++;
@@ -97,6 +99,8 @@ static int snap_copy(struct sqlite_meta *m, sqlite3 *dst,
 	pthread_mutex_unlock(&m->lock);
 	if (ret)
 		return ret;
+	if (psize < 512 || psize > 65536)	/* SQLite's own bounds */
+		return -EUCLEAN;
 	/* an in-memory destination must have the source's page size */
 	snprintf(sql, sizeof(sql), "PRAGMA page_size=%lld", (long long)psize);
 	rc = sqlite3_exec(dst, sql, NULL, NULL, NULL);
@@ -108,7 +112,7 @@ static int snap_copy(struct sqlite_meta *m, sqlite3 *dst,
 		return -ENOMEM;
 	}
 	for (int busy = 0;; ) {
-		rc = snap_step(m, b, st);
+		rc = snap_step(m, b, (int)(SNAP_STEP_BYTES / psize), st);
 		if (rc == SQLITE_OK)
 			continue;
 		if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) ||
