@@ -17,7 +17,7 @@ test_description='a PUT of the old owner that lands after a takeover is never us
 # acknowledged is checked.)
 mkdir -m 700 "$TRASH/bucket" "$TRASH/late"
 NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT_OWAL:-90}
-O="objects=$TRASH/bucket,materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=3600000,owner_lease_ms=1000"
+O="objects=$TRASH/bucket,materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=3600000,owner_lease_ms=4000"
 P=$MNT/k/p0
 run1=$TRASH/bucket/owal/000001
 

@@ -7,7 +7,7 @@ test_description='recover from a bucket whose last checkpoint an older release w
 NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT_OWAL:-90}
 mkdir -m 700 "$TRASH/bucket"
 B=dir:$TRASH/bucket
-OPTS="materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=300,object_wal_timeout_ms=20000,owner_lease_ms=1000,objects=$TRASH/bucket"
+OPTS="materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=300,object_wal_timeout_ms=20000,owner_lease_ms=4000,objects=$TRASH/bucket"
 LATE=$(echo "$OPTS" | sed 's/checkpoint_ms=300/checkpoint_ms=3600000,checkpoint_bytes=1099511627776/')
 K=$MNT/kafka
 acks=$TRASH/acks

@@ -27,7 +27,7 @@ PATH=${NRS_TOOLS:-$nrs_top}:$PATH	# nereusctl
 # A recovery scans the object WAL's objects one after another (OW8).
 NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT_OWAL:-90}
 
-HL="materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=300,object_wal_timeout_ms=20000,owner_lease_ms=1000$HL_OPTS"
+HL="materialize_age_ms=3600000,materialize_bytes=1099511627776,checkpoint_ms=300,object_wal_timeout_ms=20000,owner_lease_ms=4000$HL_OPTS"
 HL_LATE=$(echo "$HL" | sed 's/checkpoint_ms=300/checkpoint_ms=3600000,checkpoint_bytes=1099511627776/')
 K=$MNT/kafka
 acks=$TRASH/acks
