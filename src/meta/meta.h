@@ -315,6 +315,12 @@ int nrs_meta_unlinked_foreach(struct nrs_meta *m,
  *  - draining, retired: superseded (stream lifecycle, GC).
  *  - quarantined: the store held other bytes under its key; the key is never
  *    written again (a new generation gets a new key).
+ * Where its bytes are (schema 5): seg 0, a copied object under the key
+ * objfmt.h derives from stream_id and gen (off 0); seg >= 1, an adopted
+ * generation (README "Write once on the embedded store"): one WAL record
+ * at byte off of the embedded store's file nrs_objfmt_adopt_key(seg), the
+ * WAL segment seg linked in, and start, end and length describe that one
+ * record.
  */
 enum nrs_obj_state {
 	NRS_OBJ_PREPARED = 1,
@@ -328,6 +334,7 @@ struct nrs_obj_row {
 	uint64_t gen;			/* >= 1, never reused */
 	uint64_t stream_id, start, end;
 	uint64_t length;		/* bytes of the whole object */
+	uint64_t seg, off;		/* 0 0: copied; seg >= 1: adopted */
 	unsigned char sha256[32];
 	int state;			/* enum nrs_obj_state */
 	int64_t ctime_ns;		/* when the intent was recorded */

@@ -30,6 +30,8 @@ static void col_obj(sqlite3_stmt *s, struct nrs_obj_row *o)
 	o->state = sqlite3_column_int(s, 6);
 	o->ctime_ns = sqlite3_column_int64(s, 7);
 	o->mtime_ns = sqlite3_column_int64(s, 8);
+	o->seg = col_u64(s, 9);
+	o->off = col_u64(s, 10);
 }
 
 int nrs_sq_obj_prepare(struct nrs_meta *base, struct nrs_obj_row *o)
@@ -47,6 +49,8 @@ int nrs_sq_obj_prepare(struct nrs_meta *base, struct nrs_obj_row *o)
 	bind_bytes(s, 5, o->sha256, sizeof(o->sha256));
 	sqlite3_bind_int(s, 6, NRS_OBJ_PREPARED);
 	sqlite3_bind_int64(s, 7, o->ctime_ns);
+	sqlite3_bind_int64(s, 8, (int64_t)o->seg);
+	sqlite3_bind_int64(s, 9, (int64_t)o->off);
 	ret = run(m, s);
 	if (!ret) {
 		o->gen = (uint64_t)sqlite3_last_insert_rowid(m->db);

@@ -32,7 +32,7 @@
 #include "util/crc32c.h"
 
 /* sqlite_priv.h SCHEMA_VERSION */
-#define NRS_TEST_SCHEMA_VERSION 4
+#define NRS_TEST_SCHEMA_VERSION 5
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE	(1 << 0)
@@ -1918,7 +1918,8 @@ static void test_objects(void **state)
 	struct nrs_obj_row a = { .stream_id = 3, .start = 0, .end = 100,
 				 .length = 200, .ctime_ns = 5 };
 	struct nrs_obj_row b = { .stream_id = 4, .start = 10, .end = 20,
-				 .length = 90 };
+				 .length = 90, .seg = 7,
+				 .off = (1ULL << 40) + 64 };
 	struct nrs_obj_row v[8];
 	unsigned char sha[32];
 
@@ -1949,6 +1950,10 @@ static void test_objects(void **state)
 	assert_int_equal(v[0].ctime_ns, 5);
 	assert_int_equal(v[0].mtime_ns, 5);
 	assert_int_equal(v[1].mtime_ns, 9);
+	assert_int_equal(v[0].seg, 0);	/* a copied object */
+	assert_int_equal(v[0].off, 0);
+	assert_int_equal(v[1].seg, 7);	/* an adopted record: where it is */
+	assert_int_equal(v[1].off, (1ULL << 40) + 64);
 	assert_memory_equal(v[0].sha256, sha, sizeof(sha));
 	assert_int_equal(v[1].state, NRS_OBJ_QUARANTINED);
 	assert_int_equal(v[2].gen, 0);
@@ -2247,6 +2252,35 @@ static void test_row_crc_damaged_row(void **state)
 	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &r), 0);
 	assert_int_equal(r.head, 10);
 }
+/* Schema 4 (objects without seg and off) is upgraded in place: its rows
+ * stay, copied objects (seg 0, off 0), and new rows carry both. */
+static void test_upgrade_from_4(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_obj_row a = { .stream_id = 1, .start = 0, .end = 1 };
+	struct nrs_obj_row b = { .stream_id = 2, .start = 5, .end = 9,
+				 .seg = 3, .off = 4096 };
+	struct nrs_obj_row v[4];
+
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &a), 0);
+	close_store(f);
+	sql(f, "ALTER TABLE objects DROP COLUMN seg;"
+	    " ALTER TABLE objects DROP COLUMN off; PRAGMA user_version = 4");
+	reopen(f);
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &b), 0);
+	reopen(f);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 0, collect_objs, v), 0);
+	assert_int_equal(v[0].gen, a.gen);
+	assert_int_equal(v[0].seg, 0);
+	assert_int_equal(v[0].off, 0);
+	assert_int_equal(v[1].gen, b.gen);
+	assert_int_equal(v[1].seg, 3);
+	assert_int_equal(v[1].off, 4096);
+	close_store(f);
+	assert_int_equal(sql(f, "PRAGMA user_version"), NRS_TEST_SCHEMA_VERSION);
+	reopen(f);
+}
 
 /* Schema 1 (no crc column) is upgraded by the first read-write open, in
  * one transaction; a read-only open refuses it. */
@@ -2394,6 +2428,7 @@ int main(void)
 		T(test_row_crc_each_column),
 		T(test_row_crc_damaged_row),
 		T(test_upgrade_from_1),
+		T(test_upgrade_from_4),
 		T(test_quick_check_refuses),
 	};
 
