@@ -38,6 +38,14 @@
  *      refuses (-ESTALE) once the mount is fenced (core_owner.c CW2), as
  *      that store refuses writes.
  *
+ *  CO3 With write once on the embedded store, the local WAL numbers new
+ *      segments above the highest one the store adopted (OD8, wal.h
+ *      first_seg): once the WAL reclaimed all of its segments, its numbers
+ *      would otherwise start at 1 again, and every link of a new segment
+ *      1, 2, ... would meet the name of an old adopted one (-EEXIST: the
+ *      records copied after all, write once lost until the numbers pass).
+ *      A store directory that cannot be read fails the mount.
+ *
  * The bucket's owner record is claimed as soon as the store is open
  * (core_owner.c), before a recovery reads the bucket; the services and the
  * object WAL get the store that stops writing once the mount is fenced.
@@ -170,6 +178,25 @@ int nrs_core_store_open(struct nrs_core *c, const struct nrs_core_opts *o)
 	if (err)
 		return err;
 	return nrs_core_owner_open(c, o);	/* core_owner.c CW1 */
+}
+
+int nrs_core_wal_first_seg(struct nrs_core *c, const struct nrs_core_opts *o,
+			   uint64_t *first)
+{
+	uint64_t max = 0;
+	int err;
+
+	*first = 0;
+	if (!o->write_once || o->s3_url)
+		return 0;
+	err = nrs_objstore_dir_adopted_max(c->store, &max);	/* CO3 */
+	if (err) {
+		nrs_err("cannot list the adopted WAL segments of the object"
+			" store: %s", strerror(-err));
+		return err;
+	}
+	*first = max < UINT64_MAX ? max + 1 : max;
+	return 0;
 }
 
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o)

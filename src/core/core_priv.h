@@ -171,6 +171,9 @@ bool nrs_is_virtual(uint64_t ino);
  * cache, the object WAL and the reader; then, once the pipeline runs, the
  * background services.  Close undoes the last. */
 int nrs_core_store_open(struct nrs_core *c, const struct nrs_core_opts *o);
+/* CO3: the first number the local WAL gives a new segment (0: any). */
+int nrs_core_wal_first_seg(struct nrs_core *c, const struct nrs_core_opts *o,
+			   uint64_t *first);
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o);
 void nrs_core_obj_close(struct nrs_core *c);

@@ -297,6 +297,14 @@ struct nrs_wal_local_opts {
 	 * log order, with damage_ctx.  It must not call the WAL. */
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
+	/*
+	 * New segments take numbers at or above this (0, 1: from 1): write
+	 * once (core_obj.c CO3) gives the number after the highest segment
+	 * the embedded store adopted, so that a WAL whose every segment was
+	 * reclaimed does not start again at a number whose name the store
+	 * holds (objstore_dir_adopt.c OD6 would refuse the link).
+	 */
+	uint64_t first_seg;
 };
 
 /*

@@ -673,7 +673,7 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 	w->base.ops = &local_ops;
 	w->dirfd = -1;
 	w->cur_fd = -1;
-	w->next_no = 1;
+	w->next_no = o && o->first_seg > 1 ? o->first_seg : 1;
 	w->avg_batch = ZERO_BATCH_MAX;	/* WA7: small batches must show first */
 	w->seg_size = o && o->segment_size ? o->segment_size : DEFAULT_SEG_SIZE;
 	w->reserve = o ? o->reserve : 0;

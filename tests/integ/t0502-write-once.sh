@@ -48,10 +48,24 @@ wal_drained () {
 	test "$(find "$DATA/wal" -name '*.seg' | wc -l)" -le 1
 }
 
-test_expect_success 'write_once takes auto or off, nothing else' '
+test_expect_success 'write_once takes auto or off, nothing else; off by default' '
 	test_must_fail nrs_mount -o write_once=always &&
-	nrs_mount -o write_once=off &&
+	nrs_mount &&
 	test "$(status_obj write_once)" = off &&
+	test "$(status_obj adopting)" = false &&
+	nrs_remount -o write_once=off &&
+	test "$(status_obj write_once)" = off &&
+	nrs_umount
+'
+
+# /dev/shm is a tmpfs: another st_dev than the scratch directory (t0501)
+test_expect_success 'write_once=auto with objects on another file system: copying' '
+	other=/dev/shm/nrs-t0502.$$ &&
+	mkdir -m 700 "$other" &&
+	nrs_at_exit "rm -rf $other" &&
+	test "$(stat -c %d "$other")" != "$(stat -c %d "$DATA/wal")" &&
+	nrs_mount -o write_once=auto -o "objects=$other" &&
+	test "$(status_obj write_once)" = auto &&
 	test "$(status_obj adopting)" = false &&
 	nrs_umount
 '
@@ -107,6 +121,21 @@ test_expect_success 'small records are copied beside adopted ones' '
 	nrs-appender -t 1 -n 200 -s 4096 -w 100 -a "$TRASH/ack2" "$MNT/small" &&
 	nrs_wait_for 60 sh -c "getfattr --absolute-names --only-values -n user.nereus.index $MNT/small | grep -q obj:" &&
 	nrs_verify_records -c -u 0 -a "$TRASH/ack2" "$MNT/small"
+'
+
+# CO3: a WAL with no segment left (here removed by hand, once everything
+# was materialized) numbers its next segment above the adopted ones.
+test_expect_success 'a WAL that starts afresh numbers above the adopted segments' '
+	nrs_wait_for 60 no_wal_left &&
+	nrs_wait_for 60 sh -c "! getfattr --absolute-names --only-values -n user.nereus.index $MNT/small | grep -q wal:" &&
+	nrs_umount &&
+	rm -f "$DATA"/wal/*.seg &&
+	nrs_mount $WO &&
+	a0=$(nrs_metric object_adopted_total) &&
+	nrs-appender -t 1 -n 4 -s $MIB -w 200 -a "$TRASH/ack3" "$MNT/again" &&
+	nrs_wait_for 60 sh -c "! getfattr --absolute-names --only-values -n user.nereus.index $MNT/again | grep -q wal:" &&
+	test "$(nrs_metric object_adopted_total)" -eq $((a0 + 4)) &&
+	nrs_verify_records -c -u 0 -a "$TRASH/ack3" "$MNT/again"
 '
 
 test_expect_success 'write_once=off still reads what was adopted' '

@@ -88,6 +88,10 @@ struct bgfake {
 	unsigned int adopts;
 	uint64_t adopt_seg;		/* the last segment asked for */
 	int adopt_err;
+	bool adopt_no_intent;		/* a link came with no prepared row
+					 * naming its segment (MZ11) */
+	bool adopt_current;		/* a link of the segment appends go
+					 * to (MZ10, WD3) */
 	/* the trim upcall also pokes this lifecycle (as the core does) */
 	void (*on_trim)(void *ctx, uint64_t stream_id);
 	void *on_trim_ctx;

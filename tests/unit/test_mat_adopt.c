@@ -156,6 +156,8 @@ static void test_adopt_choice(void **state)
 	read_back(&f, st, BIG + 1000, len[2], fills[2]);	/* adopted only */
 	free(v);
 	assert_true(f.seals >= 1);			/* MZ10: sealed first */
+	assert_false(f.adopt_current);			/* never the current */
+	assert_false(f.adopt_no_intent);		/* MZ11: rows first */
 	assert_int_equal(f.adopt_seg, seg);
 	assert_int_equal(atomic_load(&f.metrics.obj_adopted), 2);
 	assert_int_equal(atomic_load(&f.metrics.obj_adopted_bytes), 2 * BIG);
