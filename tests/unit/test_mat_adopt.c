@@ -8,7 +8,7 @@
  * one kind; an object-wal stream's records are never adopted.  MZ11: the
  * rows name (seg, off), the index serves ADOPT entries read back through
  * the reader, the file is the segment itself; a refused link copies the
- * records instead and, for EXDEV, turns adoption off.  MZ12: an orphan
+ * records instead, in the same job, and for EXDEV turns adoption off.  MZ12: an orphan
  * adopted row goes, its file only when no other row names its segment, and
  * the WAL's own name of the segment stays.
  */
@@ -213,6 +213,37 @@ static void test_adopt_refused(void **state)
 	bg_close(&f);
 }
 
+/* MZ11: a link that fails for this once (EIO): those records are copied
+ * in the same job, and the next ones are adopted again. */
+static void test_adopt_transient(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st = open_adopting(&f);
+	struct nrs_mat *m;
+	struct nrs_obj_row *v;
+	size_t n = 0;
+
+	(void)state;
+	f.adopt_err = -EIO;
+	bg_write(&f, st, BIG, 'a');
+	m = mat_start(&f);
+	bg_wait_materialized(st, BIG);
+	all_copied(&f, st->id, 1);
+	pthread_mutex_lock(&f.mu);
+	f.adopt_err = 0;
+	pthread_mutex_unlock(&f.mu);
+	bg_write(&f, st, BIG, 'b');
+	bg_wait_materialized(st, 2 * (uint64_t)BIG);
+	nrs_mat_stop(m);
+	v = rows_of(&f, st->id, &n);
+	assert_int_equal(n, 2);
+	assert_int_equal(v[0].seg, 0);
+	assert_true(v[1].seg >= 1);
+	free(v);
+	assert_int_equal(bg_rows(&f, st->id, NRS_OBJ_PREPARED), 0);
+	bg_close(&f);
+}
+
 /* A row of the stream at (seg, off) in state (prepared or committed). */
 static uint64_t adopted_row(struct bgfake *f, uint64_t id, uint64_t start,
 			    uint64_t seg, bool commit)
@@ -297,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_adopt_choice),
 		cmocka_unit_test(test_adopt_not_objwal),
 		cmocka_unit_test(test_adopt_refused),
+		cmocka_unit_test(test_adopt_transient),
 		cmocka_unit_test(test_adopt_orphans),
 	};
 
