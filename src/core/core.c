@@ -812,6 +812,9 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		nrs_err("metadata %s: %s", path, strerror(-err));
 		goto out_free;
 	}
+	err = nrs_core_wal_first_seg(c, o, &wo.first_seg);	/* CO3 */
+	if (err)
+		goto out_free;
 	snprintf(path, sizeof(path), "%s/wal", o->data_dir);
 	err = nrs_wal_local_open(path, &wo, &c->wal);
 	if (err) {

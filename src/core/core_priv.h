@@ -68,6 +68,7 @@ struct nrs_core {
 					 * to it (NS2) */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
 	bool obj_same_fs;		/* store on the WAL's file system (CO1) */
+	bool write_once;		/* -o write_once=auto (core_obj.c CO2) */
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
 	struct nrs_lc *lc;		/* retention and GC thread */
@@ -170,6 +171,9 @@ bool nrs_is_virtual(uint64_t ino);
  * cache, the object WAL and the reader; then, once the pipeline runs, the
  * background services.  Close undoes the last. */
 int nrs_core_store_open(struct nrs_core *c, const struct nrs_core_opts *o);
+/* CO3: the first number the local WAL gives a new segment (0: any). */
+int nrs_core_wal_first_seg(struct nrs_core *c, const struct nrs_core_opts *o,
+			   uint64_t *first);
 int nrs_core_obj_open(struct nrs_core *c, const struct nrs_core_opts *o);
 int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o);
 void nrs_core_obj_close(struct nrs_core *c);

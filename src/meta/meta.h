@@ -315,6 +315,12 @@ int nrs_meta_unlinked_foreach(struct nrs_meta *m,
  *  - draining, retired: superseded (stream lifecycle, GC).
  *  - quarantined: the store held other bytes under its key; the key is never
  *    written again (a new generation gets a new key).
+ * Where its bytes are (schema 5): seg 0, a copied object under the key
+ * objfmt.h derives from stream_id and gen (off 0); seg >= 1, an adopted
+ * generation (README "Write once on the embedded store"): one WAL record
+ * at byte off of the embedded store's file nrs_objfmt_adopt_key(seg), the
+ * WAL segment seg linked in, and start, end and length describe that one
+ * record.
  */
 enum nrs_obj_state {
 	NRS_OBJ_PREPARED = 1,
@@ -328,6 +334,7 @@ struct nrs_obj_row {
 	uint64_t gen;			/* >= 1, never reused */
 	uint64_t stream_id, start, end;
 	uint64_t length;		/* bytes of the whole object */
+	uint64_t seg, off;		/* 0 0: copied; seg >= 1: adopted */
 	unsigned char sha256[32];
 	int state;			/* enum nrs_obj_state */
 	int64_t ctime_ns;		/* when the intent was recorded */
@@ -336,6 +343,16 @@ struct nrs_obj_row {
 
 /* Record an intent (state prepared, durable); sets o->gen. */
 int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o);
+/* The intents of v[0..n) in one durable transaction (all or none); sets
+ * each gen (ascending).  -EINVAL (nothing recorded) if any range is empty;
+ * n 0 is 0. */
+int nrs_meta_obj_prepare_n(struct nrs_meta *m, struct nrs_obj_row *v,
+			   size_t n);
+/* Every one of gens[0..n) prepared -> committed, with the SHA-256 of its
+ * row in v... : in one durable transaction, all or none (-ESTALE, nothing
+ * changed, if any is not prepared). */
+int nrs_meta_obj_publish_n(struct nrs_meta *m, const struct nrs_obj_row *v,
+			   size_t n);
 /* MZ4 of mat_object.c: prepared -> committed with the object's SHA-256,
  * durable.  -ESTALE if gen is not prepared. */
 int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
@@ -557,6 +574,10 @@ struct nrs_meta_ops {
 	int (*obj_prepare)(struct nrs_meta *m, struct nrs_obj_row *o);
 	int (*obj_publish)(struct nrs_meta *m, uint64_t gen,
 			   const unsigned char sha256[32]);
+	int (*obj_prepare_n)(struct nrs_meta *m, struct nrs_obj_row *v,
+			     size_t n);
+	int (*obj_publish_n)(struct nrs_meta *m, const struct nrs_obj_row *v,
+			     size_t n);
 	int (*obj_replace)(struct nrs_meta *m, uint64_t gen,
 			   const unsigned char sha256[32],
 			   const uint64_t *olds, size_t nolds, int64_t now_ns);

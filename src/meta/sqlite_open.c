@@ -112,8 +112,8 @@ static const char *const stmt_sql[ST_NR] = {
 	[ST_DIRENT_LIST] = "SELECT parent, name, ino FROM dirents"
 		" ORDER BY cookie",
 	[ST_OBJ_INSERT] = "INSERT INTO objects(stream_id, start, end, length,"
-		" sha256, state, ctime_ns, mtime_ns)"
-		" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+		" sha256, state, ctime_ns, mtime_ns, seg, off)"
+		" VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9)",
 	[ST_OBJ_STATE] = "UPDATE objects SET state = ?3, mtime_ns = ?4"
 		" WHERE gen = ?1 AND state = ?2",
 	[ST_OBJ_PUBLISH] = "UPDATE objects SET state = ?2, sha256 = ?3"

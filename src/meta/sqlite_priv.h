@@ -22,7 +22,7 @@
 
 #include "meta/meta.h"
 
-#define SCHEMA_VERSION	4
+#define SCHEMA_VERSION	5
 #define KIND_DIR	1
 #define KIND_STREAM	2
 #define MAX_DEPTH	65536	/* MT4 */
@@ -57,7 +57,8 @@ enum stmt_id {
 	"i.atime_ns, COALESCE(" STREAM_MTIME ", i.mtime_ns), " \
 	"MAX(i.ctime_ns, COALESCE(" STREAM_MTIME ", i.ctime_ns)), i.stream_id"
 #define NR_ATTR_COLS 10
-#define OBJ_COLS "gen, stream_id, start, end, length, sha256, state, ctime_ns, mtime_ns"
+#define OBJ_COLS "gen, stream_id, start, end, length, sha256, state, " \
+	"ctime_ns, mtime_ns, seg, off"
 #define STREAM_COLS "id, ino, head, version, start, epoch, last_lsn, " \
 	"mtime_ns, profile, unlinked, crc"
 #define STREAM_COL_CRC	10
@@ -273,6 +274,10 @@ int nrs_sq_publish(struct nrs_meta *base, const struct nrs_head_update *u,
 
 /* sqlite_obj.c */
 int nrs_sq_obj_prepare(struct nrs_meta *base, struct nrs_obj_row *o);
+int nrs_sq_obj_prepare_n(struct nrs_meta *base, struct nrs_obj_row *v,
+			 size_t n);
+int nrs_sq_obj_publish_n(struct nrs_meta *base, const struct nrs_obj_row *v,
+			 size_t n);
 int nrs_sq_obj_publish(struct nrs_meta *base, uint64_t gen,
 		       const unsigned char sha256[32]);
 int nrs_sq_obj_replace(struct nrs_meta *base, uint64_t gen,

@@ -3,7 +3,7 @@
  * open and upgraded from older versions, in the transaction that checks
  * the version.
  *
- * SCHEMA (PRAGMA user_version = 4)
+ * SCHEMA (PRAGMA user_version = 5)
  *
  *   inodes   ino INTEGER PRIMARY KEY AUTOINCREMENT
  *            parent      containing directory; the root's is itself (1);
@@ -24,6 +24,9 @@
  *            (object bytes), sha256 BLOB(32), state (enum nrs_obj_state),
  *            ctime_ns (the intent), mtime_ns (the last state change);
  *            indexes (stream_id, gen), (state, gen).  Schema 3.
+ *            seg, off (schema 5, default 0): where the bytes are, meta.h
+ *            struct nrs_obj_row (0 0 a copied object; seg >= 1 the
+ *            record at off of the adopted WAL segment seg).
  *   metalog  one row (id 1): seq, the meta sequence number of the last
  *            logged change the store holds (meta.h THE CHANGE LOG;
  *            sqlite_log.c), 0 at creation.  Schema 4.
@@ -41,6 +44,8 @@
  *           damage done before the upgrade cannot be told apart).
  *   2 -> 3  CREATE TABLE objects and its indexes.
  *   3 -> 4  CREATE TABLE metalog, its row at seq 0.
+ *   4 -> 5  ALTER TABLE objects ADD COLUMN seg, off (NOT NULL DEFAULT 0:
+ *           every older row is a copied object).
  *
  *
  *   MT3 ino, cookie and stream id come from AUTOINCREMENT sequences and are
@@ -76,6 +81,11 @@
 	"CREATE INDEX objects_by_stream ON objects(stream_id, gen);" \
 	"CREATE INDEX objects_by_state ON objects(state, gen);"
 
+/* Schema 5: where an object's bytes are (as the 4 -> 5 upgrade adds them). */
+#define OBJECTS_SEG_SQL \
+	"ALTER TABLE objects ADD COLUMN seg INTEGER NOT NULL DEFAULT 0;" \
+	"ALTER TABLE objects ADD COLUMN off INTEGER NOT NULL DEFAULT 0;"
+
 /* Schema 4: the change log's sequence number (sqlite_log.c). */
 #define METALOG_SQL \
 	"CREATE TABLE metalog(id INTEGER PRIMARY KEY CHECK(id = 1)," \
@@ -108,6 +118,7 @@ static const char schema_sql[] =
 	" ino INTEGER NOT NULL, name BLOB NOT NULL, value BLOB NOT NULL,"
 	" PRIMARY KEY(ino, name)) WITHOUT ROWID;"
 	OBJECTS_SQL
+	OBJECTS_SEG_SQL
 	METALOG_SQL;
 
 /* Schema and root, inside the transaction of schema_open. */
@@ -148,6 +159,8 @@ static int schema_upgrade(struct sqlite_meta *m, int64_t from)
 		ret = exec(m, OBJECTS_SQL);
 	if (!ret && from < 4)		/* 3 -> 4: the change log */
 		ret = exec(m, METALOG_SQL);
+	if (!ret && from < 5)		/* 4 -> 5: adopted generations */
+		ret = exec(m, OBJECTS_SEG_SQL);
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SCHEMA_VERSION);
 	ret = ret ?: exec(m, sql);
 	if (!ret)

@@ -239,6 +239,13 @@ int nrs_objstore_dir_adopt(struct nrs_objstore *s, const char *key,
 int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
 			   uint64_t off, uint64_t len);
 
+/*
+ * The highest segment number adopted under w/ in the embedded store s
+ * (objstore_dir_adopt.c OD8) into *max, 0 if none.  0, -EOPNOTSUPP (not
+ * the embedded store), or the errno of reading the directory.
+ */
+int nrs_objstore_dir_adopted_max(struct nrs_objstore *s, uint64_t *max);
+
 /* One entry of the embedded store's directory (nrs_objstore_dir_foreach). */
 struct nrs_objfile {
 	const char *name;	/* its path below DIR, '/'-separated: an object's

@@ -34,11 +34,18 @@
  *      a crash loses is punched again by the caller's retry (it is space,
  *      never content; the caller punches only bytes no one reads any more,
  *      after the read gate, I5).
+ *  OD8 Numbers.  adopted_max() answers the highest segment number under
+ *      w/ (names of 16 lower-case hex digits; anything else there is
+ *      ignored), 0 for none, so that the WAL never numbers a new segment
+ *      with a name the store already holds (wal.h first_seg).
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -156,4 +163,49 @@ int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
 out_close:
 	close(fd);
 	return rc;
+}
+
+/* OD8: a name nrs_objfmt_adopt_key makes (16 lower-case hex digits). */
+static bool seg_name(const char *name, uint64_t *no)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	for (i = 0; name[i]; i++) {
+		char c = name[i];
+
+		if (i >= 16 || !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return false;
+		v = v << 4 | (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+	}
+	*no = v;
+	return i == 16;
+}
+
+int nrs_objstore_dir_adopted_max(struct nrs_objstore *s, uint64_t *max)
+{
+	struct dir_store *d = nrs_dirstore_of(s);
+	struct dirent *de;
+	DIR *dh;
+	int fd;
+
+	*max = 0;
+	if (!d)
+		return -EOPNOTSUPP;
+	fd = openat(d->rootfd, "w", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	dh = fdopendir(fd);
+	if (!dh) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(dh)) != NULL) {
+		uint64_t no;
+
+		if (seg_name(de->d_name, &no) && no > *max)
+			*max = no;
+	}
+	closedir(dh);
+	return 0;
 }

@@ -297,6 +297,14 @@ struct nrs_wal_local_opts {
 	 * log order, with damage_ctx.  It must not call the WAL. */
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
+	/*
+	 * New segments take numbers at or above this (0, 1: from 1): write
+	 * once (core_obj.c CO3) gives the number after the highest segment
+	 * the embedded store adopted, so that a WAL whose every segment was
+	 * reclaimed does not start again at a number whose name the store
+	 * holds (objstore_dir_adopt.c OD6 would refuse the link).
+	 */
+	uint64_t first_seg;
 };
 
 /*
@@ -307,6 +315,15 @@ struct nrs_wal_local_opts {
  */
 int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 		       struct nrs_wal **out);
+
+/*
+ * The path of segment seg of the local WAL w (DIR/NNNNNNNNNNNNNNNN.seg),
+ * whether or not it exists: what the embedded store adopts in place
+ * (wal_local_seg.c WD3, objstore.h nrs_objstore_dir_adopt).  0;
+ * -EINVAL if w is not a local WAL or seg is 0; -ENAMETOOLONG.
+ */
+int nrs_wal_local_seg_path(struct nrs_wal *w, uint64_t seg, char *buf,
+			   size_t size);
 
 struct nrs_objstore;
 struct nrs_metrics;

@@ -33,7 +33,7 @@
 #include "util/failpoint.h"
 
 /* sqlite_priv.h SCHEMA_VERSION */
-#define NRS_TEST_SCHEMA_VERSION 4
+#define NRS_TEST_SCHEMA_VERSION 5
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE	(1 << 0)
@@ -2013,7 +2013,8 @@ static void test_objects(void **state)
 	struct nrs_obj_row a = { .stream_id = 3, .start = 0, .end = 100,
 				 .length = 200, .ctime_ns = 5 };
 	struct nrs_obj_row b = { .stream_id = 4, .start = 10, .end = 20,
-				 .length = 90 };
+				 .length = 90, .seg = 7,
+				 .off = (1ULL << 40) + 64 };
 	struct nrs_obj_row v[8];
 	unsigned char sha[32];
 
@@ -2044,6 +2045,10 @@ static void test_objects(void **state)
 	assert_int_equal(v[0].ctime_ns, 5);
 	assert_int_equal(v[0].mtime_ns, 5);
 	assert_int_equal(v[1].mtime_ns, 9);
+	assert_int_equal(v[0].seg, 0);	/* a copied object */
+	assert_int_equal(v[0].off, 0);
+	assert_int_equal(v[1].seg, 7);	/* an adopted record: where it is */
+	assert_int_equal(v[1].off, (1ULL << 40) + 64);
 	assert_memory_equal(v[0].sha256, sha, sizeof(sha));
 	assert_int_equal(v[1].state, NRS_OBJ_QUARANTINED);
 	assert_int_equal(v[2].gen, 0);
@@ -2061,6 +2066,43 @@ static void test_objects(void **state)
 	b.end = 30;
 	assert_int_equal(nrs_meta_obj_prepare(f->m, &b), 0);
 	assert_true(b.gen > a.gen + 1);
+}
+
+/* The _n forms: all the rows in one transaction, or none of them. */
+static void test_obj_many(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_obj_row r[3] = {
+		{ .stream_id = 1, .start = 0, .end = 10, .seg = 2, .off = 64 },
+		{ .stream_id = 1, .start = 10, .end = 20, .seg = 2, .off = 128 },
+		{ .stream_id = 1, .start = 20, .end = 20 },	/* empty */
+	};
+	struct nrs_obj_row v[8];
+
+	assert_int_equal(nrs_meta_obj_prepare_n(f->m, r, 3), -EINVAL);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 0, collect_objs, v), 0);
+	assert_int_equal(v[0].gen, 0);			/* none recorded */
+	assert_int_equal(nrs_meta_obj_prepare_n(f->m, r, 2), 0);
+	assert_true(r[1].gen > r[0].gen);
+	assert_int_equal(r[1].state, NRS_OBJ_PREPARED);
+	assert_int_equal(nrs_meta_obj_publish(f->m, r[1].gen, r[1].sha256), 0);
+	assert_int_equal(nrs_meta_obj_publish_n(f->m, r, 2), -ESTALE);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 0, collect_objs, v), 0);
+	assert_int_equal(v[0].state, NRS_OBJ_PREPARED);	/* not moved */
+	assert_int_equal(nrs_meta_obj_set_state(f->m, r[1].gen,
+						NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, 3), 0);
+	r[1].gen = 0;
+	assert_int_equal(nrs_meta_obj_prepare_n(f->m, &r[1], 1), 0);
+	assert_int_equal(nrs_meta_obj_publish_n(f->m, r, 2), 0);
+	reopen(f);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 0, collect_objs, v), 0);
+	assert_int_equal(v[0].state, NRS_OBJ_COMMITTED);
+	assert_int_equal(v[2].state, NRS_OBJ_COMMITTED);
+	assert_int_equal(v[2].off, 128);
 }
 
 /* nrs_meta_obj_rows: by stream, by state, both, neither; gen ascending. */
@@ -2342,6 +2384,35 @@ static void test_row_crc_damaged_row(void **state)
 	assert_int_equal(nrs_meta_stream_get(f->m, rb.id, &r), 0);
 	assert_int_equal(r.head, 10);
 }
+/* Schema 4 (objects without seg and off) is upgraded in place: its rows
+ * stay, copied objects (seg 0, off 0), and new rows carry both. */
+static void test_upgrade_from_4(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_obj_row a = { .stream_id = 1, .start = 0, .end = 1 };
+	struct nrs_obj_row b = { .stream_id = 2, .start = 5, .end = 9,
+				 .seg = 3, .off = 4096 };
+	struct nrs_obj_row v[4];
+
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &a), 0);
+	close_store(f);
+	sql(f, "ALTER TABLE objects DROP COLUMN seg;"
+	    " ALTER TABLE objects DROP COLUMN off; PRAGMA user_version = 4");
+	reopen(f);
+	assert_int_equal(nrs_meta_obj_prepare(f->m, &b), 0);
+	reopen(f);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 0, collect_objs, v), 0);
+	assert_int_equal(v[0].gen, a.gen);
+	assert_int_equal(v[0].seg, 0);
+	assert_int_equal(v[0].off, 0);
+	assert_int_equal(v[1].gen, b.gen);
+	assert_int_equal(v[1].seg, 3);
+	assert_int_equal(v[1].off, 4096);
+	close_store(f);
+	assert_int_equal(sql(f, "PRAGMA user_version"), NRS_TEST_SCHEMA_VERSION);
+	reopen(f);
+}
 
 /* Schema 1 (no crc column) is upgraded by the first read-write open, in
  * one transaction; a read-only open refuses it. */
@@ -2491,6 +2562,8 @@ int main(void)
 		T(test_row_crc_each_column),
 		T(test_row_crc_damaged_row),
 		T(test_upgrade_from_1),
+		T(test_upgrade_from_4),
+		T(test_obj_many),
 		T(test_quick_check_refuses),
 	};
 

@@ -87,13 +87,16 @@ static void check_state(struct nrs_meta *m, uint64_t head)
 	assert_int_equal(n, 1);
 	assert_int_equal(o[0].state, NRS_OBJ_PREPARED);
 	assert_int_equal(o[0].end, 100);
+	assert_int_equal(o[0].seg, 9);	/* schema 5: where the record is */
+	assert_int_equal(o[0].off, 8192);
 	free(o);
 }
 
 static void build_state(struct nrs_meta *m)
 {
 	struct nrs_attr d, s;
-	struct nrs_obj_row o = { .start = 0, .end = 100, .length = 200 };
+	struct nrs_obj_row o = { .start = 0, .end = 100, .length = 200,
+				 .seg = 9, .off = 8192 };
 
 	assert_int_equal(nrs_meta_mkdir(m, ROOT, "kafka", 0750, 1, 2, NOW, &d),
 			 0);
