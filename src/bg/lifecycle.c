@@ -96,8 +96,6 @@
 #define RETENTION_TICKS		2	/* retention every second */
 #define PRUNE_TICKS		120	/* G5 every minute */
 #define RETIRED_KEEP_MS		(3600 * 1000)	/* G5 */
-#define ADOPT_HDR		64	/* objstore.h: get(key, X - 64) is the
-					 * adopted file's byte X (G6) */
 
 struct nrs_lc {
 	const struct nrs_services *svc;
@@ -328,13 +326,13 @@ static int punch_adopted(struct nrs_lc *l, const struct nrs_obj_row *o,
 	int err;
 
 	nrs_objfmt_adopt_key(key, o->seg);
-	if (o->off < ADOPT_HDR)
+	if (o->off < NRS_OBJ_ADOPT_HDR)
 		err = -EINVAL;		/* no record starts in the header */
 	else
 		err = nrs_failpoint(NRS_FP_GC_BEFORE_DELETE);
 	if (!err)
 		err = nrs_objstore_dir_punch(l->svc->store, key,
-					     o->off - ADOPT_HDR,
+					     o->off - NRS_OBJ_ADOPT_HDR,
 					     o->length);
 	if (err == -EBUSY) {
 		nrs_debug("gc: generation %" PRIu64 " in %s: the WAL still "
