@@ -90,13 +90,16 @@ static int upload(struct nrs_mat *m, const char *key, const void *buf,
 }
 
 /* MZ4, the in-memory half: serve [o->start, o->end) from generation
- * o->gen instead of what the index named there. */
-static void apply(const struct nrs_services *svc, struct nrs_stream *st,
-		  const struct nrs_obj_row *o, const struct olds *olds)
+ * o->gen instead of what the index named there (an adopted record,
+ * o->seg >= 1, from where it is: mat_adopt.c MZ11). */
+void nrs_mat_apply(const struct nrs_services *svc, struct nrs_stream *st,
+		   const struct nrs_obj_row *o, const struct olds *olds)
 {
 	struct nrs_index_ent e = {
 		.start = o->start, .end = o->end, .gen = o->gen,
-		.kind = NRS_TARGET_OBJ, .ostart = o->start, .oend = o->end,
+		.kind = o->seg ? NRS_TARGET_ADOPT : NRS_TARGET_OBJ,
+		.seg = o->seg, .off = o->off,
+		.ostart = o->start, .oend = o->end,
 	};
 	uint64_t wal_bytes = 0;
 	int n;
@@ -255,7 +258,7 @@ int nrs_mat_finish(struct nrs_mat *m, struct job *j)
 		return err;
 	}
 	j->o.state = NRS_OBJ_COMMITTED;
-	apply(svc, j->st, &j->o, &j->olds);
+	nrs_mat_apply(svc, j->st, &j->o, &j->olds);
 	if (j->olds.n) {
 		nrs_count(&svc->metrics->compactions, 1);
 		nrs_count(&svc->metrics->compacted_objects, j->olds.n);

@@ -8,6 +8,8 @@
  *                   MW1-MW4), start and stop
  *   mat_object.c    one object: build, intent, upload, proof, quarantine,
  *                   publication (MZ2-MZ4)
+ *   mat_adopt.c     write once: WAL records adopted in place as
+ *                   generations, and their orphans (MZ10-MZ12)
  *   compaction.c    compaction (CP1-CP2)
  */
 #ifndef NRS_MAT_PRIV_H
@@ -23,9 +25,13 @@
 #include "meta/meta.h"
 #include "obj/objstore.h"
 
+struct nrs_index_ent;
 struct nrs_stream;
 
 #define MAX_COMPACT		64	/* objects merged at most at once */
+#define NRS_ADOPT_MIN		(256u << 10)	/* MZ10: the smallest record
+						 * adopted */
+#define NRS_ADOPT_MAX		64	/* records adopted at most at once */
 
 struct worker;
 
@@ -48,6 +54,11 @@ struct nrs_mat {
 	struct nrs_walgc walgc[2];	/* MZ5, MZ7 (walgc.c): the local
 					 * WAL's, the object WAL's */
 	int nwalgc;
+	/* write once (mat_adopt.c): MZ12's lock, held across a link and
+	 * across an orphan's look at the rows and its file's deletion */
+	pthread_mutex_t adopt_lock;
+	bool adopt_off;			/* protected by adopt_lock: a link
+					 * was refused for good (MZ11) */
 };
 
 struct pick {
@@ -76,6 +87,11 @@ struct job {
 	struct olds olds;	/* what it replaces (compaction) */
 	unsigned char *buf;	/* the object, o.length bytes, owned; NULL:
 				 * no object, only the release (err) */
+	struct nrs_obj_row *rows;	/* write once (MZ11): the prepared rows
+					 * of the records adopted, owned, in
+					 * offset order, o.start and o.end
+					 * their range; NULL: a copy */
+	size_t nrows;
 	unsigned char md5[NRS_MD5_LEN];
 	bool has_md5;		/* the store wants one (objstore.h) */
 	bool last;		/* the stream is released after it (MW3) */
@@ -112,6 +128,21 @@ int nrs_mat_drain(struct worker *w);
 int nrs_mat_build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 		  uint64_t b, const struct olds *olds, struct job *out);
 int nrs_mat_finish(struct nrs_mat *m, struct job *j);
+
+void nrs_mat_apply(const struct nrs_services *svc, struct nrs_stream *st,
+		   const struct nrs_obj_row *o, const struct olds *olds);
+
+/* mat_adopt.c */
+enum nrs_plan { NRS_PLAN_NONE, NRS_PLAN_COPY, NRS_PLAN_ADOPT, NRS_PLAN_WAIT };
+bool nrs_mat_adopt_on(struct nrs_mat *m, const struct nrs_stream *st);
+enum nrs_plan nrs_mat_adopt_kind(const struct nrs_index_ent *e, bool on,
+				 uint64_t below);
+bool nrs_mat_adopt_seal(struct nrs_mat *m, uint64_t seg);
+int nrs_mat_adopt_build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
+			uint64_t b, struct job *out);
+int nrs_mat_adopt_finish(struct nrs_mat *m, struct job *j);
+void nrs_mat_adopt_drop(struct nrs_mat *m, struct job *j);
+int nrs_mat_adopt_orphan(struct nrs_mat *m, size_t i);
 
 /* compaction.c */
 bool nrs_mat_compact_some(struct worker *w);

@@ -8,6 +8,8 @@
  * the jobs they pass and the choice of streams (MZ1, MZ6, MZ9, MW1-MW4);
  * mat_object.c one object's way from the WAL to a published generation
  * (MZ2-MZ4: build, intent, upload, proof, quarantine, publication);
+ * mat_adopt.c write once on the embedded store (MZ10-MZ12: which records
+ * are adopted in place rather than copied, how, and their orphans);
  * compaction.c compaction (CP1-CP2).
  *
  * Appends never wait for any of this.  Workers take streams one at a time
@@ -16,7 +18,8 @@
  *  MZ1 Choose.  A stream is due when the committed bytes above
  *     max(materialized, start) reach min_bytes, or the oldest of them has
  *     waited max_age_ms.  The range is a run of whole WAL records from
- *     that point, at most object_size bytes (at least one record).
+ *     that point, at most object_size bytes (at least one record), all
+ *     copied or all adopted (mat_adopt.c MZ10).
  *  (Building an object, recording its intent, uploading, proving and
  *  publishing it, MZ2-MZ4, have their rules in mat_object.c.)
  *  (The WAL reclaim and the seal of an idle dead segment, GC work the
@@ -98,6 +101,7 @@
 #include "util/metrics.h"
 #include "util/sat.h"
 #include "util/waitms.h"
+#include "wal/wal.h"
 
 #define TICK_MS			100
 #define RETRY_MIN_MS		100
@@ -154,32 +158,54 @@ static uint64_t next_from(const struct nrs_stream *st, uint64_t from)
 	return from > a ? from : a;
 }
 
-/* MZ1: the range to materialize, starting at next_from(st, from), or
- * false.  Called under st->lock. */
-static bool plan(const struct nrs_mat *m, const struct nrs_stream *st,
-		 uint64_t from, uint64_t *a_out, uint64_t *b_out)
+/* MZ1: the range to materialize, starting at next_from(st, from): a run
+ * of records all copied or all adopted (mat_adopt.c MZ10: on, and below
+ * the first segment that may be current); NRS_PLAN_NONE if no record is
+ * there, NRS_PLAN_WAIT if the first is to be adopted once its segment is
+ * no longer current.  Called under st->lock. */
+static enum nrs_plan plan(const struct nrs_mat *m, const struct nrs_stream *st,
+			  uint64_t from, bool on, uint64_t below,
+			  uint64_t *a_out, uint64_t *b_out)
 {
 	uint64_t a = next_from(st, from);
-	size_t i = nrs_index_find(&st->index, a);
+	size_t i = nrs_index_find(&st->index, a), k = 0;
+	enum nrs_plan mode = NRS_PLAN_NONE;
 	uint64_t b = a;
 
 	if (a >= st->head)
-		return false;
-	for (; i < st->index.n; i++) {
+		return NRS_PLAN_NONE;
+	for (; i < st->index.n; i++, k++) {
 		const struct nrs_index_ent *e = &st->index.v[i];
+		enum nrs_plan kind;
 
 		if (e->kind != NRS_TARGET_WAL || e->start > b ||
 		    e->end > st->head)
 			break;
+		kind = nrs_mat_adopt_kind(e, on, below);	/* MZ10 */
+		if (b == a)
+			mode = kind;
+		if (kind != mode || mode == NRS_PLAN_WAIT)
+			break;
 		if (b > a && e->end - a > m->o.object_size)
+			break;
+		if (mode == NRS_PLAN_ADOPT && k >= NRS_ADOPT_MAX)
 			break;
 		b = e->end;
 	}
 	if (b == a)
-		return false;
+		return mode == NRS_PLAN_WAIT ? mode : NRS_PLAN_NONE;
 	*a_out = a;
 	*b_out = b;
-	return true;
+	return mode;
+}
+
+/* The first local WAL segment that may be current (MZ10), for plan(). */
+static uint64_t adopt_below(const struct nrs_mat *m)
+{
+	struct nrs_wal_stats ws;
+
+	nrs_wal_stats(m->svc->wal, &ws);
+	return nrs_mat_reclaim_bound(&ws);
 }
 
 /* MZ1's rule for the bytes above next_from(st, from): enough of them, or
@@ -270,17 +296,23 @@ static void run_job(struct worker *w, struct job *j)
 	pthread_mutex_lock(&w->lock);
 	broken = w->broken == id;
 	pthread_mutex_unlock(&w->lock);
-	if (j->buf && (broken || nrs_mat_stopping(m))) {
+	if ((j->buf || j->rows) && (broken || nrs_mat_stopping(m))) {
 		/* MW3: an object before it in the stream is not published,
 		 * so neither is this one (or the stop came first); its PUT
-		 * never started */
-		nrs_meta_obj_delete(m->svc->meta, j->o.gen);
+		 * (or link) never started */
+		if (j->rows)
+			nrs_mat_adopt_drop(m, j);
+		else
+			nrs_meta_obj_delete(m->svc->meta, j->o.gen);
 		if (!broken)
 			err = -ECANCELED;
+	} else if (j->rows) {
+		err = nrs_mat_adopt_finish(m, j);	/* MZ11 */
 	} else if (j->buf) {
 		err = nrs_mat_finish(m, j);
 	}
 	free(j->buf);
+	free(j->rows);
 	pthread_mutex_lock(&w->lock);
 	if (err && !broken) {
 		w->broken = id;
@@ -393,19 +425,70 @@ static void walgc_reclaim(struct nrs_mat *m)
 		nrs_walgc_reclaim(&m->walgc[i]);
 }
 
+/* MZ10: the first segment the run of st from `from` waits for (under
+ * st->lock: the segment of the record at next_from). */
+static uint64_t waiting_seg(const struct nrs_stream *st, uint64_t from)
+{
+	size_t i = nrs_index_find(&st->index, next_from(st, from));
+
+	return i < st->index.n ? st->index.v[i].seg : 0;
+}
+
+/* The plan of st from `from` (MZ1, MZ10), under st->lock. */
+static enum nrs_plan plan_of(struct nrs_mat *m, struct nrs_stream *st,
+			     uint64_t from, uint64_t *a, uint64_t *b,
+			     uint64_t *wait_seg)
+{
+	bool on = nrs_mat_adopt_on(m, st);
+	uint64_t below = on ? adopt_below(m) : 0;
+	enum nrs_plan p;
+
+	pthread_mutex_lock(&st->lock);
+	p = plan(m, st, from, on, below, a, b);
+	*wait_seg = p == NRS_PLAN_WAIT ? waiting_seg(st, from) : 0;
+	pthread_mutex_unlock(&st->lock);
+	return p;
+}
+
+/* MZ10: st waits for its segment to be sealed: not again before a pause. */
+static void release_later(struct nrs_mat *m, struct nrs_stream *st)
+{
+	pthread_mutex_lock(&st->lock);
+	st->mat_retry_ns = nrs_sat_add(nrs_now_mono_ns(),
+				       nrs_sat_mul(TICK_MS, NRS_NS_PER_MS));
+	pthread_mutex_unlock(&st->lock);
+	nrs_mat_release(m, st, 0);
+}
+
+/* One job of [a, b) of st, copied or adopted (MZ2, MZ11). */
+static int build(struct nrs_mat *m, struct nrs_stream *st, enum nrs_plan p,
+		 uint64_t a, uint64_t b, struct job *j)
+{
+	struct olds none = { .n = 0 };
+
+	if (p == NRS_PLAN_ADOPT)
+		return nrs_mat_adopt_build(m, st, a, b, j);
+	return nrs_mat_build(m, st, a, b, &none, j);
+}
+
 static void materialize(struct worker *w, struct nrs_stream *st)
 {
 	struct nrs_mat *m = w->m;
-	struct olds none = { .n = 0 };
-	uint64_t a, b;
+	uint64_t a = 0, b = 0, seg;
 	unsigned int run = 0;
-	bool ok;
+	enum nrs_plan p;
 
-	pthread_mutex_lock(&st->lock);
-	ok = plan(m, st, 0, &a, &b);
-	a = next_from(st, 0);
-	pthread_mutex_unlock(&st->lock);
-	if (!ok) {
+	p = plan_of(m, st, 0, &a, &b, &seg);
+	if (p == NRS_PLAN_WAIT && nrs_mat_adopt_seal(m, seg))	/* MZ10 */
+		p = plan_of(m, st, 0, &a, &b, &seg);
+	if (p == NRS_PLAN_WAIT) {
+		release_later(m, st);
+		return;
+	}
+	if (p == NRS_PLAN_NONE) {
+		pthread_mutex_lock(&st->lock);
+		a = next_from(st, 0);
+		pthread_mutex_unlock(&st->lock);
 		/* MZ9: due, yet no WAL record starts where it must (a range
 		 * recovery found with no copy, RC5b): retried after a pause,
 		 * never at once, or this thread would spin on it for good */
@@ -418,7 +501,8 @@ static void materialize(struct worker *w, struct nrs_stream *st)
 	}
 	for (;;) {
 		struct job j;
-		int err = nrs_mat_build(m, st, a, b, &none, &j);
+		int err = build(m, st, p, a, b, &j);
+		bool ok;
 
 		if (err) {
 			if (run == 0) {	/* nothing of it handed */
@@ -433,9 +517,12 @@ static void materialize(struct worker *w, struct nrs_stream *st)
 		}
 		run++;
 		pthread_mutex_lock(&st->lock);
-		ok = worth(m, st, b, nrs_now_mono_ns()) &&
-		     plan(m, st, b, &a, &b);
+		ok = worth(m, st, b, nrs_now_mono_ns());
 		pthread_mutex_unlock(&st->lock);
+		if (ok) {
+			p = plan_of(m, st, b, &a, &b, &seg);
+			ok = p == NRS_PLAN_COPY || p == NRS_PLAN_ADOPT;
+		}
 		j.last = !ok || nrs_mat_stopping(m) || is_broken(w, st->id) ||
 			 (run >= RUN_MAX && other_due(m, st->id));
 		nrs_mat_hand(w, &j);
@@ -460,6 +547,12 @@ static int clean_orphans(struct nrs_mat *m)
 					.gen = o->gen };
 		char key[NRS_OBJKEY_MAX];
 
+		if (o->seg) {		/* an adoption (mat_adopt.c MZ12) */
+			err = nrs_mat_adopt_orphan(m, m->orphans_next);
+			if (err)
+				return err;
+			continue;
+		}
 		nrs_objfmt_key(key, &h);
 		err = nrs_obj_del(svc->store, key);
 		if (!err)
@@ -572,6 +665,7 @@ int nrs_mat_start(const struct nrs_services *svc,
 	    m->o.compact_size != NRS_COMPACT_OFF)
 		m->o.compact_size = NRS_OBJ_MAX_LEN - 1;
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->adopt_lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
 	pthread_cond_init(&m->idle, NULL);
 	nrs_walgc_init(&m->walgc[m->nwalgc++], svc, svc->wal, false);
@@ -623,6 +717,7 @@ void nrs_mat_stop(struct nrs_mat *m)
 		nrs_walgc_destroy(&m->walgc[i]);
 	pthread_cond_destroy(&m->idle);
 	pthread_cond_destroy(&m->cond);
+	pthread_mutex_destroy(&m->adopt_lock);
 	pthread_mutex_destroy(&m->lock);
 	free(m->orphans);
 	free(m->workers);

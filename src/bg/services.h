@@ -42,6 +42,13 @@
  *   wal_keep  segments of WAL w at or above it must stay, whatever the
  *             indexes say (walgc.c MZ8: the object WAL down to the last
  *             checkpoint's covered position); NULL or UINT64_MAX: none.
+ *   adopt     write once (README, "Write once on the embedded store"):
+ *             link segment seg of the local WAL into the embedded store
+ *             as the object nrs_objfmt_adopt_key(seg), its directories
+ *             synced (objstore.h nrs_objstore_dir_adopt, OD6).  0, or
+ *             -errno (-EXDEV: another file system; any error: the caller
+ *             copies instead).  NULL: write once is off, every record is
+ *             copied (-o write_once=off, S3, objects on another disk).
  */
 #ifndef NRS_SERVICES_H
 #define NRS_SERVICES_H
@@ -75,6 +82,7 @@ struct nrs_services {
 	int (*wal_seal)(void *ctx, struct nrs_wal *w, uint64_t seg,
 			uint64_t idle_ns);
 	uint64_t (*wal_keep)(void *ctx, struct nrs_wal *w);	/* NULL ok */
+	int (*adopt)(void *ctx, uint64_t seg);			/* NULL ok */
 };
 
 #endif

@@ -59,6 +59,8 @@ struct nrs_core_opts {
 					 * UINT64_MAX: off */
 	const char *objects_dir;	/* the embedded store's directory;
 					 * NULL: DATA/objects */
+	bool write_once;		/* -o write_once=auto: adopt large WAL
+					 * records in place (core_obj.c CO2) */
 	/* the object WAL (wal.h nrs_wal_object_opts; 0: defaults) */
 	unsigned int owal_inflight;
 	uint64_t owal_timeout_ms, owal_bytes, owal_linger_ms;

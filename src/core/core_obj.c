@@ -27,8 +27,16 @@
  *      ("objects": "same_fs_as_wal").  S3, and a directory on another file
  *      system, are a copy somewhere else, the point of materializing.  An
  *      error of the probe counts as another file system (nothing is
- *      claimed that was not seen).  Adopting sealed WAL segments as objects
- *      instead of copying them is planned (README, Write once).
+ *      claimed that was not seen).
+ *  CO2 Write once (-o write_once=auto; README, "Write once on the embedded
+ *      store").  Only with the embedded store on the WAL's file system
+ *      (CO1) do the services get the adopt upcall (services.h), so the
+ *      materializer adopts large records in place (mat_adopt.c MZ10):
+ *      S3, a directory on another file system, and write_once=off copy
+ *      every record as before.  The upcall links a local WAL segment into
+ *      the embedded store itself, not through the fencing store, so it
+ *      refuses (-ESTALE) once the mount is fenced (core_owner.c CW2), as
+ *      that store refuses writes.
  *
  * The bucket's owner record is claimed as soon as the store is open
  * (core_owner.c), before a recovery reads the bucket; the services and the
@@ -40,6 +48,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +61,7 @@
 #include "core/core_priv.h"
 #include "meta/meta.h"
 #include "obj/bcache.h"
+#include "obj/objfmt.h"
 #include "obj/objstore.h"
 #include "owner/owner.h"
 #include "util/clock.h"
@@ -121,13 +131,18 @@ static void probe_same_fs(struct nrs_core *c, const struct nrs_core_opts *o)
 	int same;
 
 	c->obj_same_fs = false;
+	c->write_once = o->write_once;
 	if (o->s3_url)
 		return;
 	embedded_path(c, o, path, sizeof(path));
 	snprintf(wal, sizeof(wal), "%s/wal", c->data_dir);
 	same = nrs_fs_same(path, wal);
 	c->obj_same_fs = same > 0;
-	if (c->obj_same_fs)
+	if (c->obj_same_fs && o->write_once)
+		nrs_info("objects in %s share the WAL's file system: large"
+			 " records are adopted in place (write_once=auto)",
+			 path);
+	else if (c->obj_same_fs)
 		nrs_info("objects in %s share the WAL's file system: each"
 			 " materialized byte is written to that disk twice", path);
 }
@@ -249,6 +264,22 @@ static uint64_t svc_wal_keep(void *ctx, struct nrs_wal *w)
 	return w == c->owal ? nrs_ckpt_covered(c->ckpt) : UINT64_MAX;
 }
 
+/* CO2: link WAL segment seg into the embedded store in place. */
+static int svc_adopt(void *ctx, uint64_t seg)
+{
+	struct nrs_core *c = ctx;
+	char path[4096], key[NRS_OBJKEY_MAX];
+	int err;
+
+	if (nrs_core_is_fenced(c))
+		return -ESTALE;
+	err = nrs_wal_local_seg_path(c->wal, seg, path, sizeof(path));
+	if (err)
+		return err;
+	nrs_objfmt_adopt_key(key, seg);
+	return nrs_objstore_dir_adopt(c->store, key, path);
+}
+
 /* An -o value of checkpoint_*: 0 the default, UINT64_MAX off (0). */
 static uint64_t ckpt_opt(uint64_t v, uint64_t dflt)
 {
@@ -289,6 +320,9 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 		.wal_floor = svc_wal_floor,
 		.wal_seal = svc_wal_seal,
 		.wal_keep = svc_wal_keep,
+		/* CO2 */
+		.adopt = o->write_once && c->obj_same_fs && !o->s3_url ?
+			 svc_adopt : NULL,
 	};
 	return nrs_mat_start(&c->svc, &mo, &c->mat) ?:
 	       nrs_lc_start(&c->svc, o->gc_grace_ms, &c->lc) ?:

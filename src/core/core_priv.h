@@ -68,6 +68,7 @@ struct nrs_core {
 					 * to it (NS2) */
 	struct nrs_objstore *store;	/* the embedded directory, or S3 */
 	bool obj_same_fs;		/* store on the WAL's file system (CO1) */
+	bool write_once;		/* -o write_once=auto (core_obj.c CO2) */
 	struct nrs_bcache *bcache;	/* verified object blocks */
 	struct nrs_mat *mat;		/* materializer and reclaimer threads */
 	struct nrs_lc *lc;		/* retention and GC thread */

@@ -213,11 +213,16 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 		"},\n", g.pipeline_failed ? "true" : "false",
 		(uint64_t)nrs_counter(&m->batches));
 	fprintf(f, "  \"objects\": {\"store\": \"%s\", \"same_fs_as_wal\": %s"
+		", \"write_once\": \"%s\", \"adopting\": %s, \"adopted\": %"
+		PRIu64 ", \"adopted_bytes\": %" PRIu64
 		", \"bytes\": %" PRIu64 ", \"uploads\": %" PRIu64 ", \"retries\": %" PRIu64
 		", \"lag_bytes\": %" PRIu64 ", \"lag_seconds\": %" PRIu64
 		", \"wal_reclaimed_bytes\": %" PRIu64 "},\n",
 		c->store ? c->store->ops->name : "none",
-		c->obj_same_fs ? "true" : "false", g.obj_bytes,
+		c->obj_same_fs ? "true" : "false",
+		c->write_once ? "auto" : "off", c->svc.adopt ? "true" : "false",
+		(uint64_t)nrs_counter(&m->obj_adopted),
+		(uint64_t)nrs_counter(&m->obj_adopted_bytes), g.obj_bytes,
 		(uint64_t)nrs_counter(&m->obj_uploads),
 		(uint64_t)nrs_counter(&m->obj_retries), g.mat_lag_bytes,
 		g.mat_lag_ms / 1000,

@@ -84,6 +84,7 @@ struct options {
 	char *s3, *s3_credentials, *s3_ca, *disk_cache, *objects;
 	char *s3_region, *s3_style, *s3_signature;
 	char *log_level;
+	char *write_once;
 	int recover;
 };
 
@@ -119,6 +120,7 @@ static const struct fuse_opt opt_spec[] = {
 	OPT("s3_signature=%s", s3_signature),
 	OPT("disk_cache=%s", disk_cache),
 	OPT("log=%s", log_level),
+	OPT("write_once=%s", write_once),
 	FUSE_OPT_END
 };
 
@@ -157,6 +159,9 @@ static void usage(const char *prog)
 	       "                             (default 60000)\n"
 	       "    -o compact_size=N        merge objects below N/4 bytes into objects\n"
 	       "                             of at most N (default 64 MiB, 0: off)\n"
+	       "    -o write_once=auto|off   auto: large WAL records become objects in\n"
+	       "                             place when the embedded store shares the\n"
+	       "                             WAL's file system (default off)\n"
 	       "    -o checkpoint_ms=N       a checkpoint of the metadata in the object\n"
 	       "                             store every N ms (default 60000, 0: off)\n"
 	       "    -o checkpoint_bytes=N    ... and after N bytes of object WAL\n"
@@ -441,6 +446,13 @@ int main(int argc, char *argv[])
 	}
 	if (parse_nums(&o, &co))
 		goto out_args;
+	if (o.write_once && strcmp(o.write_once, "auto") != 0 &&
+	    strcmp(o.write_once, "off") != 0) {
+		fprintf(stderr, "nereusfs: write_once must be auto or off, not"
+			" '%s'\n", o.write_once);
+		goto out_args;
+	}
+	co.write_once = o.write_once && strcmp(o.write_once, "auto") == 0;
 	/* The kernel checks permissions from the attributes we report. */
 	if (fuse_opt_add_arg(&args, "-odefault_permissions,fsname=nereusfs,"
 			     "subtype=nereusfs") != 0)
@@ -524,6 +536,7 @@ out_args:
 	free(o.disk_cache);
 	free(o.objects);
 	free(o.log_level);
+	free(o.write_once);
 	fuse_opt_free_args(&args);
 	return ret;
 }

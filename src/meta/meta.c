@@ -186,6 +186,18 @@ int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o)
 	return m->ops->obj_prepare(m, o);
 }
 
+int nrs_meta_obj_prepare_n(struct nrs_meta *m, struct nrs_obj_row *v,
+			   size_t n)
+{
+	return m->ops->obj_prepare_n(m, v, n);
+}
+
+int nrs_meta_obj_publish_n(struct nrs_meta *m, const struct nrs_obj_row *v,
+			   size_t n)
+{
+	return m->ops->obj_publish_n(m, v, n);
+}
+
 int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
 			 const unsigned char sha256[32])
 {

@@ -343,6 +343,16 @@ struct nrs_obj_row {
 
 /* Record an intent (state prepared, durable); sets o->gen. */
 int nrs_meta_obj_prepare(struct nrs_meta *m, struct nrs_obj_row *o);
+/* The intents of v[0..n) in one durable transaction (all or none); sets
+ * each gen (ascending).  -EINVAL (nothing recorded) if any range is empty;
+ * n 0 is 0. */
+int nrs_meta_obj_prepare_n(struct nrs_meta *m, struct nrs_obj_row *v,
+			   size_t n);
+/* Every one of gens[0..n) prepared -> committed, with the SHA-256 of its
+ * row in v... : in one durable transaction, all or none (-ESTALE, nothing
+ * changed, if any is not prepared). */
+int nrs_meta_obj_publish_n(struct nrs_meta *m, const struct nrs_obj_row *v,
+			   size_t n);
 /* MZ4 of mat_object.c: prepared -> committed with the object's SHA-256,
  * durable.  -ESTALE if gen is not prepared. */
 int nrs_meta_obj_publish(struct nrs_meta *m, uint64_t gen,
@@ -562,6 +572,10 @@ struct nrs_meta_ops {
 	int (*obj_prepare)(struct nrs_meta *m, struct nrs_obj_row *o);
 	int (*obj_publish)(struct nrs_meta *m, uint64_t gen,
 			   const unsigned char sha256[32]);
+	int (*obj_prepare_n)(struct nrs_meta *m, struct nrs_obj_row *v,
+			     size_t n);
+	int (*obj_publish_n)(struct nrs_meta *m, const struct nrs_obj_row *v,
+			     size_t n);
 	int (*obj_replace)(struct nrs_meta *m, uint64_t gen,
 			   const unsigned char sha256[32],
 			   const uint64_t *olds, size_t nolds, int64_t now_ns);

@@ -34,17 +34,12 @@ static void col_obj(sqlite3_stmt *s, struct nrs_obj_row *o)
 	o->off = col_u64(s, 10);
 }
 
-int nrs_sq_obj_prepare(struct nrs_meta *base, struct nrs_obj_row *o)
+/* Under the lock, in a transaction: o's intent; sets its gen. */
+static int obj_insert(struct sqlite_meta *m, struct nrs_obj_row *o)
 {
-	struct sqlite_meta *m = sqm(base);
 	sqlite3_stmt *s;
 	int ret;
 
-	if (o->end <= o->start)
-		return -EINVAL;
-	ret = tx_begin(m, TX_DURABLE); /* I7: the intent */
-	if (ret)
-		return ret;
 	s = BIND(m, ST_OBJ_INSERT, o->stream_id, o->start, o->end, o->length);
 	bind_bytes(s, 5, o->sha256, sizeof(o->sha256));
 	sqlite3_bind_int(s, 6, NRS_OBJ_PREPARED);
@@ -57,7 +52,31 @@ int nrs_sq_obj_prepare(struct nrs_meta *base, struct nrs_obj_row *o)
 		o->state = NRS_OBJ_PREPARED;
 		o->mtime_ns = o->ctime_ns;
 	}
+	return ret;
+}
+
+int nrs_sq_obj_prepare_n(struct nrs_meta *base, struct nrs_obj_row *v,
+			 size_t n)
+{
+	struct sqlite_meta *m = sqm(base);
+	int ret;
+
+	for (size_t i = 0; i < n; i++)
+		if (v[i].end <= v[i].start)
+			return -EINVAL;
+	if (n == 0)
+		return 0;
+	ret = tx_begin(m, TX_DURABLE); /* I7: the intent */
+	if (ret)
+		return ret;
+	for (size_t i = 0; !ret && i < n; i++)
+		ret = obj_insert(m, &v[i]);
 	return tx_end(m, ret);
+}
+
+int nrs_sq_obj_prepare(struct nrs_meta *base, struct nrs_obj_row *o)
+{
+	return nrs_sq_obj_prepare_n(base, o, 1);
 }
 
 /* Under the lock, in a transaction: gen prepared -> committed. */
@@ -89,6 +108,22 @@ int nrs_sq_obj_publish(struct nrs_meta *base, uint64_t gen,
 	if (ret)
 		return ret;
 	return tx_end(m, obj_publish(m, gen, sha256));
+}
+
+int nrs_sq_obj_publish_n(struct nrs_meta *base, const struct nrs_obj_row *v,
+			 size_t n)
+{
+	struct sqlite_meta *m = sqm(base);
+	int ret;
+
+	if (n == 0)
+		return 0;
+	ret = tx_begin(m, TX_DURABLE); /* I7, as nrs_sq_obj_publish */
+	if (ret)
+		return ret;
+	for (size_t i = 0; !ret && i < n; i++)
+		ret = obj_publish(m, v[i].gen, v[i].sha256);
+	return tx_end(m, ret);
 }
 
 int nrs_sq_obj_replace(struct nrs_meta *base, uint64_t gen,

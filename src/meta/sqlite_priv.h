@@ -274,6 +274,10 @@ int nrs_sq_publish(struct nrs_meta *base, const struct nrs_head_update *u,
 
 /* sqlite_obj.c */
 int nrs_sq_obj_prepare(struct nrs_meta *base, struct nrs_obj_row *o);
+int nrs_sq_obj_prepare_n(struct nrs_meta *base, struct nrs_obj_row *v,
+			 size_t n);
+int nrs_sq_obj_publish_n(struct nrs_meta *base, const struct nrs_obj_row *v,
+			 size_t n);
 int nrs_sq_obj_publish(struct nrs_meta *base, uint64_t gen,
 		       const unsigned char sha256[32]);
 int nrs_sq_obj_replace(struct nrs_meta *base, uint64_t gen,

@@ -96,6 +96,16 @@
  *  RD3 A committed object row a materializer could not have written (an
  *     empty or inverted range, a length that is not header + payload) is
  *     logged and not indexed: the range it claims reads EIO.  fsck: F20.
+ *     An adopted row (seg >= 1, mat_adopt.c MZ11) is possible only as one
+ *     WAL record: its off at or past the segment header (64) and a
+ *     multiple of 8, its length the record's total bytes for its range
+ *     (walrec.h), seg no higher than a segment number can be.  Off 0 with
+ *     seg 0 is a copied object; a copied row with an offset is damage.
+ *  RD5 A committed adopted row is restored as what it is, without reading
+ *     its file: an NRS_TARGET_ADOPT entry at (seg, off) of the embedded
+ *     store's nrs_objfmt_adopt_key(seg), read and verified as a WAL
+ *     record at the first read (reader.c RA1).  Its end is `materialized`
+ *     as an object's is.
  *  RD4 A stream id is never issued twice (meta_sqlite.c MT3), even when
  *     sqlite_sequence was damaged to a lower value: a new stream with an
  *     old id would be handed, by RC3 at the next start, the old stream's
@@ -488,9 +498,17 @@ bool nrs_recover_obj_is_possible(const struct nrs_obj_row *o)
 		.gen = o->gen,
 	};
 
-	return nrs_objfmt_hdr_is_valid(&h) &&
-	       o->length == nrs_objfmt_hdr_len(o->end - o->start) +
-			    (o->end - o->start);
+	if (!nrs_objfmt_hdr_is_valid(&h))
+		return false;
+	if (o->seg == 0)
+		return o->off == 0 &&
+		       o->length == nrs_objfmt_hdr_len(o->end - o->start) +
+				    (o->end - o->start);
+	/* RD3: an adopted row is one WAL record where its segment holds it */
+	return o->seg <= INT64_MAX && o->off >= NRS_OBJ_FIXED &&
+	       o->off % 8 == 0 && o->off <= INT64_MAX &&
+	       o->end - o->start <= NRS_WALREC_MAX_LEN &&
+	       o->length == nrs_walrec_total_len((uint32_t)(o->end - o->start));
 }
 
 /* RC5, objects: the entries of one stream's committed generations. */
@@ -507,6 +525,11 @@ static int index_objects(struct nrs_stream *st, const struct objs *l,
 		};
 		int err;
 
+		if (o->seg) {					/* RD5 */
+			e.kind = NRS_TARGET_ADOPT;
+			e.seg = o->seg;
+			e.off = o->off;
+		}
 		if (!nrs_recover_obj_is_possible(o)) {			/* RD3 */
 			nrs_err("stream %" PRIu64 ": object generation %" PRIu64
 				" [%" PRIu64 ", %" PRIu64 ") length %" PRIu64

@@ -182,6 +182,12 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 	counter(&t, "object_upload_bytes_total",
 		"Bytes of the published segment objects.",
 		nrs_counter(&m->obj_upload_bytes));
+	counter(&t, "object_adopted_total",
+		"WAL records published in place as generations (write once).",
+		nrs_counter(&m->obj_adopted));
+	counter(&t, "object_adopted_bytes_total",
+		"Payload bytes of the WAL records adopted in place.",
+		nrs_counter(&m->obj_adopted_bytes));
 	counter(&t, "object_upload_retries_total",
 		"Uploads not proven by HEAD (store errors), retried.",
 		nrs_counter(&m->obj_retries));

@@ -54,6 +54,9 @@ struct nrs_metrics {
 	/* bg/: the materializer, walgc */
 	atomic_uint_fast64_t obj_uploads;	/* objects published */
 	atomic_uint_fast64_t obj_upload_bytes;
+	atomic_uint_fast64_t obj_adopted;	/* WAL records adopted in place
+						 * (mat_adopt.c MZ11) */
+	atomic_uint_fast64_t obj_adopted_bytes;	/* their payload bytes */
 	atomic_uint_fast64_t obj_retries;	/* uploads not proven, retried */
 	atomic_uint_fast64_t obj_quarantined;
 	atomic_uint_fast64_t obj_orphans_removed;

@@ -308,6 +308,15 @@ struct nrs_wal_local_opts {
 int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 		       struct nrs_wal **out);
 
+/*
+ * The path of segment seg of the local WAL w (DIR/NNNNNNNNNNNNNNNN.seg),
+ * whether or not it exists: what the embedded store adopts in place
+ * (wal_local_seg.c WD3, objstore.h nrs_objstore_dir_adopt).  0;
+ * -EINVAL if w is not a local WAL or seg is 0; -ENAMETOOLONG.
+ */
+int nrs_wal_local_seg_path(struct nrs_wal *w, uint64_t seg, char *buf,
+			   size_t size);
+
 struct nrs_objstore;
 struct nrs_metrics;
 

@@ -111,6 +111,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -643,6 +644,20 @@ static const struct nrs_wal_ops local_ops = {
 	.seal = wl_seal,
 	.close = local_close,
 };
+
+int nrs_wal_local_seg_path(struct nrs_wal *base, uint64_t seg, char *buf,
+			   size_t size)
+{
+	struct wal_local *w = (struct wal_local *)base;
+	char name[SEG_NAME_MAX];
+	int n;
+
+	if (!base || base->ops != &local_ops || seg == 0)
+		return -EINVAL;
+	wl_seg_name(name, seg);
+	n = snprintf(buf, size, "%s/%s", w->dir, name);
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
 
 int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 		       struct nrs_wal **out)

@@ -219,6 +219,55 @@ static int up_wal_seal(void *ctx, struct nrs_wal *w, uint64_t seg,
 	return err < 0 ? err : nrs_wal_seal(w, seg);
 }
 
+static int up_adopt(void *ctx, uint64_t seg)
+{
+	struct bgfake *f = ctx;
+	char path[4200], key[NRS_OBJKEY_MAX];
+	int err;
+
+	pthread_mutex_lock(&f->mu);
+	f->adopts++;
+	f->adopt_seg = seg;
+	err = f->adopt_err;
+	pthread_mutex_unlock(&f->mu);
+	if (err < 0)
+		return err;
+	err = nrs_wal_local_seg_path(f->wal, seg, path, sizeof(path));
+	if (err)
+		return err;
+	nrs_objfmt_adopt_key(key, seg);
+	return nrs_objstore_dir_adopt(f->store.real, key, path);
+}
+
+void bg_adopting(struct bgfake *f)
+{
+	f->svc.adopt = up_adopt;
+	f->reader.store = f->store.real;
+}
+
+struct mat_until {
+	struct nrs_stream *st;
+	uint64_t v;
+};
+
+static bool is_materialized(void *ctx)
+{
+	struct mat_until *u = ctx;
+	uint64_t v;
+
+	pthread_mutex_lock(&u->st->lock);
+	v = u->st->materialized;
+	pthread_mutex_unlock(&u->st->lock);
+	return v >= u->v;
+}
+
+void bg_wait_materialized(struct nrs_stream *st, uint64_t v)
+{
+	struct mat_until u = { st, v };
+
+	assert_true(bg_wait(is_materialized, &u));
+}
+
 /* ---- setup ------------------------------------------------------------ */
 
 static int no_rec(void *ctx, const struct nrs_wal_rec_info *ri)

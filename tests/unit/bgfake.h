@@ -83,6 +83,11 @@ struct bgfake {
 	atomic_uint_fast64_t floor;	/* what wal_floor answers */
 	atomic_uint_fast64_t keep;	/* what wal_keep answers (MZ8) */
 	int seal_err;			/* what wal_seal answers when < 0 */
+	/* write once (bg_adopting): the adopt upcall links into the real
+	 * directory store, or answers adopt_err when < 0 */
+	unsigned int adopts;
+	uint64_t adopt_seg;		/* the last segment asked for */
+	int adopt_err;
 	/* the trim upcall also pokes this lifecycle (as the core does) */
 	void (*on_trim)(void *ctx, uint64_t stream_id);
 	void *on_trim_ctx;
@@ -91,6 +96,9 @@ struct bgfake {
 /* Open everything in a fresh directory $TMPDIR/NAME.XXXXXX; with_wal: a
  * local WAL under it (segment_size: 0 for the default). */
 void bg_open(struct bgfake *f, const char *name, bool with_wal);
+/* Write once on (mat_adopt.c): the adopt upcall set, the reader reading
+ * adopted segments from the directory store. */
+void bg_adopting(struct bgfake *f);
 /* Close everything and remove the directory. */
 void bg_close(struct bgfake *f);
 
@@ -112,6 +120,9 @@ unsigned int bg_count(pthread_mutex_t *mu, const unsigned int *c);
 
 /* Poll cond(ctx) every few ms for up to 20 s; true once it holds. */
 bool bg_wait(bool (*cond)(void *ctx), void *ctx);
+
+/* bg_wait until st's [0, v) is materialized (fails the test if not). */
+void bg_wait_materialized(struct nrs_stream *st, uint64_t v);
 
 /* The rows of stream id in state (0: any), counted. */
 size_t bg_rows(struct bgfake *f, uint64_t id, int state);

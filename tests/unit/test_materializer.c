@@ -109,26 +109,6 @@ struct until {
 	uint64_t v;
 };
 
-static bool is_materialized(void *ctx)
-{
-	struct until *u = ctx;
-	uint64_t v;
-
-	pthread_mutex_lock(&u->st->lock);
-	v = u->st->materialized;
-	pthread_mutex_unlock(&u->st->lock);
-	return v >= u->v;
-}
-
-/* Wait until st's [0, v) is materialized. */
-static void wait_materialized(struct bgfake *f, struct nrs_stream *st,
-			      uint64_t v)
-{
-	struct until u = { f, st, v };
-
-	assert_true(bg_wait(is_materialized, &u));
-}
-
 static bool n_puts(void *ctx)
 {
 	struct until *u = ctx;
@@ -180,7 +160,7 @@ static void test_mat_publish(void **state)
 	bg_write(&f, st, 1000, 'b');
 	bg_write(&f, st, 1000, 'c');
 	m = mat_start(&f, 0);
-	wait_materialized(&f, st, 3000);
+	bg_wait_materialized(st, 3000);
 	one_row(&f, st->id, NRS_OBJ_COMMITTED, &o);
 	assert_int_equal(o.start, 0);
 	assert_int_equal(o.end, 3000);
@@ -234,7 +214,7 @@ static void test_mat_object_size(void **state)
 	bg_write(&f, st, 100, 'c');
 	bg_write(&f, st, 300, 'd');	/* larger than an object */
 	m = mat_start(&f, 200);
-	wait_materialized(&f, st, 600);
+	bg_wait_materialized(st, 600);
 	nrs_mat_stop(m);
 	assert_int_equal(nrs_meta_obj_rows(f.meta, st->id, NRS_OBJ_COMMITTED,
 					   &v, &n), 0);
@@ -286,7 +266,7 @@ static void test_mat_intent_orphan(void **state)
 
 	f.store.away_forever = false;
 	m = mat_start(&f, 0);
-	wait_materialized(&f, st, 500);
+	bg_wait_materialized(st, 500);
 	nrs_mat_stop(m);
 	assert_false(bg_row(&f, o.gen, &n));		/* MZ6: row gone */
 	assert_false(bg_has(&f, key, NULL));		/* and its object */
@@ -318,7 +298,7 @@ static void test_mat_quarantine(void **state)
 	bg_write(&f, st, 700, 'q');
 	f.store.lie_first = true;
 	m = mat_start(&f, 0);
-	wait_materialized(&f, st, 700);
+	bg_wait_materialized(st, 700);
 	nrs_mat_stop(m);
 	one_row(&f, st->id, NRS_OBJ_QUARANTINED, &q);
 	one_row(&f, st->id, NRS_OBJ_COMMITTED, &o);
@@ -351,7 +331,7 @@ static void retried(unsigned int drop, unsigned int away, unsigned int puts)
 	f.store.drop = drop;
 	f.store.away = away;
 	m = mat_start(&f, 0);
-	wait_materialized(&f, st, 300);
+	bg_wait_materialized(st, 300);
 	nrs_mat_stop(m);
 	one_row(&f, st->id, NRS_OBJ_COMMITTED, &o);
 	assert_int_equal(bg_rows(&f, st->id, 0), 1);
@@ -458,7 +438,7 @@ static void test_mat_lost_range(void **state)
 	m = mat_start(&f, 0);
 	u = (struct until){ &f, lost, 0 };
 	assert_true(bg_wait(retry_set, &u));
-	wait_materialized(&f, st, 100);
+	bg_wait_materialized(st, 100);
 	nrs_mat_stop(m);
 	assert_int_equal(bg_rows(&f, lost->id, 0), 0);
 	assert_int_equal(lost->materialized, 0);

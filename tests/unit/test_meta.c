@@ -1973,6 +1973,43 @@ static void test_objects(void **state)
 	assert_true(b.gen > a.gen + 1);
 }
 
+/* The _n forms: all the rows in one transaction, or none of them. */
+static void test_obj_many(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_obj_row r[3] = {
+		{ .stream_id = 1, .start = 0, .end = 10, .seg = 2, .off = 64 },
+		{ .stream_id = 1, .start = 10, .end = 20, .seg = 2, .off = 128 },
+		{ .stream_id = 1, .start = 20, .end = 20 },	/* empty */
+	};
+	struct nrs_obj_row v[8];
+
+	assert_int_equal(nrs_meta_obj_prepare_n(f->m, r, 3), -EINVAL);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 0, collect_objs, v), 0);
+	assert_int_equal(v[0].gen, 0);			/* none recorded */
+	assert_int_equal(nrs_meta_obj_prepare_n(f->m, r, 2), 0);
+	assert_true(r[1].gen > r[0].gen);
+	assert_int_equal(r[1].state, NRS_OBJ_PREPARED);
+	assert_int_equal(nrs_meta_obj_publish(f->m, r[1].gen, r[1].sha256), 0);
+	assert_int_equal(nrs_meta_obj_publish_n(f->m, r, 2), -ESTALE);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 0, collect_objs, v), 0);
+	assert_int_equal(v[0].state, NRS_OBJ_PREPARED);	/* not moved */
+	assert_int_equal(nrs_meta_obj_set_state(f->m, r[1].gen,
+						NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, 3), 0);
+	r[1].gen = 0;
+	assert_int_equal(nrs_meta_obj_prepare_n(f->m, &r[1], 1), 0);
+	assert_int_equal(nrs_meta_obj_publish_n(f->m, r, 2), 0);
+	reopen(f);
+	memset(v, 0, sizeof(v));
+	assert_int_equal(nrs_meta_obj_foreach(f->m, 0, collect_objs, v), 0);
+	assert_int_equal(v[0].state, NRS_OBJ_COMMITTED);
+	assert_int_equal(v[2].state, NRS_OBJ_COMMITTED);
+	assert_int_equal(v[2].off, 128);
+}
+
 /* nrs_meta_obj_rows: by stream, by state, both, neither; gen ascending. */
 static void test_obj_rows(void **state)
 {
@@ -2429,6 +2466,7 @@ int main(void)
 		T(test_row_crc_damaged_row),
 		T(test_upgrade_from_1),
 		T(test_upgrade_from_4),
+		T(test_obj_many),
 		T(test_quick_check_refuses),
 	};
 

@@ -734,18 +734,25 @@ static void test_seam_unlinked_forgotten(void **state)
 	seam_close(s);
 }
 
-/* Commit an object row of the stream for [start, end), length len. */
-static void obj_commit(struct seam *s, uint64_t start, uint64_t end,
-		       uint64_t len)
+/* Commit an object row of the stream for [start, end), length len, at
+ * (seg, off) (0 0: a copied object). */
+static void obj_commit_at(struct seam *s, uint64_t start, uint64_t end,
+			  uint64_t len, uint64_t seg, uint64_t off)
 {
 	static const unsigned char sha[32];
 	struct nrs_obj_row o = {
 		.stream_id = s->id, .start = start, .end = end, .length = len,
-		.ctime_ns = 1,
+		.ctime_ns = 1, .seg = seg, .off = off,
 	};
 
 	assert_int_equal(nrs_meta_obj_prepare(s->meta, &o), 0);
 	assert_int_equal(nrs_meta_obj_publish(s->meta, o.gen, sha), 0);
+}
+
+static void obj_commit(struct seam *s, uint64_t start, uint64_t end,
+		       uint64_t len)
+{
+	obj_commit_at(s, start, end, len, 0, 0);
 }
 
 /* RC5: the committed objects first, then the WAL above materialized. */
@@ -802,6 +809,42 @@ static void test_seam_impossible_object(void **state)
 	st = seam_stream(s);
 	assert_int_equal(st->materialized, 0);
 	assert_int_equal(st->obj_bytes, 0);
+	assert_int_equal(st->index.n, 1);
+	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_WAL);
+	seam_close(s);
+}
+
+/* RD5: an adopted row is indexed where its record is, unread; RD3: one
+ * whose offset no record can have is not indexed at all. */
+static void test_seam_index_adopted(void **state)
+{
+	struct seam *s = seam_open(state);
+	uint64_t len = nrs_walrec_total_len(5);
+	struct nrs_stream *st;
+
+	obj_commit_at(s, 0, 5, len, 3, 4096);
+	rec_add(s, 11, s->id, 5, 6, 3, 10, true);
+	assert_int_equal(seam_recover(s), 0);
+	st = seam_stream(s);
+	assert_int_equal(st->materialized, 5);
+	assert_int_equal(st->obj_bytes, len);
+	assert_int_equal(st->index.n, 2);
+	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_ADOPT);
+	assert_int_equal(st->index.v[0].seg, 3);
+	assert_int_equal(st->index.v[0].off, 4096);
+	assert_ent(&st->index.v[1], 5, 11, NRS_TARGET_WAL);
+	seam_close(s);
+}
+
+static void test_seam_impossible_adopted(void **state)
+{
+	struct seam *s = seam_open(state);
+	struct nrs_stream *st;
+
+	obj_commit_at(s, 0, 5, nrs_walrec_total_len(5), 3, 4100);
+	assert_int_equal(seam_recover(s), 0);
+	st = seam_stream(s);
+	assert_int_equal(st->materialized, 0);
 	assert_int_equal(st->index.n, 1);
 	assert_ent(&st->index.v[0], 0, 5, NRS_TARGET_WAL);
 	seam_close(s);
@@ -868,6 +911,8 @@ int main(void)
 		SEAM(test_seam_index_objects),
 		SEAM(test_seam_index_gap),
 		SEAM(test_seam_impossible_object),
+		SEAM(test_seam_index_adopted),
+		SEAM(test_seam_impossible_adopted),
 		SEAM(test_seam_corrupt_row),
 #undef SEAM
 	};
