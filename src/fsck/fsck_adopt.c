@@ -13,10 +13,8 @@
  *      WAL record header decodes (walrec.c: magic, header CRC, WV3) and
  *      names the row's stream, base start and length end - start; every
  *      payload chunk passes its CRC32C (DESIGN.md I6: what the reader's
- *      RA1 checks).  Before that, F20 (adopted): the row is possible
- *      (seg >= 1, off past the segment's header, a non-empty record no
- *      longer than a WAL record can be, a length of the record's bytes:
- *      header and payload, with or without the padding to 8).
+ *      RA1 checks).  Before that, F20: the row is possible (recovery.c
+ *      RD3, which bounds the record's length).
  *  F25 (adopted) A retired adopted row's record was punched out (lifecycle.c
  *      G6), which is not looked at (a file system without holes keeps the
  *      bytes).  But a file every row of which is retired must be gone: G7
@@ -140,16 +138,6 @@ static int record_why(const struct nrs_obj_row *o, const unsigned char *buf,
 		return 1;
 	}
 	return 0;
-}
-
-bool nrs_fsck_adopted_is_possible(const struct nrs_obj_row *o)
-{
-	uint64_t len = o->end - o->start;
-
-	return o->seg >= 1 && o->gen >= 1 && o->off >= NRS_OBJ_ADOPT_HDR &&
-	       o->end > o->start && len <= NRS_WALREC_MAX_LEN &&
-	       o->length >= nrs_walrec_hdr_len((uint32_t)len) + len &&
-	       o->length <= nrs_walrec_total_len((uint32_t)len);
 }
 
 int nrs_fsck_check_adopted(struct nrs_fsck *f, const struct nrs_obj_row *o,

@@ -496,8 +496,7 @@ int nrs_fsck_check_objects(struct nrs_fsck *f, const struct ns *ns)
 				     : check_retired(f, o, key, have_key, what);
 			break;
 		case NRS_OBJ_COMMITTED:
-			if (o->seg ? !nrs_fsck_adopted_is_possible(o)
-				   : !nrs_recover_obj_is_possible(o)) {
+			if (!nrs_recover_obj_is_possible(o)) {	/* RD3 */
 				ERR(f, "F20 %s: an impossible row (gen %" PRIu64
 				    ", %" PRIu64 " bytes): no materializer wrote"
 				    " it", what, o->gen, o->length);

@@ -75,8 +75,6 @@ struct nrs_fsck_segs {		/* sorted segment numbers */
 };
 int nrs_fsck_segs_build(const struct nrs_fsck *f, struct nrs_fsck_segs *s);
 void nrs_fsck_segs_free(struct nrs_fsck_segs *s);
-/* F20 for adopted row o: is it a row write once can make? */
-bool nrs_fsck_adopted_is_possible(const struct nrs_obj_row *o);
 /* F21 for committed adopted row o (key its file's): 0 when judged, else
  * the error of a store that cannot be read, or -ENOMEM. */
 int nrs_fsck_check_adopted(struct nrs_fsck *f, const struct nrs_obj_row *o,

@@ -263,9 +263,7 @@ int nrs_fsck_check_pending(struct nrs_fsck *f, const struct ns *ns)
 
 static bool obj_is_checked(const struct nrs_obj_row *o)
 {
-	return o->state == NRS_OBJ_COMMITTED &&
-	       (o->seg ? nrs_fsck_adopted_is_possible(o)	/* fsck_adopt.c */
-		       : nrs_recover_obj_is_possible(o));
+	return o->state == NRS_OBJ_COMMITTED && nrs_recover_obj_is_possible(o);
 }
 
 /*
