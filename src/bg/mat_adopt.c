@@ -37,7 +37,7 @@
  *      (MZ2-MZ4) in the same job; the rows before are published.  EXDEV,
  *      EOPNOTSUPP, EPERM and EROFS turn adoption off for the mount, logged
  *      once.
- *  MZ12 Orphans (MZ6).  A prepared adopted row found at start goes; the
+ *  MZ12 Orphans (as MZ6).  A prepared adopted row found at start goes; the
  *      store's name of its segment (nrs_objfmt_adopt_key) goes with it only
  *      if no other row names that segment: a committed one reads from it,
  *      and a live builder records its row before its link (MZ11).  The
