@@ -35,6 +35,11 @@
  *    object's end), and the WAL entries above it, one per record, grow
  *    with every batch while the plan runs under the stream lock that the
  *    publisher needs (pipeline_publish.c PL4), at every idle tick.
+ * CP3 Only copied objects (NRS_TARGET_OBJ) join a run: an adopted
+ *    generation (NRS_TARGET_ADOPT, write once: a WAL record left in place
+ *    in the embedded store) is never copied by compaction, whatever its
+ *    size -- writing it again is what adoption saved -- and ends a run as
+ *    a WAL entry does.
  */
 static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 			 uint64_t *a, uint64_t *b, struct olds *olds)
@@ -57,7 +62,8 @@ static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 			const struct nrs_index_ent *x = &st->index.v[j];
 			uint64_t len = x->oend - x->ostart;
 
-			if (x->kind != NRS_TARGET_OBJ || x->start != x->ostart ||
+			if (x->kind != NRS_TARGET_OBJ /* CP3 */ ||
+			    x->start != x->ostart ||
 			    x->end != x->oend || x->start != *b || len >= small ||
 			    x->end - *a > m->o.compact_size)
 				break;

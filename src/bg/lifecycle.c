@@ -45,6 +45,25 @@
  *     retired row whose object still exists cannot happen (the state moves
  *     after the delete); a draining row whose object is gone is retired by
  *     the next delete (0 for a missing object).
+ *  G6 An adopted generation (row seg >= 1: one WAL record in place in the
+ *     embedded store's file nrs_objfmt_adopt_key(seg), README "Write once
+ *     on the embedded store") is retired the same way, at the same step,
+ *     except that its record is punched out of the file (objstore.h
+ *     nrs_objstore_dir_punch, OD7: the bytes [off, off + length) of the
+ *     file freed, its size kept) instead of an object being deleted.  The
+ *     punch is refused (-EBUSY) while the WAL still has its own name of
+ *     the segment (its scan would take a hole for damage): the row stays
+ *     draining and the punch is tried again next pass, logged at debug
+ *     level only (waiting for walgc is normal, not a fault).  A file
+ *     already gone (a crash after G7's delete) leaves nothing to punch.
+ *  G7 The file itself is deleted once no row names it any more: after the
+ *     punches of a pass, one listing of the rows; a file whose every
+ *     prepared, committed or draining row was punched in this pass goes
+ *     before those rows are retired (G3's order: a crash in between leaves
+ *     draining rows whose next punch finds no file).  Only a file whose
+ *     punch found it with no second name is deleted: once the WAL's name
+ *     is gone no new record of it can be adopted, so the listing, taken
+ *     after the punch, sees every row that will ever name it.
  *  G5 A retired row is kept for an hour (what fsck can check: its object
  *     is gone), then forgotten, so the table does not grow with history.
  *  G4 Orphans -- objects uploaded and never published -- are the prepared
@@ -230,8 +249,29 @@ static void key_of(const struct nrs_obj_row *o, char key[NRS_OBJKEY_MAX],
 	nrs_objfmt_key(key, h);
 }
 
-/* G2 for one draining row whose grace is over; the gate barrier was
- * passed by the caller. */
+/* The row of o moves to retired (its object or record gone). */
+static int mark_retired(struct nrs_lc *l, const struct nrs_obj_row *o,
+			const char *key, int64_t now)
+{
+	const struct nrs_services *svc = l->svc;
+	int err = nrs_meta_obj_set_state(svc->meta, o->gen, NRS_OBJ_DRAINING,
+					 NRS_OBJ_RETIRED, now);
+
+	if (err) {
+		nrs_warn("gc: object %s: cannot retire it yet: %s", key,
+			 strerror(-err));
+		return err;
+	}
+	nrs_count(&svc->metrics->gc_deleted, 1);
+	nrs_count(&svc->metrics->gc_deleted_bytes, o->length);
+	atomic_store(&svc->metrics->gc_last_lag_ms,
+		     ((uint64_t)now - (uint64_t)o->mtime_ns) / 1000000);
+	nrs_debug("gc: retired object %s (%" PRIu64 " bytes)", key, o->length);
+	return 0;
+}
+
+/* G2 for one draining row of a copied object whose grace is over; the
+ * gate barrier was passed by the caller. */
 static void retire(struct nrs_lc *l, const struct nrs_obj_row *o, int64_t now)
 {
 	const struct nrs_services *svc = l->svc;
@@ -247,19 +287,151 @@ static void retire(struct nrs_lc *l, const struct nrs_obj_row *o, int64_t now)
 		err = nrs_obj_del(svc->store, key);
 	if (!err)
 		err = nrs_failpoint(NRS_FP_GC_AFTER_DELETE);
-	if (!err)
-		err = nrs_meta_obj_set_state(svc->meta, o->gen, NRS_OBJ_DRAINING,
-					     NRS_OBJ_RETIRED, now);
 	if (err) {
 		nrs_warn("gc: object %s: cannot retire it yet: %s", key,
 			 strerror(-err));
 		return;
 	}
-	nrs_count(&svc->metrics->gc_deleted, 1);
-	nrs_count(&svc->metrics->gc_deleted_bytes, o->length);
-	atomic_store(&svc->metrics->gc_last_lag_ms,
-		     ((uint64_t)now - (uint64_t)o->mtime_ns) / 1000000);
-	nrs_debug("gc: retired object %s (%" PRIu64 " bytes)", key, o->length);
+	(void)mark_retired(l, o, key, now);
+}
+
+/* What G2 does next with an adopted row whose record is out (G6). */
+enum out_state {
+	OUT_WAITS,	/* its file could not be deleted: not retired yet */
+	OUT_GONE,	/* no file to punch: retired */
+	OUT_PUNCHED,	/* punched, its file had no other name: G7, retired */
+};
+
+/* The adopted rows of one G2 pass whose records are out of their files,
+ * by index into the pass's rows. */
+struct out {
+	size_t at;
+	enum out_state st;
+};
+
+struct adopted {
+	struct out *v;
+	size_t n, cap;
+};
+
+/*
+ * G6 for draining adopted row o (grace over, gate passed): punch its
+ * record.  OUT_PUNCHED or OUT_GONE into *out and 0; -EBUSY: the WAL still
+ * names the file; or the error of a punch that failed (logged).
+ */
+static int punch_adopted(struct nrs_lc *l, const struct nrs_obj_row *o,
+			 enum out_state *out)
+{
+	char key[NRS_OBJKEY_MAX];
+	int err;
+
+	nrs_objfmt_adopt_key(key, o->seg);
+	if (o->off < NRS_OBJ_ADOPT_HDR)
+		err = -EINVAL;		/* no record starts in the header */
+	else
+		err = nrs_failpoint(NRS_FP_GC_BEFORE_DELETE);
+	if (!err)
+		err = nrs_objstore_dir_punch(l->svc->store, key,
+					     o->off - NRS_OBJ_ADOPT_HDR,
+					     o->length);
+	if (err == -EBUSY) {
+		nrs_debug("gc: generation %" PRIu64 " in %s: the WAL still "
+			  "names the file, punched later", o->gen, key);
+		return -EBUSY;
+	}
+	*out = OUT_PUNCHED;
+	if (err == -ENOENT) {
+		*out = OUT_GONE;
+		err = 0;
+	} else if (err == -EINVAL || err == -EOPNOTSUPP) {
+		/* past the file's end, or no holes here: nothing to free
+		 * before the file goes (G7) */
+		nrs_info("gc: generation %" PRIu64 " in %s (bytes %" PRIu64
+			 " + %" PRIu64 "): not punched: %s", o->gen, key,
+			 o->off, o->length, strerror(-err));
+		err = 0;
+	}
+	if (err)
+		nrs_warn("gc: generation %" PRIu64 " in %s: cannot punch it "
+			 "yet: %s", o->gen, key, strerror(-err));
+	return err;
+}
+
+/* Is seg named by a row of all that is neither retired nor quarantined
+ * (it names no file of its own) nor among a's? */
+static bool seg_named(const struct rows *all, const struct rows *r,
+		      const struct adopted *a, uint64_t seg)
+{
+	for (size_t i = 0; i < all->n; i++) {
+		const struct nrs_obj_row *o = &all->v[i];
+		bool going = false;
+
+		if (o->seg != seg || o->state == NRS_OBJ_RETIRED ||
+		    o->state == NRS_OBJ_QUARANTINED)
+			continue;
+		for (size_t k = 0; k < a->n && !going; k++)
+			going = r->v[a->v[k].at].gen == o->gen;
+		if (!going)
+			return true;
+	}
+	return false;
+}
+
+/* Every row of a in seg's file moves to st. */
+static void seg_to(const struct rows *r, struct adopted *a, uint64_t seg,
+		   enum out_state st)
+{
+	for (size_t j = 0; j < a->n; j++)
+		if (r->v[a->v[j].at].seg == seg)
+			a->v[j].st = st;
+}
+
+/* G7, then G2's last step for the rows a holds (of the pass's rows r). */
+static void retire_adopted(struct nrs_lc *l, const struct rows *r,
+			   struct adopted *a, int64_t now)
+{
+	const struct nrs_services *svc = l->svc;
+	struct rows all = { 0 };
+	char key[NRS_OBJKEY_MAX];
+	bool listed = false;
+
+	for (size_t k = 0; k < a->n; k++) {
+		const struct nrs_obj_row *o = &r->v[a->v[k].at];
+		int err;
+
+		if (a->v[k].st != OUT_PUNCHED)
+			continue;
+		if (!listed && nrs_meta_obj_rows(svc->meta, 0, 0, &all.v,
+						 &all.n) != 0)
+			goto out;	/* all punched again next pass */
+		listed = true;
+		nrs_objfmt_adopt_key(key, o->seg);
+		if (seg_named(&all, r, a, o->seg)) {
+			seg_to(r, a, o->seg, OUT_GONE);	/* the file stays */
+			continue;
+		}
+		err = nrs_obj_del(l->svc->store, key);
+		if (!err)
+			err = nrs_failpoint(NRS_FP_GC_AFTER_DELETE);
+		if (err) {
+			nrs_warn("gc: %s: cannot delete it yet: %s", key,
+				 strerror(-err));
+			seg_to(r, a, o->seg, OUT_WAITS);
+			continue;
+		}
+		nrs_debug("gc: %s deleted: no row names it", key);
+		seg_to(r, a, o->seg, OUT_GONE);
+	}
+	for (size_t k = 0; k < a->n; k++) {
+		const struct nrs_obj_row *o = &r->v[a->v[k].at];
+
+		if (a->v[k].st == OUT_WAITS)
+			continue;
+		nrs_objfmt_adopt_key(key, o->seg);
+		(void)mark_retired(l, o, key, now);
+	}
+out:
+	free(all.v);
 }
 
 /* G1 for the committed rows in r. */
@@ -317,6 +489,7 @@ static void g2_pass(struct nrs_lc *l)
 {
 	const struct nrs_services *svc = l->svc;
 	struct rows r = { 0 };
+	struct adopted a = { 0 };
 	int64_t now = nrs_now_real_ns();
 	uint64_t draining = 0;
 	bool barrier = false;
@@ -325,6 +498,7 @@ static void g2_pass(struct nrs_lc *l)
 		goto out;
 	for (size_t i = 0; i < r.n; i++) {
 		const struct nrs_obj_row *o = &r.v[i];
+		enum out_state st;
 
 		if (!nrs_elapsed_ms(now, o->mtime_ns, l->grace_ms)) {	/* SAT1 */
 			draining += o->length;
@@ -335,10 +509,20 @@ static void g2_pass(struct nrs_lc *l)
 			svc->drain(svc->ctx);
 			barrier = true;
 		}
-		retire(l, o, now);
+		if (o->seg == 0) {
+			retire(l, o, now);
+			continue;
+		}
+		if (punch_adopted(l, o, &st) != 0 ||
+		    nrs_grow((void **)&a.v, &a.cap, a.n + 1, sizeof(*a.v)))
+			draining += o->length;	/* tried again next pass */
+		else
+			a.v[a.n++] = (struct out){ .at = i, .st = st };
 	}
+	retire_adopted(l, &r, &a, now);
 	atomic_store(&svc->metrics->gc_draining_bytes, draining);
 out:
+	free(a.v);
 	free(r.v);
 }
 

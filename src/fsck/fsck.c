@@ -19,6 +19,9 @@
  *                  checks of the other three in turn
  *   fsck_stream.c  the WAL and every stream row: F3-F13, F20, F27-F29
  *   fsck_obj.c     every objects row, and the store: F21-F26, F32
+ *   fsck_adopt.c   the same for the generations adopted in place (a row
+ *                  with seg >= 1, objects/w/ in the store): F20, F21, F25,
+ *                  F26 of write once
  *   fsck_ns.c      the namespace, the sequences and the change log:
  *                  F14-F19, F30, F31
  *
@@ -81,7 +84,9 @@
  *       (objfmt.c O1-O6: its header names its stream, range and
  *       generation, every block CRC32C), has the row's SHA-256, and the
  *       store's proof (the SHA-256 head() returns) agrees.  Only when the
- *       caller lends a store (not --no-objects).
+ *       caller lends a store (not --no-objects).  An adopted generation
+ *       (seg >= 1) is one WAL record in the file objects/w/<seg>, checked
+ *       as a WAL record (fsck_adopt.c F21).
  *   F22 Prepared rows are pending upload intents whose objects (if stored)
  *       and rows the next mount deletes (materializer.c MZ6), not an error;
  *       quarantined ones are said with -v.
@@ -112,7 +117,8 @@
  *       daemon never relies on a listing), every file is named by a row of
  *       the objects table (any state; a retired one's is F25's).  A file
  *       no row names is an "unreferenced object" if it was written longer
- *       than the grace period ago, else pending.  A bucket is not listed:
+ *       than the grace period ago, else pending; a w/<seg> file, by
+ *       fsck_adopt.c's F26 and F25 for adopted files.  A bucket is not listed:
  *       unreferenced objects in S3 are found only through their rows.
  *   F27 Every stream row passes its checksum (sqlite_crc.c CK3).  A row
  *       that fails is reported with the path of the inode that names the

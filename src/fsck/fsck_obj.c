@@ -210,16 +210,25 @@ enum presence {
 };
 
 /* HEAD key in f->store (the object's length in *len if len is not NULL):
- * 0, or the error of a store that cannot be read. */
-static int look_up(struct nrs_fsck *f, const char *key, bool have_key,
-		   enum presence *p, uint64_t *len)
+ * 0, or the error of a store that cannot be read.  An adopted file (a row
+ * with seg >= 1) is looked for with a read instead (fsck_adopt.c). */
+static int look_up(struct nrs_fsck *f, const struct nrs_obj_row *o,
+		   const char *key, bool have_key, enum presence *p,
+		   uint64_t *len)
 {
 	struct nrs_obj_meta meta;
+	bool stored;
 	int err;
 
 	*p = NOT_LOOKED;
 	if (!have_key || (!f->store && !f->store_absent))
 		return 0;
+	if (o->seg) {
+		err = nrs_fsck_adopted_presence(f, key, &stored);
+		if (!err)
+			*p = stored ? STORED : GONE;
+		return err;
+	}
 	err = f->store ? nrs_obj_head(f->store, key, &meta) : -ENOENT;
 	if (err == -ENOENT) {
 		*p = GONE;
@@ -267,11 +276,12 @@ static const char *unneeded_why(const struct nrs_fsck *f,
 }
 
 /* F23: a committed row no published state needs (why). */
-static int check_unneeded(struct nrs_fsck *f, const char *key, bool have_key,
-			  const char *what, const char *why)
+static int check_unneeded(struct nrs_fsck *f, const struct nrs_obj_row *o,
+			  const char *key, bool have_key, const char *what,
+			  const char *why)
 {
 	enum presence p;
-	int err = look_up(f, key, have_key, &p, NULL);
+	int err = look_up(f, o, key, have_key, &p, NULL);
 
 	if (err)
 		return err;
@@ -289,7 +299,7 @@ static int check_draining(struct nrs_fsck *f, const struct nrs_obj_row *o,
 	uint64_t ms = age_ms(f, o->mtime_ns);
 	char age[32], left[32];
 	enum presence p;
-	int err = look_up(f, key, have_key, &p, NULL);
+	int err = look_up(f, o, key, have_key, &p, NULL);
 
 	if (err)
 		return err;
@@ -314,12 +324,12 @@ static int check_draining(struct nrs_fsck *f, const struct nrs_obj_row *o,
 }
 
 /* F25: a retired row: its object must be gone. */
-static int check_retired(struct nrs_fsck *f, const char *key, bool have_key,
-			 const char *what)
+static int check_retired(struct nrs_fsck *f, const struct nrs_obj_row *o,
+			 const char *key, bool have_key, const char *what)
 {
 	enum presence p;
 	uint64_t len = 0;
-	int err = look_up(f, key, have_key, &p, &len);
+	int err = look_up(f, o, key, have_key, &p, &len);
 
 	if (err)
 		return err;
@@ -358,6 +368,7 @@ struct listing {
 	struct gen_at *bygen;
 	char below[640];		/* F32: the keys named, escaped */
 	size_t below_len;
+	const struct nrs_fsck_segs *segs;
 };
 
 /* F32: is name a key of the object WAL, and if it is a WAL object below
@@ -437,6 +448,8 @@ static int check_file(void *ctx, const struct nrs_objfile *of)
 		return 0;
 	if (of->is_reg && owal_key(l, of->name))		/* F32 */
 		return 0;
+	if (of->is_reg && nrs_fsck_adopted_file(f, l->segs, of))
+		return 0;	/* w/<seg>: named, or the WAL's (fsck_adopt.c) */
 	/* checkpoints are no segment objects: their keys and their own
 	 * keeping rules are bg/ckptfmt.c's and checkpoint.c's (KP7) */
 	if (of->is_reg && strncmp(of->name, "ckpt/", 5) == 0)
@@ -462,9 +475,10 @@ static int check_file(void *ctx, const struct nrs_objfile *of)
 
 /* F26: every file of the embedded store is named by a row.  A bucket is
  * never listed (its unreferenced objects are found only through rows). */
-static int check_unreferenced(struct nrs_fsck *f)
+static int check_unreferenced(struct nrs_fsck *f,
+			      const struct nrs_fsck_segs *segs)
 {
-	struct listing l = { .f = f };
+	struct listing l = { .f = f, .segs = segs };
 	int err;
 
 	if (!f->store)
@@ -495,20 +509,27 @@ static int check_unreferenced(struct nrs_fsck *f)
 /* F20 (rows), F21 (through f->store), F22-F25, over every row; F26. */
 int nrs_fsck_check_objects(struct nrs_fsck *f, const struct ns *ns)
 {
-	char path[512], key[NRS_OBJKEY_MAX], what[900], why[100];
+	char path[512], key[NRS_OBJKEY_MAX], what[900], why[100], at[48];
+	struct nrs_fsck_segs segs;
+	int err = nrs_fsck_segs_build(f, &segs);
 
-	for (size_t i = 0; i < f->nobjs; i++) {
+	if (err)
+		return err;
+	for (size_t i = 0; i < f->nobjs && !err; i++) {
 		const struct nrs_obj_row *o = &f->objs[i];
 		struct nrs_objhdr h = obj_hdr(o);
 		ssize_t s = stream_at(f, o->stream_id);
 		const char *state = nrs_meta_obj_state_name(o->state), *unneeded;
-		bool have_key = nrs_objfmt_key(key, &h) >= 0;
-		int err = 0;
+		bool have_key = (o->seg ? nrs_objfmt_adopt_key(key, o->seg)
+					: nrs_objfmt_key(key, &h)) >= 0;
 
 		if (!have_key)
 			snprintf(key, sizeof(key), "generation %" PRIu64, o->gen);
-		snprintf(what, sizeof(what), "object %s (stream %" PRIu64 " (%s)"
-			 ", bytes [%" PRIu64 ", %" PRIu64 "), %s)", key,
+		at[0] = '\0';
+		if (o->seg)
+			snprintf(at, sizeof(at), " at byte %" PRIu64, o->off);
+		snprintf(what, sizeof(what), "object %s%s (stream %" PRIu64 " (%s)"
+			 ", bytes [%" PRIu64 ", %" PRIu64 "), %s)", key, at,
 			 o->stream_id, s < 0 ? "gone" : f->streams[s].unlinked ?
 			 "unlinked" : nrs_fsck_path_of(f, ns, f->streams[s].ino,
 						       path, sizeof(path)),
@@ -528,10 +549,13 @@ int nrs_fsck_check_objects(struct nrs_fsck *f, const struct ns *ns)
 			err = check_draining(f, o, key, have_key, what);
 			break;
 		case NRS_OBJ_RETIRED:
-			err = check_retired(f, key, have_key, what);
+			err = o->seg ? nrs_fsck_check_retired_adopted(f, &segs,
+								      o, key,
+								      what)
+				     : check_retired(f, o, key, have_key, what);
 			break;
 		case NRS_OBJ_COMMITTED:
-			if (!nrs_recover_obj_is_possible(o)) {
+			if (!nrs_recover_obj_is_possible(o)) {	/* RD3 */
 				ERR(f, "F20 %s: an impossible row (gen %" PRIu64
 				    ", %" PRIu64 " bytes): no materializer wrote"
 				    " it", what, o->gen, o->length);
@@ -539,8 +563,10 @@ int nrs_fsck_check_objects(struct nrs_fsck *f, const struct ns *ns)
 			}
 			unneeded = unneeded_why(f, o, s, why, sizeof(why));
 			if (unneeded)
-				err = check_unneeded(f, key, have_key, what,
+				err = check_unneeded(f, o, key, have_key, what,
 						     unneeded);
+			else if (o->seg && (f->store || f->store_absent))
+				err = nrs_fsck_check_adopted(f, o, key, what);
 			else if (f->store || f->store_absent)
 				err = check_object(f, o, key, what);
 			break;
@@ -548,8 +574,9 @@ int nrs_fsck_check_objects(struct nrs_fsck *f, const struct ns *ns)
 			ERR(f, "F20 %s: unknown state %d", what, o->state);
 			continue;
 		}
-		if (err)
-			return err;
 	}
-	return check_unreferenced(f);
+	if (!err)
+		err = check_unreferenced(f, &segs);
+	nrs_fsck_segs_free(&segs);
+	return err;
 }

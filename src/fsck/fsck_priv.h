@@ -66,6 +66,32 @@ int nrs_fsck_check_streams(struct nrs_fsck *f, const struct ns *ns);
 int nrs_fsck_check_pending(struct nrs_fsck *f, const struct ns *ns);
 /* fsck_obj.c: F21-F26 */
 int nrs_fsck_check_objects(struct nrs_fsck *f, const struct ns *ns);
+/* fsck_adopt.c: F21, F25, F26 for adopted generations (row seg >= 1) */
+struct nrs_fsck_segs {		/* sorted segment numbers */
+	uint64_t *named;	/* of every adopted row */
+	uint64_t *live;		/* of the prepared, committed, draining */
+	uint64_t *wal;		/* of the local WAL's records */
+	size_t nnamed, nlive, nwal;
+};
+int nrs_fsck_segs_build(const struct nrs_fsck *f, struct nrs_fsck_segs *s);
+void nrs_fsck_segs_free(struct nrs_fsck_segs *s);
+/* F21 for committed adopted row o (key its file's): 0 when judged, else
+ * the error of a store that cannot be read, or -ENOMEM. */
+int nrs_fsck_check_adopted(struct nrs_fsck *f, const struct nrs_obj_row *o,
+			   const char *key, const char *what);
+/* Is adopted file key stored (*stored)?  0, or the store's error. */
+int nrs_fsck_adopted_presence(struct nrs_fsck *f, const char *key,
+			      bool *stored);
+/* F25 for retired adopted row o. */
+int nrs_fsck_check_retired_adopted(struct nrs_fsck *f,
+				   const struct nrs_fsck_segs *s,
+				   const struct nrs_obj_row *o,
+				   const char *key, const char *what);
+/* F26: true if of is an adopted file that is named, or pending (said);
+ * false if it is for the general F26 check. */
+bool nrs_fsck_adopted_file(struct nrs_fsck *f, const struct nrs_fsck_segs *s,
+			   const struct nrs_objfile *of);
+
 /* fsck_ns.c */
 void nrs_fsck_check_sequences(struct nrs_fsck *f);		/* F30 */
 void nrs_fsck_check_change_log(struct nrs_fsck *f);		/* F31 */

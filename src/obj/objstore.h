@@ -230,6 +230,9 @@ int nrs_objstore_dir_open_readonly(const char *dir, struct nrs_objstore **out);
  */
 int nrs_objstore_dir_adopt(struct nrs_objstore *s, const char *key,
 			   const char *path);
+/* The file bytes before an adopted file's object bytes: get(key, X -
+ * NRS_OBJ_ADOPT_HDR) is its byte X (the store's header, the segment's). */
+#define NRS_OBJ_ADOPT_HDR	64
 /*
  * Free the object bytes [off, off + len) of key (file bytes 64 + off on),
  * keeping its size (OD7): 0; -EBUSY while the file has another name (the

@@ -77,7 +77,10 @@
  *       split in two from writing them).  A failed zero write is ignored:
  *       it leaves zeros or nothing past the batch.  Undo (WA3) and rotation
  *       (WA1) cut the file back to the end of its last batch; close does
- *       too, and syncs it.
+ *       too.  Rotation and close sync the cut: the old segment may live on
+ *       as an adopted object (write once) after the WAL lets go of its
+ *       name, and then nothing else would ever sync its size (a clean
+ *       unmount must leave nothing unsynced: t0401).
  *
  * DURABILITY OF WHAT IS THERE
  *
@@ -245,7 +248,7 @@ int wl_rotate(struct wal_local *w)
 		return rc;
 	}
 	w->next_no = no + 1;	/* never reuse a number, even on failure */
-	cut_back(w, false);	/* the old segment's zeros; WS9 if lost */
+	cut_back(w, true);	/* WA7: the old segment's zeros, for good */
 	wl_seg_hdr_encode(hdr, no);
 	n = pwrite(fd, hdr, SEG_HDR, 0);
 	if (n != SEG_HDR) {

@@ -20,7 +20,8 @@
  * /proc/self/fd, lies in DATADIR is tracked, with its device and inode),
  * close, write, writev, pwrite/pwrite64, pwritev/pwritev64, ftruncate/
  * ftruncate64, fallocate/fallocate64, fsync, fdatasync, sync_file_range,
- * rename/renameat/renameat2, unlink/unlinkat/rmdir, mkdir/mkdirat; and
+ * rename/renameat/renameat2, link/linkat, unlink/unlinkat/rmdir,
+ * mkdir/mkdirat; and
  * raise and kill, for a process's SIGKILL of itself (Q1, below).  Every
  * call is passed through to the next definition (dlsym(RTLD_NEXT)); only a
  * successful call that touched a file in DATADIR is recorded.  Calls libc
@@ -28,7 +29,7 @@
  * tracked descriptor is recorded its device and inode are checked again
  * (fstat): a number reused behind our back is dropped, never misattributed.
  * Not interposed, because nereusfs and SQLite do not use them on the data
- * directory: truncate(2) by path, posix_fallocate, link, symlink, mmap'ed
+ * directory: truncate(2) by path, posix_fallocate, symlink, mmap'ed
  * writes, io_uring, O_DIRECT semantics.
  *
  * JOURNAL FORMAT (host byte order; the journal is read on the same machine)
@@ -39,9 +40,12 @@
  *
  *     0  u8   magic[4]  "NPF1"
  *     4  u32  type      PF_CREATE 1, PF_WRITE 2, PF_TRUNC 3, PF_FALLOC 4,
- *                       PF_SYNC 5, PF_UNLINK 6, PF_RENAME 7, PF_SFR 8
+ *                       PF_SYNC 5, PF_UNLINK 6, PF_RENAME 7, PF_SFR 8,
+ *                       PF_LINK 9 (a new name of an existing inode: the
+ *                       object store's put and adoption, link(2))
  *     8  u64  ts        CLOCK_MONOTONIC ns, read after the call returned
- *    16  u64  dev       st_dev of the file (CREATE/WRITE/TRUNC/FALLOC/SYNC)
+ *    16  u64  dev       st_dev of the file (CREATE/WRITE/TRUNC/FALLOC/SYNC/
+ *                       LINK)
  *    24  u64  ino       st_ino of the file
  *    32  u64  off       WRITE/FALLOC: file offset; TRUNC: the new size
  *    40  u64  len       WRITE: bytes of data that follow; FALLOC: length
@@ -183,6 +187,7 @@ REAL(int, fdatasync, (int))
 REAL(int, sync_file_range, (int, off_t, off_t, unsigned int))
 REAL(int, renameat2, (int, const char *, int, const char *, unsigned int))
 REAL(int, unlinkat, (int, const char *, int))
+REAL(int, linkat, (int, const char *, int, const char *, int))
 REAL(int, mkdirat, (int, const char *, mode_t))
 REAL(int, raise, (int))
 REAL(int, kill, (pid_t, int))
@@ -790,9 +795,9 @@ static void namespace_op(uint32_t type, uint32_t flags, int dirfd,
 		memcpy(both, a, la + 1);
 		memcpy(both + la + 1, b, lb);
 		emit(PF_RENAME, 0, 0, 0, 0, 0, both, la + 1 + lb, NULL, 0);
-	} else if (type == PF_CREATE && in_a) {
+	} else if ((type == PF_CREATE || type == PF_LINK) && in_a) {
 		if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			emit(PF_CREATE, flags, st.st_dev, st.st_ino, 0, 0, a,
+			emit(type, flags, st.st_dev, st.st_ino, 0, 0, a,
 			     strlen(a), NULL, 0);
 	} else if (type == PF_UNLINK && in_a) {
 		emit(PF_UNLINK, flags, 0, 0, 0, 0, a, strlen(a), NULL, 0);
@@ -834,6 +839,23 @@ int unlinkat(int dirfd, const char *path, int flags)
 		namespace_op(PF_UNLINK, 0, dirfd, path, -1, NULL);
 	leave(in);
 	return r;
+}
+
+int linkat(int olddirfd, const char *oldpath, int newdirfd,
+	   const char *newpath, int flags)
+{
+	bool in = enter();
+	int r = get_linkat()(olddirfd, oldpath, newdirfd, newpath, flags);
+
+	if (r == 0)
+		namespace_op(PF_LINK, 0, newdirfd, newpath, -1, NULL);
+	leave(in);
+	return r;
+}
+
+int link(const char *oldpath, const char *newpath)
+{
+	return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
 }
 
 int unlink(const char *path)

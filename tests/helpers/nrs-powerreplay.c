@@ -43,6 +43,12 @@
  *     applied sector by sector, each 512-byte sector of its range kept
  *     with probability 1/2 (1/4): torn writes, holes of zeros.  They are
  *     applied in journal order, interleaved with the durable ones.
+ *  PR6 Links and holes.  LINK gives an inode another name, a change of
+ *     the new name's directory (PR2); the inode keeps its contents (PR1
+ *     of that inode, whichever name wrote or synced it), and OUTDIR holds
+ *     the names of one inode as hard links of one file.  A FALLOC that
+ *     punches a hole (FALLOC_FL_PUNCH_HOLE) zeroes its range when applied,
+ *     as the real call does.
  *  PR5 Process crashes are no event of the disk.  A journal may hold the
  *     calls of several processes that ran one after another on the
  *     directory, each crash (kill -9, a crash failpoint) followed by a
@@ -299,6 +305,7 @@ static void apply_ns(size_t i)
 
 	switch (h->type) {
 	case PF_CREATE:
+	case PF_LINK:
 		set_name(&dur, p, rec_obj[i]);
 		break;
 	case PF_UNLINK:
@@ -324,6 +331,7 @@ static void sync_dir(size_t i, const char *dir)
 		char *d;
 
 		if (ns_done[j] || (recs[j]->type != PF_CREATE &&
+				   recs[j]->type != PF_LINK &&
 				   recs[j]->type != PF_UNLINK &&
 				   recs[j]->type != PF_RENAME))
 			continue;
@@ -350,6 +358,15 @@ static void pass1(size_t k)
 		case PF_CREATE:
 			p = path_copy(h);
 			o = new_obj(h->dev, h->ino, h->flags & PF_F_DIR);
+			rec_obj[i] = o;
+			set_name(&cur, p, o);
+			free(p);
+			break;
+		case PF_LINK:	/* PR6 */
+			p = path_copy(h);
+			o = find_obj(h->dev, h->ino);
+			if (o < 0)	/* linked in from outside: unknown */
+				o = new_obj(h->dev, h->ino, false);
 			rec_obj[i] = o;
 			set_name(&cur, p, o);
 			free(p);
@@ -449,8 +466,15 @@ static void apply_data(int fd, const struct pf_hdr *h, bool torn)
 			die("ftruncate");
 		break;
 	case PF_FALLOC:
-		/* only the size matters to the model; zeros read the same */
-		if ((h->flags & 1 /* FALLOC_FL_KEEP_SIZE */) == 0 &&
+		if (h->flags & FALLOC_FL_PUNCH_HOLE) {		/* PR6 */
+			if (fallocate(fd, FALLOC_FL_PUNCH_HOLE |
+				      FALLOC_FL_KEEP_SIZE, (off_t)h->off,
+				      (off_t)h->len) < 0)
+				die("fallocate");
+			break;
+		}
+		/* else only the size matters to the model; zeros read the same */
+		if ((h->flags & FALLOC_FL_KEEP_SIZE) == 0 &&
 		    fstat(fd, &st) == 0 && (uint64_t)st.st_size < h->off + h->len &&
 		    ftruncate(fd, (off_t)(h->off + h->len)) < 0)
 			die("ftruncate");
@@ -464,15 +488,27 @@ static int cmp_entry(const void *a, const void *b)
 		      ((const struct entry *)b)->path);
 }
 
-/* Pass 2: write OUTDIR (PR3, PR4). */
+/* An earlier name of the inode of dur.v[i] that pass2 wrote, or NULL. */
+static const char *made_before(size_t i, const bool *made)
+{
+	for (size_t j = 0; j < i; j++)
+		if (made[j] && dur.v[j].obj == dur.v[i].obj)
+			return dur.v[j].path;
+	return NULL;
+}
+
+/* Pass 2: write OUTDIR (PR3, PR4, PR6). */
 static void pass2(size_t k, const char *out, bool unsynced)
 {
+	bool *made = xcalloc(dur.n, sizeof(*made));
+
 	qsort(dur.v, dur.n, sizeof(*dur.v), cmp_entry);
 	for (size_t i = 0; i < dur.n; i++) {
 		const struct entry *e = &dur.v[i];
-		char path[8192];
+		char path[8192], first[8192];
 		char *par = parent_of(e->path, strlen(e->path));
 		struct entry *pe = par[0] ? lookup(&dur, par) : NULL;
+		const char *other;
 		int fd;
 
 		/* PR3: a durable name under a directory that is not */
@@ -482,8 +518,16 @@ static void pass2(size_t k, const char *out, bool unsynced)
 		}
 		free(par);
 		snprintf(path, sizeof(path), "%s/%s", out, e->path);
+		made[i] = true;
 		if (objs[e->obj].is_dir) {
 			if (mkdir(path, 0700) < 0)
+				die(path);
+			continue;
+		}
+		other = made_before(i, made);
+		if (other) {	/* PR6: one more name of a file written */
+			snprintf(first, sizeof(first), "%s/%s", out, other);
+			if (link(first, path) < 0)
 				die(path);
 			continue;
 		}
@@ -509,6 +553,7 @@ static void pass2(size_t k, const char *out, bool unsynced)
 		if (close(fd) < 0)
 			die(path);
 	}
+	free(made);
 }
 
 static void usage(void)

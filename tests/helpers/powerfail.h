@@ -19,6 +19,7 @@ enum {
 	PF_UNLINK = 6,
 	PF_RENAME = 7,
 	PF_SFR = 8,
+	PF_LINK = 9,
 };
 
 #define PF_F_DIR	1u	/* CREATE, SYNC: the file is a directory */

@@ -47,12 +47,17 @@
 #                   then checked at unmount like the daemon's)
 #   CI=true         a missing /dev/fuse fails instead of skipping (77)
 #   NRS_KEEP_TRASH=1  keep $TRASH (not when it is still mounted)
+#   NRS_MOUNT_OPTS  daemon arguments every nrs_mount adds before its own
+#                   (e.g. "-o write_once=auto": a script rerun over another
+#                   path, t0301, t0401; a script's own -o comes later, and
+#                   wins)
+#   NRS_TEST_NAME   the name the script goes by (such a rerun's own)
 # The daemon may be a sanitizer build; ASAN_OPTIONS/UBSAN_OPTIONS pass
 # through, and any sanitizer report in $LOG fails the step that caused it.
 
 : "${test_description:?set test_description before sourcing lib.sh}"
 
-this_test=$(basename "$0" .sh)
+this_test=${NRS_TEST_NAME:-$(basename "$0" .sh)}
 nrs_top=$(cd "$(dirname "$0")/../.." && pwd)
 # The scripts a test sources after this one (objlib.sh, s3.sh, the
 # suites ...) live beside it, apart from the numbered scripts.
@@ -264,9 +269,9 @@ nrs_mount () {
 		return 1
 	fi
 	nrs_is_mounted && { echo "nrs_mount: something is on $MNT"; return 1; }
-	echo "=== $this_test: mount $*" >>"$LOG"
-	# shellcheck disable=SC2086 # the wrapper is a command line
-	${NRS_DAEMON_WRAPPER:-} "$NEREUSFS" -f -o "data=$DATA" "$@" "$MNT" >>"$LOG" 2>&1 &
+	echo "=== $this_test: mount ${NRS_MOUNT_OPTS:+$NRS_MOUNT_OPTS }$*" >>"$LOG"
+	# shellcheck disable=SC2086 # the wrapper and the options are command lines
+	${NRS_DAEMON_WRAPPER:-} "$NEREUSFS" -f -o "data=$DATA" ${NRS_MOUNT_OPTS:-} "$@" "$MNT" >>"$LOG" 2>&1 &
 	NRS_PID=$!
 	echo "$NRS_PID" >"$TRASH/daemon.pid"
 	local n=0

@@ -12,7 +12,9 @@
  * upcall called with it), G1 (what is no longer needed goes to draining),
  * G2 (deleted only after the grace, the readers drained first; a grace
  * that never ends), G3 (a failed delete is retried, the row retired only
- * after it).  G5 (retired rows forgotten after an hour, looked at once a
+ * after it), G6 (an adopted record is punched out of its file, not before
+ * the WAL's own name of the file is gone), G7 (the file goes with the last
+ * row that names it).  G5 (retired rows forgotten after an hour, looked at once a
  * minute) is out of a unit test's reach.
  */
 #include "config.h"
@@ -23,6 +25,11 @@
 #include <setjmp.h>
 #include <stdlib.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bg/lifecycle.h"
 #include "bgfake.h"
@@ -406,6 +413,128 @@ static void test_lc_unneeded(void **state)
 	bg_close(&f);
 }
 
+/* ---- adopted generations (G6, G7) --------------------------------------- */
+
+#define SEG	5
+#define REC	8192		/* bytes of each record in the fake segment */
+
+/* A row of stream id for record k of segment SEG's file (file bytes 64 +
+ * k * REC on), committed at ctime_ns. */
+static uint64_t adopted(struct bgfake *f, uint64_t id, unsigned int k,
+			int64_t ctime_ns)
+{
+	static const unsigned char sha[NRS_SHA256_LEN];
+	struct nrs_obj_row o = {
+		.stream_id = id, .start = 1000 * (uint64_t)k,
+		.end = 1000 * (uint64_t)k + 1000, .length = REC, .seg = SEG,
+		.off = 64 + (uint64_t)k * REC, .ctime_ns = ctime_ns,
+	};
+
+	assert_int_equal(nrs_meta_obj_prepare(f->meta, &o), 0);
+	assert_int_equal(nrs_meta_obj_publish(f->meta, o.gen, sha), 0);
+	return o.gen;
+}
+
+/* The fake WAL segment: 64 header bytes and 4 records of REC bytes of
+ * 0xab, at path (the WAL's name), adopted by the store as w/<SEG>. */
+static void segment_file(struct bgfake *f, const char *path)
+{
+	char key[NRS_OBJKEY_MAX];
+	static unsigned char buf[64 + 4 * REC];
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+	assert_true(fd >= 0);
+	memset(buf, 0xab, sizeof(buf));
+	assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	assert_int_equal(close(fd), 0);
+	nrs_objfmt_adopt_key(key, SEG);
+	assert_int_equal(nrs_objstore_dir_adopt(f->store.real, key, path), 0);
+}
+
+/* The path of segment SEG's file in the store, into path. */
+static const char *adopted_path(struct bgfake *f, char *path, size_t size)
+{
+	char key[NRS_OBJKEY_MAX];
+
+	nrs_objfmt_adopt_key(key, SEG);
+	snprintf(path, size, "%s/objects/%s", f->dir, key);
+	return path;
+}
+
+/* Is the file's byte at (a file offset) stored, not a hole? */
+static bool stored_at(struct bgfake *f, off_t at)
+{
+	char path[4096 + 16 + NRS_OBJKEY_MAX];
+	int fd = open(adopted_path(f, path, sizeof(path)), O_RDONLY);
+	off_t data;
+
+	assert_true(fd >= 0);
+	data = lseek(fd, at, SEEK_DATA);
+	close(fd);
+	return data == at;
+}
+
+/* (head() proves nothing of an adopted file: it is looked at directly) */
+static bool adopted_file(struct bgfake *f)
+{
+	char path[4096 + 16 + NRS_OBJKEY_MAX];
+	struct stat sb;
+
+	return stat(adopted_path(f, path, sizeof(path)), &sb) == 0;
+}
+
+/* G6: adopted generations past their grace are punched out of their file
+ * only once the WAL's name of it is gone (till then they stay draining);
+ * the file stays while a row still names it.  G7: it goes with the last. */
+static void test_lc_adopted(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_lc *l;
+	char wal_name[4200];
+	uint64_t g[3];
+	int64_t old = nrs_now_real_ns() - HOUR_NS;
+	struct until u = { &f, 0, NRS_OBJ_RETIRED, 2 * REC };
+
+	(void)state;
+	bg_open(&f, "test_lifecycle", false);
+	f.svc.store = f.store.real;	/* punch is the embedded store's */
+	st = bg_stream(&f, "s", NULL);
+	bg_head(&f, st, 3000, 0);
+	snprintf(wal_name, sizeof(wal_name), "%s/seg", f.dir);
+	segment_file(&f, wal_name);
+	for (unsigned int k = 0; k < 3; k++)
+		g[k] = adopted(&f, st->id, k, old);
+	for (unsigned int k = 0; k < 2; k++)
+		assert_int_equal(nrs_meta_obj_set_state(f.meta, g[k],
+							NRS_OBJ_COMMITTED,
+							NRS_OBJ_DRAINING, old),
+				 0);
+	l = lc_start(&f, 1000);
+	assert_true(bg_wait(draining_bytes, &u));	/* a pass: -EBUSY */
+	assert_int_equal(row_state(&f, g[0]), NRS_OBJ_DRAINING);
+	assert_int_equal(row_state(&f, g[1]), NRS_OBJ_DRAINING);
+	assert_true(stored_at(&f, 64 + REC));
+	assert_int_equal(unlink(wal_name), 0);	/* walgc reclaims its name */
+	u.gen = g[1];
+	assert_true(bg_wait(in_state, &u));
+	u.gen = g[0];
+	assert_true(bg_wait(in_state, &u));
+	assert_true(adopted_file(&f));		/* g[2] names it */
+	assert_false(stored_at(&f, 4096));	/* whole blocks of g[0], g[1] */
+	assert_false(stored_at(&f, 64 + 2 * REC - 4096));
+	assert_true(stored_at(&f, 64 + 2 * REC + 4096));	/* g[2]'s */
+	assert_true(f.drains >= 1);
+	assert_int_equal(nrs_meta_obj_set_state(f.meta, g[2], NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, old), 0);
+	u.gen = g[2];
+	assert_true(bg_wait(in_state, &u));
+	nrs_lc_stop(l);
+	assert_false(adopted_file(&f));
+	assert_int_equal(atomic_load(&f.metrics.gc_deleted), 3);
+	bg_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -418,6 +547,7 @@ int main(void)
 		cmocka_unit_test(test_lc_grace_forever),
 		cmocka_unit_test(test_lc_delete_retried),
 		cmocka_unit_test(test_lc_unneeded),
+		cmocka_unit_test(test_lc_adopted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
