@@ -14,6 +14,8 @@ static const char *const nrs_schema_undo[] = {
 	"ALTER TABLE streams DROP COLUMN crc;",		/* 1 -> 2 */
 	"DROP TABLE objects;",				/* 2 -> 3 */
 	"DROP TABLE metalog;",				/* 3 -> 4 */
+	"ALTER TABLE objects DROP COLUMN off;"
+	"ALTER TABLE objects DROP COLUMN seg;",		/* 4 -> 5 */
 };
 #define NRS_SCHEMA_UNDO_N (sizeof(nrs_schema_undo) / sizeof(nrs_schema_undo[0]))
 
