@@ -161,7 +161,7 @@ static void usage(const char *prog)
 	       "                             of at most N (default 64 MiB, 0: off)\n"
 	       "    -o write_once=auto|off   auto: large WAL records become objects in\n"
 	       "                             place when the embedded store shares the\n"
-	       "                             WAL's file system (default off)\n"
+	       "                             WAL's file system (default auto)\n"
 	       "    -o checkpoint_ms=N       a checkpoint of the metadata in the object\n"
 	       "                             store every N ms (default 60000, 0: off)\n"
 	       "    -o checkpoint_bytes=N    ... and after N bytes of object WAL\n"
@@ -452,7 +452,7 @@ int main(int argc, char *argv[])
 			" '%s'\n", o.write_once);
 		goto out_args;
 	}
-	co.write_once = o.write_once && strcmp(o.write_once, "auto") == 0;
+	co.write_once = !o.write_once || strcmp(o.write_once, "auto") == 0;
 	/* The kernel checks permissions from the attributes we report. */
 	if (fuse_opt_add_arg(&args, "-odefault_permissions,fsname=nereusfs,"
 			     "subtype=nereusfs") != 0)

@@ -48,12 +48,13 @@ wal_drained () {
 	test "$(find "$DATA/wal" -name '*.seg' | wc -l)" -le 1
 }
 
-test_expect_success 'write_once takes auto or off, nothing else; off by default' '
+test_expect_success 'write_once takes auto or off, nothing else; auto by default' '
 	test_must_fail nrs_mount -o write_once=always &&
 	nrs_mount &&
-	test "$(status_obj write_once)" = off &&
-	test "$(status_obj adopting)" = false &&
+	test "$(status_obj write_once)" = auto &&
+	test "$(status_obj adopting)" = true &&
 	nrs_remount -o write_once=off &&
+	test "$(status_obj adopting)" = false &&
 	test "$(status_obj write_once)" = off &&
 	nrs_umount
 '

@@ -4,7 +4,12 @@ test_description='space of dead WAL records comes back on an idle mount: the cur
 
 # The default 64 MiB segments (so that everything written stays in the
 # current segment, which MZ5 never deletes), small objects, no compaction
-# (no draining copies), a short GC grace.
+# (no draining copies), a short GC grace.  Copying (write_once=off): the
+# rules here are the copying path's, a WAL segment that goes once every
+# record in it is an object; with write once the builder seals a segment
+# that holds a large record (mat_adopt.c MZ10) and the segment lives on as
+# an object, which t0502 and t0503 test.
+NRS_MOUNT_OPTS="-o write_once=off${NRS_MOUNT_OPTS:+ $NRS_MOUNT_OPTS}"
 OPTS="materialize_bytes=65536,materialize_age_ms=200,object_size=262144,compact_size=0,gc_grace_ms=300"
 keeps="$MNT/k/keep0 $MNT/k/keep1"
 
