@@ -13,9 +13,11 @@ MNT2=$TRASH/mnt2
 DATA2=$TRASH/data2
 LOG2=$TRASH/log2
 mkdir -p "$MNT2" "$TRASH/mnt3"
-# A's materializer would write "three" 4 s after it was appended, right
-# before the takeover: after the fence (keys_before), before keys_after
-OWNER_OPTS="owner_lease_ms=$OWNER_LEASE_MS,materialize_age_ms=4000,materialize_bytes=1048576$OBJ_OPTS"
+# A's materializer writes a stream's bytes 10 s after the first of them
+# was appended: "three", on a stream of its own right before the takeover,
+# is still A's to materialize when A finds itself fenced, a few seconds
+# later (a_refused_put_after_fence).
+OWNER_OPTS="owner_lease_ms=$OWNER_LEASE_MS,materialize_age_ms=10000,materialize_bytes=1048576$OBJ_OPTS"
 nrs_at_exit "[ -f '$TRASH/b.pid' ] && kill -9 \$(cat '$TRASH/b.pid'); fusermount3 -u -z '$MNT2' 2>/dev/null"
 
 # b_mount [-o opts]: daemon B on $MNT2; fails if it exits first.
@@ -85,6 +87,23 @@ owner_record_is_64 () {
 	return 1
 }
 
+# A's uploader, fenced, is refused by the owner's store (owner_store.c
+# OS1; core_obj.c CW2 hands the services that store).  Stream s3's bytes,
+# appended at $T3 (seconds), become due 10 s later: if A was fenced before
+# that, their PUT comes after the fence, and must be refused and logged
+# while A's upload count stays.  Judged by A's own log and counter, not by
+# where its PUT falls against a bucket listing.  Only a takeover slower
+# than 9 s (a machine under very heavy load) leaves nothing to judge.
+a_refused_put_after_fence () {
+	up=$(nrs_metric object_uploads_total) || return 1
+	if [ $(($(date +%s) - T3)) -ge 9 ]; then
+		echo "the takeover took 9 s or more: A's PUT not judged"
+		return 0
+	fi
+	nrs_wait_for 30 grep -q "upload not proven (PUT: Stale file handle" "$LOG" &&
+	test "$(nrs_metric object_uploads_total)" = "$up"
+}
+
 test_expect_success "A owns the bucket ($OWNER_MODE mode)" '
 	nrs_mount -o "$OWNER_OPTS" &&
 	printf one >>"$MNT/s" &&
@@ -104,7 +123,7 @@ test_expect_success 'a second daemon on a fresh data directory is refused' '
 '
 
 test_expect_success 'with recover it takes over; A is fenced: appends ESTALE, no PUT or DELETE' '
-	printf three >>"$MNT/s" &&
+	printf three >>"$MNT/s3" && T3=$(date +%s) &&
 	b_mount -o "$OWNER_OPTS,recover" &&
 	test "$(owner_field "$MNT2" state)" = owned &&
 	test "$(owner_field "$MNT2" epoch)" = 2 &&
@@ -116,6 +135,7 @@ test_expect_success 'with recover it takes over; A is fenced: appends ESTALE, no
 	grep -q "^nereus_owner_state 2$" "$MNT/.nereus/metrics" &&
 	grep -q "fenced" "$LOG" &&
 	! printf y 2>/dev/null >>"$MNT/s" &&
+	a_refused_put_after_fence &&
 	keys_before=$(bucket_keys) &&
 	sleep 5 &&
 	keys_after=$(bucket_keys) &&
