@@ -4,6 +4,8 @@
  * over the real embedded directory store behind a wrapper that counts the
  * calls and how many HEADs are in flight together (each HEAD waits a few
  * milliseconds, so that calls made one after another never overlap).
+ * And a sync, which looks only at the unproven objects and the open one
+ * (wal_object.c OW17), still refuses a batch cut out of the open object.
  *
  * No figure is measured: what is checked is that HEADs overlapped, that
  * every object was read once, and that the records come back in order.
@@ -118,11 +120,12 @@ static int teardown(void **state)
 	return rc;
 }
 
-static struct nrs_wal *wopen(struct fx *f)
+static struct nrs_wal *wopen_t(struct fx *f, uint64_t timeout_ms,
+			       uint64_t linger_ms)
 {
 	struct nrs_wal_object_opts o = {
 		.store = &f->store.base, .dir = f->state, .inflight_max = 4,
-		.timeout_ms = 60000, .linger_ms = 5,
+		.timeout_ms = timeout_ms, .linger_ms = linger_ms,
 	};
 	struct nrs_wal *w = NULL;
 
@@ -130,9 +133,13 @@ static struct nrs_wal *wopen(struct fx *f)
 	return w;
 }
 
-/* One append of lsn, a record of 500 bytes; a lone writer's append is an
- * object of its own (OW13). */
-static void append(struct nrs_wal *w, uint64_t lsn)
+static struct nrs_wal *wopen(struct fx *f)
+{
+	return wopen_t(f, 60000, 5);
+}
+
+/* The record of lsn, 500 bytes, into buf (of nrs_walrec_total_len(500)). */
+static size_t mkrec(uint64_t lsn, unsigned char **out)
 {
 	const uint32_t plen = 500;
 	struct nrs_walrec r = {
@@ -142,15 +149,26 @@ static void append(struct nrs_wal *w, uint64_t lsn)
 	};
 	size_t hl = nrs_walrec_hdr_len(plen), tl = nrs_walrec_total_len(plen);
 	unsigned char *buf = calloc(1, tl);
-	struct iovec iov = { buf, tl }, payload = { NULL, plen };
-	struct nrs_wal_pos pos;
+	struct iovec payload = { NULL, plen };
 
 	assert_non_null(buf);
 	payload.iov_base = buf + hl;
 	assert_int_equal(nrs_walrec_encode_hdr(&r, &payload, 1, buf, hl),
 			 (ssize_t)hl);
+	*out = buf;
+	return tl;
+}
+
+/* One append of lsn; a lone writer's append is an object of its own
+ * (OW13). */
+static void append(struct nrs_wal *w, uint64_t lsn)
+{
+	struct iovec iov;
+	struct nrs_wal_pos pos;
+
+	iov.iov_len = mkrec(lsn, (unsigned char **)&iov.iov_base);
 	assert_int_equal(nrs_wal_append(w, &iov, 1, &pos), 0);
-	free(buf);
+	free(iov.iov_base);
 }
 
 struct seen {
@@ -198,10 +216,37 @@ static void test_keys_in_flight(void **state)
 	assert_true(atomic_load(&f->store.most) >= 2);
 }
 
+/* OW17, OW4: two batches in the open object, the first cut (its sync
+ * failed): the object is left with nothing, and the second batch's sync
+ * fails too -- it waits on the open object, not only on the unproven
+ * ones -- rather than report bytes that were never sent as proven. */
+static void test_sync_after_cut(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen_t(f, 300, 60000);
+	struct nrs_wal_pos a, b, eb;
+	struct iovec iov;
+
+	iov.iov_len = mkrec(1, (unsigned char **)&iov.iov_base);
+	assert_int_equal(nrs_wal_write(w, &iov, 1, &a), 0);
+	free(iov.iov_base);
+	iov.iov_len = mkrec(2, (unsigned char **)&iov.iov_base);
+	assert_int_equal(nrs_wal_write(w, &iov, 1, &b), 0);
+	free(iov.iov_base);
+	assert_int_equal(b.seg, a.seg);
+	eb = b;
+	eb.off += iov.iov_len;
+	assert_int_equal(nrs_wal_cut(w, a, -EIO), 0);
+	assert_int_equal(nrs_wal_sync(w, eb), -ETIMEDOUT);
+	nrs_wal_close(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_keys_in_flight, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sync_after_cut, setup,
 						teardown),
 	};
 
