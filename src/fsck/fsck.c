@@ -56,7 +56,10 @@
  *   F12 version == the appends of the chain when it reaches offset 0, and
  *       >= them when earlier records were trimmed away.
  *   F13 Records past a head that continue it exactly (recovery RC3) are
- *       "pending": the next mount publishes them.  Not an error.
+ *       "pending": the next mount publishes them.  Not an error.  A
+ *       fence (a record of no bytes, recovery RC9) that continues it with
+ *       an epoch above the stream's is pending too: the next mount
+ *       publishes its epoch (head and version stay).
  *   F14 The root (inode 1) exists, is a directory, is its own parent and
  *       has no name.
  *   F15 Every dirent has a valid name (sqlite_ns.c MT6), its parent is an

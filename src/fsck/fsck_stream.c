@@ -208,16 +208,19 @@ static int check_chain(struct nrs_fsck *f, const struct nrs_stream_row *st,
 	return 0;
 }
 
-/* F13: recovery RC3 over the records in LSN order. */
+/* F13: recovery RC3 and RC9 over the records in LSN order: a fence of
+ * a new epoch that continues the head is pending too. */
 int nrs_fsck_check_pending(struct nrs_fsck *f, const struct ns *ns)
 {
 	struct nrs_stream_row *cur = calloc(f->nstreams + 1, sizeof(*cur));
 	uint64_t *nrec = calloc(f->nstreams + 1, sizeof(*nrec));
+	uint64_t *nfence = calloc(f->nstreams + 1, sizeof(*nfence));
 	char path[512];
 
-	if (!cur || !nrec) {
+	if (!cur || !nrec || !nfence) {
 		free(cur);
 		free(nrec);
+		free(nfence);
 		return -ENOMEM;
 	}
 	if (f->nstreams)
@@ -230,15 +233,21 @@ int nrs_fsck_check_pending(struct nrs_fsck *f, const struct ns *ns)
 		if (!c || c->corrupt || c->unlinked ||
 		    nrs_recover_row_damage(&f->streams[s]) ||	/* RD1 */
 		    nrs_recover_rec_damage(&ri->rec) ||		/* RD2 */
-		    ri->rec.len == 0 ||
 		    ri->rec.lsn <= c->last_lsn || ri->rec.base != c->head ||
 		    ri->rec.prev_lsn != c->last_lsn ||
 		    ri->rec.epoch < c->epoch || !ri->data_ok)
 			continue;
+		if (ri->rec.len == 0 && ri->rec.epoch == c->epoch)
+			continue;	/* RC9: a fence of no new epoch */
+		c->epoch = ri->rec.epoch;			/* RC9 */
+		nrec[s]++;
+		if (ri->rec.len == 0) {
+			nfence[s]++;	/* RC9: beside the chain */
+			continue;
+		}
 		c->head += ri->rec.len;
 		c->version += ri->rec.n_appends;
 		c->last_lsn = ri->rec.lsn;
-		nrec[s]++;
 	}
 	for (size_t s = 0; s < f->nstreams; s++) {
 		const struct nrs_stream_row *st = &f->streams[s];
@@ -247,15 +256,18 @@ int nrs_fsck_check_pending(struct nrs_fsck *f, const struct ns *ns)
 			continue;
 		nrs_fsck_say(f, NRS_FSCK_PENDING, "F13 stream %" PRIu64 " (%s):"
 			     " pending: %" PRIu64 " WAL records past the head "
-			     "continue it: the next mount publishes head %" PRIu64
-			     " -> %" PRIu64 ", version %" PRIu64 " -> %" PRIu64,
-			     st->id,
+			     "continue it (%" PRIu64 " of them fences): the next"
+			     " mount publishes head %" PRIu64 " -> %" PRIu64
+			     ", version %" PRIu64 " -> %" PRIu64 ", epoch %"
+			     PRIu64 " -> %" PRIu64, st->id,
 			     nrs_fsck_path_of(f, ns, st->ino, path, sizeof(path)),
-			     nrec[s], st->head, cur[s].head, st->version,
-			     cur[s].version);
+			     nrec[s], nfence[s], st->head, cur[s].head,
+			     st->version, cur[s].version, st->epoch,
+			     cur[s].epoch);
 	}
 	free(cur);
 	free(nrec);
+	free(nfence);
 	return 0;
 }
 

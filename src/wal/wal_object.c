@@ -121,6 +121,13 @@
  *      Such batches count as no append for OW13.  (Namespace changes are
  *      few beside appends; before the change log each cost a checkpoint
  *      PUT, so the cost profile's PUT rate is not worse than it was.)
+ *  OW17 The unproven are a list of their own.  Every object from its seal
+ *      (OW9) until its verdict (proven, or quarantined) is on w->unp as
+ *      well, in seg order: a sync waits on the first needed object there
+ *      (or on the open one, cut to nothing, OW4), and a worker takes its
+ *      job from there (OW10), so neither walks the objects held, which
+ *      with materialization behind are thousands.  An object on the list
+ *      is never freed: a reclaim keeps what is being PUT (OW7).
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
@@ -224,6 +231,32 @@ int ow_hdr_decode(const unsigned char in[OW_HDR], struct ow_hdr *out)
 	}
 	*out = h;
 	return 0;
+}
+
+void ow_unp_add(struct wal_object *w, struct ow_obj *o)
+{
+	w->unproven++;
+	o->unp_next = NULL;
+	o->unp_prev = w->unp_tail;
+	if (w->unp_tail)
+		w->unp_tail->unp_next = o;
+	else
+		w->unp = o;
+	w->unp_tail = o;
+}
+
+void ow_unp_del(struct wal_object *w, struct ow_obj *o)
+{
+	w->unproven--;
+	if (o->unp_prev)
+		o->unp_prev->unp_next = o->unp_next;
+	else
+		w->unp = o->unp_next;
+	if (o->unp_next)
+		o->unp_next->unp_prev = o->unp_prev;
+	else
+		w->unp_tail = o->unp_prev;
+	o->unp_prev = o->unp_next = NULL;
 }
 
 void ow_insert(struct wal_object *w, struct ow_obj *o)
@@ -352,7 +385,7 @@ static void seal_open(struct wal_object *w, struct ow_obj *o)
 	memcpy(h.aband, w->pend, sizeof(h.aband));
 	o->state = OW_SEALING;
 	w->open = NULL;
-	w->unproven++;
+	ow_unp_add(w, o);				/* OW17 */
 	w->t_sealed_ns = nrs_now_mono_ns();		/* OW13 */
 	w->lone = w->open_appends <= 1;
 	w->open_appends = 0;
@@ -364,7 +397,7 @@ static void seal_open(struct wal_object *w, struct ow_obj *o)
 		nrs_err("object WAL: digest of object %016" PRIx64 ": %s",
 			o->seg, strerror(-err));
 		o->state = OW_BAD;
-		w->unproven--;
+		ow_unp_del(w, o);
 		w->broken = true;
 	} else {
 		o->state = OW_PUTTING;
@@ -552,11 +585,12 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 			}
 			continue;
 		}
-		for (o = w->head; o && o->seg <= end.seg; o = o->next) {
-			if (needed(w, o)) {
+		if (w->open && w->open->seg <= end.seg && needed(w, w->open))
+			wait = w->open;		/* cut to nothing (OW4) */
+		for (o = w->unp; !wait && o && o->seg <= end.seg;
+		     o = o->unp_next) {				/* OW17 */
+			if (needed(w, o))
 				wait = o;
-				break;
-			}
 		}
 		if (!wait)
 			break;

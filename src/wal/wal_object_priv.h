@@ -111,6 +111,8 @@ struct ow_obj {
 					 * (monotonic; 0: not, or needed
 					 * again since) */
 	struct ow_obj *next;		/* in seg order */
+	struct ow_obj *unp_prev, *unp_next;	/* OW17: in w->unp while
+						 * sealed and not settled */
 };
 
 struct wal_object {
@@ -138,6 +140,7 @@ struct wal_object {
 	pthread_cond_t cond;		/* an object's state changed; work */
 	struct ow_obj *head, *tail;	/* every object held, seg order */
 	struct ow_obj *open;		/* the one being filled, or NULL */
+	struct ow_obj *unp, *unp_tail;	/* OW17: the unproven, seg order */
 	uint64_t floor;			/* OW6, OW7: objects below are gone */
 	uint64_t run;			/* this run (0: none yet, OW3) */
 	bool run_marked;		/* its marker is stored (OW11) */
@@ -179,6 +182,9 @@ int ow_state_write(const char *path, const char *dir, uint64_t floor,
 
 /* Insert o in seg order (lock held). */
 void ow_insert(struct wal_object *w, struct ow_obj *o);
+/* OW17: o is sealed (unproven++), or settled or failed (unproven--). */
+void ow_unp_add(struct wal_object *w, struct ow_obj *o);
+void ow_unp_del(struct wal_object *w, struct ow_obj *o);
 /* The object of segment seg, or NULL (lock held). */
 struct ow_obj *ow_find(struct wal_object *w, uint64_t seg);
 

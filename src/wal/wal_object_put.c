@@ -165,7 +165,7 @@ static struct ow_obj *next_job(struct wal_object *w, bool *hedge,
 	uint64_t soonest = UINT64_MAX;
 
 	*wait_ms = 0;
-	for (struct ow_obj *o = w->head; o; o = o->next) {
+	for (struct ow_obj *o = w->unp; o; o = o->unp_next) {	/* OW17 */
 		uint64_t due;
 
 		if (o->state != OW_PUTTING)
@@ -195,7 +195,7 @@ static void settle(struct wal_object *w, struct ow_obj *o, enum ow_state to)
 	struct ow_hdr h;
 
 	o->state = to;
-	w->unproven--;
+	ow_unp_del(w, o);				/* OW17 */
 	if (to == OW_PROVEN) {
 		if (ow_hdr_decode(o->buf, &h) == 0)
 			pend_recorded(w, &h);

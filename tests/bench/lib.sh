@@ -29,16 +29,18 @@ unmount() { # MOUNTPOINT PID
 # the daemon's pid as soon as it runs, so an EXIT trap can always reach it;
 # 1 if the daemon exited or the mount did not appear within 10 s (PIDVAR
 # is then set only if the daemon still runs: unmount it).  It polls every
-# 20 ms: run.sh times mounts from its return.
+# 20 ms: run.sh times mounts from its return.  (Its own variables are
+# named so that no caller's PIDVAR, "pid" in owal.sh and recover.sh, is a
+# local of it: one was, and those scripts never had the daemon's pid.)
 mount_fs() { # PIDVAR MOUNTPOINT LOG CMD...
-	local var=$1 mnt=$2 log=$3 i pid
+	local var=$1 mnt=$2 log=$3 i mfs_pid
 	shift 3
 	"$@" >"$log" 2>&1 </dev/null &
-	pid=$!
-	printf -v "$var" %s "$pid"
+	mfs_pid=$!
+	printf -v "$var" %s "$mfs_pid"
 	for i in $(seq 500); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			wait "$pid" 2>/dev/null
+		if ! kill -0 "$mfs_pid" 2>/dev/null; then
+			wait "$mfs_pid" 2>/dev/null
 			printf -v "$var" %s ""
 			return 1
 		fi

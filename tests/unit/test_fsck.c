@@ -130,6 +130,30 @@ static void test_pending(void **state)
 	assert_int_equal(f->pending, 1);
 }
 
+/* F13, recovery RC9: a fence (no bytes) of a new epoch that continues
+ * the head is pending; one of the stream's own epoch is not. */
+static void test_pending_fence(void **state)
+{
+	struct nrs_fsck *f = *state;
+	struct nrs_wal_rec_info ri = {
+		.rec = { .kind = NRS_WALREC_DATA, .lsn = 4, .stream_id = 1,
+			 .base = 300, .epoch = 2, .prev_lsn = 3 },
+		.pos = { 1, 64 + 200 * 3 }, .data_ok = true,
+	};
+
+	assert_int_equal(nrs_fsck_add_rec(f, &ri), 0);	/* epoch 2: none */
+	expect(f, 0, NULL, NULL);
+	assert_int_equal(f->pending, 0);
+	ri.rec.lsn = 5;
+	ri.rec.epoch = 3;
+	ri.pos.off += 200;
+	assert_int_equal(nrs_fsck_add_rec(f, &ri), 0);
+	expect(f, 0, "F13 stream 1 (/k/s): pending: 1 WAL records past the "
+	       "head continue it (1 of them fences)",
+	       "head 300 -> 300, version 3 -> 3, epoch 2 -> 3");
+	assert_int_equal(f->pending, 1);
+}
+
 static void test_head_moved(void **state)
 {
 	struct nrs_fsck *f = *state;
@@ -967,6 +991,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_clean),
 		T(test_pending),
+		T(test_pending_fence),
 		T(test_head_moved),
 		T(test_row_checksum),
 		T(test_row_range),
