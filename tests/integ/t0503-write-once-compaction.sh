@@ -10,9 +10,6 @@ OPTS="write_once=auto,materialize_bytes=16384,materialize_age_ms=100,object_size
 S=$MNT/s
 acks=$TRASH/acks
 
-materialized () {
-	[ "$(nrs_xattr "$S" user.nereus.materialized)" = "$(nrs_xattr "$S" user.nereus.head)" ]
-}
 adopt_lines () {
 	nrs_xattr "$S" user.nereus.index | grep " adopt:w/"
 }
@@ -23,7 +20,7 @@ settled () {
 		{ small = $2 - $1 < 2097152 }
 		small && prev_small && $1 == prev_end { pairs++ }
 		{ prev_small = small; prev_end = $2 }
-		END { exit pairs > 0 }' && materialized
+		END { exit pairs > 0 }' && nrs_materialized "$S"
 }
 gc_done () {
 	[ "$(nrs_metric gc_draining_bytes)" = 0 ]

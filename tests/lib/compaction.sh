@@ -16,9 +16,6 @@ OPTS="materialize_bytes=16384,materialize_age_ms=100,object_size=65536,compact_s
 S=$MNT/k/s
 acks=$TRASH/acks
 
-materialized () {
-	[ "$(nrs_xattr "$S" user.nereus.materialized)" = "$(nrs_xattr "$S" user.nereus.head)" ]
-}
 # index lines of objects (start end gen key), and their count
 obj_lines () {
 	nrs_xattr "$S" user.nereus.index | grep " obj:"
@@ -38,7 +35,7 @@ settled () {
 		{ small = $2 - $1 < 262144 }
 		small && prev_small && $1 == prev_end { pairs++ }
 		{ prev_small = small; prev_end = $2 }
-		END { exit pairs > 0 }' && materialized
+		END { exit pairs > 0 }' && nrs_materialized "$S"
 }
 
 test_expect_success 'appends and reads run while small objects are merged' '

@@ -469,6 +469,13 @@ nrs_xattr () {
 	getfattr --absolute-names --only-values -n "$2" -- "$1"
 }
 
+# nrs_materialized FILE: everything FILE holds is in objects
+# (user.nereus.materialized has reached user.nereus.head); for
+# nrs_wait_for.
+nrs_materialized () {
+	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
+}
+
 # I4 for each FILE: st_size == user.nereus.head.
 nrs_check_head () {
 	local f s h
