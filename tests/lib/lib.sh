@@ -511,6 +511,20 @@ nrs_verify_records () {
 	done <"$TRASH/verify.out"
 }
 
+# nrs_other_fs: make a private directory on another file system than
+# $DATA's (/dev/shm, a tmpfs on Linux), removed when the script ends, and
+# print its path; fails if it is on the same st_dev after all.
+nrs_other_fs () {
+	local d=/dev/shm/nrs-$this_test.$$
+	mkdir -m 700 "$d" || return 1
+	nrs_at_exit "rm -rf $d"
+	if [ "$(stat -c %d "$d")" = "$(stat -c %d "$DATA")" ]; then
+		echo "nrs_other_fs: $d is on the file system of $DATA" >&2
+		return 1
+	fi
+	echo "$d"
+}
+
 # ---- damage and nereusfs-fsck ----------------------------------------
 
 # fsck_expect STATUS DIR [--repair] -- PATTERN...: nereusfs-fsck exits with
