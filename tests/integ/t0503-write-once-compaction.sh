@@ -13,14 +13,10 @@ acks=$TRASH/acks
 adopt_lines () {
 	nrs_xattr "$S" user.nereus.index | grep " adopt:w/"
 }
-# CP1's fixpoint, as in compaction.sh: no two small copied objects are
-# neighbours, everything is materialized
+# CP1's fixpoint, as in compaction.sh: no two copied objects below 2 MiB
+# are neighbours, everything is materialized
 settled () {
-	nrs_xattr "$S" user.nereus.index | grep " obj:" | awk '
-		{ small = $2 - $1 < 2097152 }
-		small && prev_small && $1 == prev_end { pairs++ }
-		{ prev_small = small; prev_end = $2 }
-		END { exit pairs > 0 }' && nrs_materialized "$S"
+	nrs_settled "$S" 2097152
 }
 gc_done () {
 	[ "$(nrs_metric gc_draining_bytes)" = 0 ]

@@ -487,6 +487,17 @@ nrs_materialized () {
 	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
 }
 
+# nrs_settled FILE SMALL: compaction's fixpoint (compaction.c CP1) on
+# FILE: no two neighbouring copied objects (the index's obj: lines, not
+# adopt: ones) are both smaller than SMALL bytes, and FILE is materialized.
+nrs_settled () {
+	nrs_xattr "$1" user.nereus.index | grep " obj:" | awk -v small="$2" '
+		{ is_small = $2 - $1 < small }
+		is_small && prev_small && $1 == prev_end { pairs++ }
+		{ prev_small = is_small; prev_end = $2 }
+		END { exit pairs > 0 }' && nrs_materialized "$1"
+}
+
 # I4 for each FILE: st_size == user.nereus.head.
 nrs_check_head () {
 	local f s h
