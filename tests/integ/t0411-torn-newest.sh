@@ -32,7 +32,7 @@ seed=${NRS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d " ")}
 echo "# seed $seed (NRS_SEED)"
 
 # cut_last_record SEG N: cut N bytes off the end of the segment's records
-# (the zeros written ahead of them, wal_local.c WA7, go first).
+# (the zeros written ahead of them, wal_local_append.c WA7, go first).
 cut_last_record () {
 	python3 - "$1" "$2" <<-\EOF
 	import os, sys
