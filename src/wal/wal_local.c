@@ -114,7 +114,7 @@ static int local_sync_all(struct nrs_wal *base)
 		pthread_mutex_unlock(&w->lock);
 		if (failed)
 			continue;	/* see WA8 */
-		wl_seg_name(name, no);
+		nrs_wal_local_seg_name(name, no);
 		rc = wl_seg_fd(w, no, &fd, NULL);
 		if (rc == 0 && fdatasync(fd) < 0)
 			rc = -errno;
@@ -192,7 +192,7 @@ int nrs_wal_local_seg_path(struct nrs_wal *base, uint64_t seg, char *buf,
 
 	if (!base || base->ops != &local_ops || seg == 0)
 		return -EINVAL;
-	wl_seg_name(name, seg);
+	nrs_wal_local_seg_name(name, seg);
 	n = snprintf(buf, size, "%s/%s", w->dir, name);
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }

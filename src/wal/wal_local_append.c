@@ -194,7 +194,7 @@ int wl_rotate(struct wal_local *w)
 	ssize_t n;
 	int fd, rc;
 
-	wl_seg_name(name, no);
+	nrs_wal_local_seg_name(name, no);
 	fd = openat(w->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;

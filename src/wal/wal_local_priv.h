@@ -27,7 +27,7 @@
 #include "wal/wal.h"
 
 #define SEG_HDR		64
-#define SEG_NAME_MAX	32
+#define SEG_NAME_MAX	NRS_WAL_SEG_NAME_MAX
 /* WA7: zeros ahead only while batches are at most this small; wal_local.c
  * starts the running average there */
 #define ZERO_BATCH_MAX	(256u << 10)
@@ -74,7 +74,6 @@ struct wal_local {
 };
 
 /* wal_local_seg.c */
-void wl_seg_name(char buf[SEG_NAME_MAX], uint64_t no);
 /* Format segment no's header into h (SEG_HDR bytes). */
 void wl_seg_hdr_encode(unsigned char *h, uint64_t no);
 /* Whether h (SEG_HDR bytes) is a valid header of segment no. */
