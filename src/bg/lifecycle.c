@@ -11,7 +11,7 @@
  *  L2 The cut is the larger of the size cut and the time cut, taken at
  *     object boundaries, never in bytes still only in the WAL, then rounded
  *     down to a multiple of 4096: a stream whose start is not page aligned
- *     is read with direct I/O (core.c), and retention must not take the
+ *     is read with direct I/O (core_handle.c), and retention must not take the
  *     page cache from its readers.  The object the rounding cuts into stays
  *     until a later cut passes its end:
  *      - size: the end of the highest committed object that leaves at

@@ -132,7 +132,7 @@ int nrs_core_create(struct nrs_core *c, uint64_t parent, const char *name,
 /*
  * Open a stream or a virtual file.  O_TRUNC on a non-empty stream: -EPERM;
  * on an empty one by a caller not privileged (without CAP_FSETID), it
- * clears the set-id bits first (core.c K1).
+ * clears the set-id bits first (core_append.c K1).
  */
 int nrs_core_open(struct nrs_core *c, uint64_t ino, int flags,
 		  bool privileged, struct nrs_handle **h);
@@ -150,8 +150,8 @@ typedef void (*nrs_append_done)(void *cookie, int err, size_t len);
  * O_APPEND): at the head, wherever it is; otherwise a conditional append,
  * only if off is the head when ordered (-ESPIPE).  A caller that is not
  * privileged (has no CAP_FSETID) clears the stream's set-id bits first
- * (core.c K1).  Returns 0 when done will be called (possibly already), or
- * a negative errno and done is not called.
+ * (core_append.c K1).  Returns 0 when done will be called (possibly
+ * already), or a negative errno and done is not called.
  */
 int nrs_core_append(struct nrs_core *c, struct nrs_handle *h, const void *buf,
 		    size_t len, uint64_t off, bool at_head, bool privileged,

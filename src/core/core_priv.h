@@ -1,7 +1,8 @@
 /*
  * core_priv.h - what the files of the stream core share: core.c,
- * core_ns.c, core_xattr.c, core_virtual.c, core_adapter.c and core_obj.c,
- * all in core/ (tests/lint/layers.sh LY2 refuses it anywhere else).
+ * core_handle.c, core_append.c, core_ns.c, core_xattr.c, core_virtual.c,
+ * core_adapter.c and core_obj.c, all in core/ (tests/lint/layers.sh LY2
+ * refuses it anywhere else).
  * Recovery gets a struct nrs_recover_env (stream/recovery.h) and the
  * background services a struct nrs_services (bg/services.h, built in
  * core_obj.c) instead.
@@ -36,7 +37,7 @@ struct nrs_owner;
 struct nrs_pipeline;
 struct nrs_wal;
 
-/* The pipeline of st's profile (core.c). */
+/* The pipeline of st's profile (core_append.c). */
 struct nrs_pipeline *nrs_core_pipe_of(struct nrs_core *c,
 				      struct nrs_stream *st);
 
@@ -93,7 +94,8 @@ struct nrs_core {
 	pthread_mutex_t hlock;		/* the handle list */
 	struct nrs_handle *handles;
 	pthread_mutex_t admin;
-	struct nrs_pool ar_pool;	/* small append requests (core.c) */
+	struct nrs_pool ar_pool;	/* small append requests
+					 * (core_append.c) */
 	struct nrs_streams streams;	/* the stream table (its own lock) */
 
 	nrs_inval_fn inval;
@@ -140,15 +142,27 @@ uint64_t nrs_core_expect_take(struct nrs_handle *h, bool at_head,
 void nrs_core_expect_followed(struct nrs_handle *h, uint64_t expected,
 			      size_t len, int err);
 
-/* core.c */
+/* core_handle.c */
 /* -EIO (logged with the stream and the file) if st is corrupt, else 0. */
 int nrs_core_stream_check(struct nrs_core *c, const struct nrs_stream *st);
 void nrs_attr_to_stat(struct nrs_core *c, const struct nrs_attr *a,
 		      struct stat *out);
-/* K1: st->privs of a's stream from a's mode (c->admin held). */
-void nrs_core_privs_set(struct nrs_core *c, const struct nrs_attr *a);
 /* The stream's name went: forget it now, or at the last close. */
 void nrs_core_stream_unlinked(struct nrs_core *c, const struct nrs_attr *a);
+/* Drop a reference to h (the FUSE layer's, or an append's); the last
+ * frees it. */
+void nrs_core_handle_put(struct nrs_handle *h);
+
+/* core_append.c */
+/* Small append requests come from c->ar_pool (set up by core.c) in
+ * blocks of NRS_AR_BLOCK bytes, NRS_AR_POOL_MAX of them kept (1 MiB). */
+#define NRS_AR_BLOCK		4096u
+#define NRS_AR_POOL_MAX		256u
+/* K1: st->privs of a's stream from a's mode (c->admin held). */
+void nrs_core_privs_set(struct nrs_core *c, const struct nrs_attr *a);
+/* K1: clear the set-id bits of st's inode before an unprivileged write
+ * or O_TRUNC; 0 or the store's error (the caller then fails). */
+int nrs_core_kill_priv(struct nrs_core *c, struct nrs_stream *st);
 
 /*
  * Raise st's writer epoch through the pipeline; waits for the commit.

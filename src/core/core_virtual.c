@@ -1,10 +1,10 @@
 /*
  * core_virtual.c - the virtual files under /.nereus (DESIGN.md section 4):
  * the directory itself, metrics (Prometheus text, metrics.c) and status
- * (JSON).  Each open renders a snapshot (the handle's vbuf, core.c), so a
- * reader sees one consistent text however it reads it; the gauges are
- * gathered from the WAL, the store, the pipeline and every stream at that
- * moment.  Nothing here changes any state.
+ * (JSON).  Each open renders a snapshot (the handle's vbuf,
+ * core_handle.c), so a reader sees one consistent text however it reads
+ * it; the gauges are gathered from the WAL, the store, the pipeline and
+ * every stream at that moment.  Nothing here changes any state.
  */
 #include "config.h"
 

@@ -22,10 +22,14 @@
  * object WAL object's key (NRS_OBJKEY_MAX). */
 static void seg_file(char buf[NRS_OBJKEY_MAX], uint64_t seg, bool object)
 {
-	if (object)
+	char name[NRS_WAL_SEG_NAME_MAX];
+
+	if (object) {
 		nrs_wal_object_key(buf, seg);
-	else
-		snprintf(buf, NRS_OBJKEY_MAX, "wal/%016" PRIx64 ".seg", seg);
+		return;
+	}
+	nrs_wal_local_seg_name(name, seg);
+	snprintf(buf, NRS_OBJKEY_MAX, "wal/%s", name);
 }
 
 /* ---- F3-F6: the WAL ----------------------------------------------------- */

@@ -216,7 +216,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		nrs_core_release(core_of(req), h);	/* interrupted */
 }
 
-/* The caller may keep set-id bits when it writes (core.c K1): uid 0
+/* The caller may keep set-id bits when it writes (core_append.c K1): uid 0
  * stands for CAP_FSETID, which the request does not carry. */
 static bool privileged(fuse_req_t req)
 {

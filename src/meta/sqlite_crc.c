@@ -32,7 +32,7 @@
  *      naming the stream and this database file.  nrs_meta_stream_get
  *      then fails -EUCLEAN; nrs_meta_stream_foreach passes the row on
  *      marked corrupt (only its id is known), so that the caller can keep
- *      the other streams (core.c takes such a stream offline).
+ *      the other streams (core_handle.c takes such a stream offline).
  *
  *   (CK4, structural damage, is checked at open: sqlite_open.c.)
  */

@@ -240,8 +240,8 @@ static ssize_t read_locked(const struct nrs_reader *r, struct nrs_stream *st,
 	wal = st->profile == NRS_PROFILE_OBJECT_WAL && r->owal ? r->owal
 							       : r->wal;
 	/* The kernel may cache the page holding the head, zero-filled past
-	 * it; the next commit must invalidate it (see core.c).  Set under
-	 * the lock that the commit's head change takes. */
+	 * it; the next commit must invalidate it (see core_handle.c).  Set
+	 * under the lock that the commit's head change takes. */
 	if (off < head && size > 0 && head - off <= size)
 		st->tail_cached = true;
 	pthread_mutex_unlock(&st->lock);
@@ -252,8 +252,8 @@ static ssize_t read_locked(const struct nrs_reader *r, struct nrs_stream *st,
 	if (off < start) {
 		/* The page cache reads whole pages: a read of the page that
 		 * holds start (by a handle opened before an unaligned trim,
-		 * see core.c) gets zeros below start, never trimmed bytes
-		 * (I4).  Any other read below start is ENODATA. */
+		 * see core_handle.c) gets zeros below start, never trimmed
+		 * bytes (I4).  Any other read below start is ENODATA. */
 		if (!whole_pages || end <= start ||
 		    off != (start & ~(uint64_t)4095))
 			return -ENODATA;

@@ -85,7 +85,7 @@
  *  RC7 A stream whose metadata row fails its checksum (meta_sqlite.c CK3)
  *     has no head to start from: it takes no part in RC3-RC6 (nothing is
  *     re-published onto it, no index is built), is logged, and stays
- *     offline (core.c); the other streams recover as usual.  Its records
+ *     offline (core_handle.c); the other streams recover as usual.  Its records
  *     stay in the WAL, so nothing of it is lost that a repair of its row
  *     could bring back.
  *

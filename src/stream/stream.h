@@ -25,9 +25,9 @@ struct nrs_stream {
 	atomic_int refs;	/* the stream table, handles, requests */
 	/* Set at load, never changed: the stream's metadata row fails its
 	 * checksum (meta_sqlite.c CK3), so its head, version, start and epoch
-	 * are unknown (0 here) and it is offline (core.c). */
+	 * are unknown (0 here) and it is offline (core_handle.c). */
 	bool corrupt;
-	/* K1 (core.c): the inode's mode may hold bits that a write or
+	/* K1 (core_append.c): the inode's mode may hold bits that a write or
 	 * O_TRUNC by an unprivileged caller clears.  True until looked at
 	 * (a stream loaded at start), kept under c->admin by chmod and by
 	 * the clearing; read without a lock on the write path. */
@@ -62,7 +62,7 @@ struct nrs_stream {
 	unsigned int open_handles;
 	bool unlinked;
 	bool tail_cached;	/* a read since the last commit returned the
-				 * page holding the head (see core.c) */
+				 * page holding the head (see core_handle.c) */
 
 	/* owned by the committer thread: the ordering view */
 	uint64_t ord_head, ord_version, ord_epoch, ord_lsn;

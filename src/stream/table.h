@@ -6,7 +6,7 @@
  * follows the number of streams, never the largest id, and a walk over it
  * (nrs_streams_each) visits only the live streams.  It holds one reference
  * to every stream with a name or an open handle; the core decides when a
- * stream leaves it (core.c: a stream whose name went is forgotten at its
+ * stream leaves it (core_handle.c: a stream whose name went is forgotten at its
  * last close).  Users: the core (core/), recovery (it fills the table) and
  * the background services (bg/), each through a pointer to the one table.
  *

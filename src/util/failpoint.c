@@ -45,8 +45,9 @@
  *
  * POINTS (where, and what error: stands for)
  *
- *   wal.before_write        wal_local.c WA2, before the batch's pwritev:
- *                           the write failed having written nothing.
+ *   wal.before_write        wal_local_append.c WA2, before the batch's
+ *                           pwritev: the write failed having written
+ *                           nothing.
  *   wal.write               WA2, the batch's pwritev itself (a write
  *                           point): crash and error: act before any byte
  *                           is written, as at wal.before_write; short

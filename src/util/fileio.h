@@ -1,7 +1,7 @@
 /*
  * fileio.h - file I/O loops shared by the modules that own files (the
  * local WAL, the embedded object store, the metadata store), the one
- * free-space check they share (the reserve, wal_local.c WA5 and
+ * free-space check they share (the reserve, wal_local_append.c WA5 and
  * meta_sqlite.c MS1), and the rule for the modes of the daemon's state.
  *
  * DM1  Every state file is created 0600 and every state directory 0700,

@@ -1,7 +1,7 @@
 /*
  * pool.h - a bounded free list of blocks of one size, for buffers that
  * one thread takes and another gives back, many times a second: the
- * requests of small appends (core.c), taken by the FUSE thread that
+ * requests of small appends (core_append.c), taken by the FUSE thread that
  * received the write and given back by the pipeline's publisher after the
  * reply.  malloc serves such a block (over 1 KiB: past glibc's per-thread
  * cache) from the taking thread's arena, under that arena's lock, and the

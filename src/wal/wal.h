@@ -325,6 +325,12 @@ int nrs_wal_local_open(const char *dir, const struct nrs_wal_local_opts *o,
 int nrs_wal_local_seg_path(struct nrs_wal *w, uint64_t seg, char *buf,
 			   size_t size);
 
+/* The file name of a local WAL's segment seg, NNNNNNNNNNNNNNNN.seg (16
+ * lower-case hex digits), into buf of NRS_WAL_SEG_NAME_MAX bytes: for the
+ * WAL itself and nereusfs-fsck's messages. */
+#define NRS_WAL_SEG_NAME_MAX	32
+void nrs_wal_local_seg_name(char buf[NRS_WAL_SEG_NAME_MAX], uint64_t seg);
+
 struct nrs_objstore;
 struct nrs_metrics;
 

@@ -1,19 +1,23 @@
 /*
  * wal_local_priv.h - private to src/wal/: the local WAL's state and the
- * functions its three files share.
+ * functions its four files share.
  *
- *   wal_local.c       the provider: append path (WA0-WA7), reads, sync_all
- *                     (WA8), stats, open and close, the operations table
+ *   wal_local.c       the provider: reads, sync_all (WA8), stats, open and
+ *                     close, the operations table
+ *   wal_local_append.c  the append path: write, sync, cut, rotation
+ *                     (WA0-WA7)
  *   wal_local_seg.c   segment management: names, header, the segment
  *                     table, the directory, reclamation and sealing (WD1, WD2)
  *   wal_local_scan.c  the recovery scan (WS1-WS9)
  *
- * The formats and the LOCKING rules are in wal_local.c's top comment (the
- * directory and segment format in wal_local_seg.c's).
+ * The LOCKING rules are in wal_local.c's top comment, the append
+ * protocol in wal_local_append.c's (the directory and segment format in
+ * wal_local_seg.c's).
  */
 #ifndef NRS_WAL_LOCAL_PRIV_H
 #define NRS_WAL_LOCAL_PRIV_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,7 +27,15 @@
 #include "wal/wal.h"
 
 #define SEG_HDR		64
-#define SEG_NAME_MAX	32
+#define SEG_NAME_MAX	NRS_WAL_SEG_NAME_MAX
+/* WA7: zeros ahead only while batches are at most this small; wal_local.c
+ * starts the running average there */
+#define ZERO_BATCH_MAX	(256u << 10)
+#ifdef IOV_MAX
+#define WAL_IOV_MAX	IOV_MAX
+#else
+#define WAL_IOV_MAX	1024
+#endif
 
 struct seg {
 	uint64_t no;
@@ -62,7 +74,6 @@ struct wal_local {
 };
 
 /* wal_local_seg.c */
-void wl_seg_name(char buf[SEG_NAME_MAX], uint64_t no);
 /* Format segment no's header into h (SEG_HDR bytes). */
 void wl_seg_hdr_encode(unsigned char *h, uint64_t no);
 /* Whether h (SEG_HDR bytes) is a valid header of segment no. */
@@ -85,9 +96,16 @@ int wl_list_segments(struct wal_local *w);
 int wl_reclaim(struct nrs_wal *base, uint64_t below, uint64_t *bytes);
 int wl_seal(struct nrs_wal *base, uint64_t seg);
 
-/* wal_local.c */
+/* wal_local_append.c: the operations write, sync and cut (wal.h) */
+int wl_write(struct nrs_wal *base, const struct iovec *iov, int iovcnt,
+	     struct nrs_wal_pos *pos);
+int wl_sync(struct nrs_wal *base, struct nrs_wal_pos end);
+int wl_cut(struct nrs_wal *base, struct nrs_wal_pos pos, int why);
 /* WA1: start segment next_no and make it current (the writing thread). */
 int wl_rotate(struct wal_local *w);
+/* WA7: cut the current segment back to the end of its last batch (the
+ * writing thread, or close); synced if sync. */
+void wl_cut_back(struct wal_local *w, bool sync);
 
 /* wal_local_scan.c */
 int wl_scan(struct nrs_wal *base, nrs_wal_scan_cb cb, void *ctx);

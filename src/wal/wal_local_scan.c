@@ -349,7 +349,7 @@ static int scan_segment(struct scan *s, uint64_t no, bool last)
 	size_t avail;
 	int rc;
 
-	wl_seg_name(s->name, no);
+	nrs_wal_local_seg_name(s->name, no);
 	rc = wl_seg_fd(w, no, &s->fd, NULL);
 	if (rc < 0 || fstat(s->fd, &st) < 0) {
 		rc = rc < 0 ? rc : -errno;

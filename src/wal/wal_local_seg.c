@@ -99,7 +99,7 @@
 
 _Static_assert(sizeof(SEG_MAGIC) - 1 == 8, "segment magic is 8 bytes");
 
-void wl_seg_name(char buf[SEG_NAME_MAX], uint64_t no)
+void nrs_wal_local_seg_name(char buf[NRS_WAL_SEG_NAME_MAX], uint64_t no)
 {
 	snprintf(buf, SEG_NAME_MAX, "%016" PRIx64 ".seg", no);
 }
@@ -217,7 +217,7 @@ int wl_seg_fd(struct wal_local *w, uint64_t no, int *out, uint64_t *size)
 	if (i < 0)
 		return -ENOENT;
 	if (fd < 0) {
-		wl_seg_name(name, no);
+		nrs_wal_local_seg_name(name, no);
 		fd = openat(w->dirfd, name, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			return -errno;
@@ -285,7 +285,7 @@ int wl_reclaim(struct nrs_wal *base, uint64_t below, uint64_t *bytes)
 			break;
 		if (victim.fd >= 0)
 			close(victim.fd);
-		wl_seg_name(name, victim.no);
+		nrs_wal_local_seg_name(name, victim.no);
 		if (unlinkat(w->dirfd, name, 0) < 0 && errno != ENOENT) {
 			rc = -errno;
 			nrs_err("local WAL %s: cannot remove segment %s: %s",

@@ -131,7 +131,7 @@ test_expect_success 'mount, create the streams for the error cases' '
 
 # A short write (wal.write=short[:E], src/util/failpoint.c): half of each
 # failing batch, rounded down to 512 bytes, reaches the segment before the
-# error.  Every failed write is undone (wal_local.c WA3), so no partial
+# error.  Every failed write is undone (wal_local_append.c WA3), so no partial
 # record is ever read, published or recovered, and nereusfs-fsck finds
 # nothing to cut.
 FSCK=${NRS_FSCK:-$nrs_top/nereusfs-fsck}

@@ -9,7 +9,7 @@ streams="$MNT/f/a $MNT/f/b"
 
 # The WAL is not the only writer on a full disk: SQLite must still publish
 # the heads of records the WAL holds.  So the WAL leaves a reserve of free
-# space (-o wal_reserve; WA5 in wal_local.c), sized here for SQLite's own
+# space (-o wal_reserve; WA5 in wal_local_append.c), sized here for SQLite's own
 # WAL (up to ~4 MiB between checkpoints): the appends fail ENOSPC before
 # the metadata store runs out, and the pipeline never fails.
 RESERVE=6291456

@@ -4,7 +4,7 @@ test_description='metadata growth stops before the WAL reserve: a user filling t
 
 # src/meta/sqlite.c MS1: a new name or a growing user.* xattr fails ENOSPC while
 # less than twice wal_reserve would stay free; appends go on down to
-# wal_reserve (wal_local.c WA5); unlink, rmdir, removexattr and trim are
+# wal_reserve (wal_local_append.c WA5); unlink, rmdir, removexattr and trim are
 # never refused for space.  The data directory lives on a 32 MiB tmpfs
 # (smallfs.sh).
 . "$nrs_lib/smallfs.sh"

@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='set-id bits cleared by an unprivileged write or O_TRUNC, durably (core.c K1; pjdfstest chmod/12.t)'
+test_description='set-id bits cleared by an unprivileged write or O_TRUNC, durably (core_append.c K1; pjdfstest chmod/12.t)'
 . "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 command -v setpriv >/dev/null || nrs_error "setpriv missing (util-linux)"

@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='a small file system: the default wal_reserve scales down (wal_local.c WA5), and the mount says so in its log and /.nereus/status'
+test_description='a small file system: the default wal_reserve scales down (wal_local_append.c WA5), and the mount says so in its log and /.nereus/status'
 . "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # The data directory lives on a 32 MiB tmpfs at $SMALL (smallfs.sh):

@@ -100,8 +100,8 @@ after_last_reclaim () {
 }
 
 # The remount rotates segments often (1 MiB): a rotation cuts the zeros
-# written ahead of the old segment's records without a sync (wal_local.c
-# WA7).  It materializes at once, so
+# written ahead of the old segment's records without a sync
+# (wal_local_append.c WA7).  It materializes at once, so
 # that WAL segments are reclaimed (walgc.c MZ5) before the unmount:
 # k_mat is a power cut right after the last reclaim, when the generation
 # that let it go is durable only if its publication was synced (MZ4).

@@ -32,7 +32,7 @@ seed=${NRS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d " ")}
 echo "# seed $seed (NRS_SEED)"
 
 # cut_last_record SEG N: cut N bytes off the end of the segment's records
-# (the zeros written ahead of them, wal_local.c WA7, go first).
+# (the zeros written ahead of them, wal_local_append.c WA7, go first).
 cut_last_record () {
 	python3 - "$1" "$2" <<-\EOF
 	import os, sys
@@ -142,9 +142,6 @@ fast=materialize_bytes=65536,materialize_age_ms=200,object_size=262144
 cpu_ticks () {
 	awk '{ print $14 + $15 }' "/proc/$NRS_PID/stat"
 }
-materialized () {
-	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
-}
 
 test_expect_success 'materialization stops at the lost range, without spinning, and other streams go on' '
 	nrs_mount -o $fast &&
@@ -154,7 +151,7 @@ test_expect_success 'materialization stops at the lost range, without spinning, 
 	test $((t1 - t0)) -lt $(( $(getconf CLK_TCK) )) &&
 	head -c 300000 /dev/urandom >"$TRASH/other" &&
 	cp "$TRASH/other" "$MNT/k/other" &&
-	nrs_wait_for 20 materialized "$MNT/k/other" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/k/other" &&
 	cmp "$MNT/k/other" "$TRASH/other" &&
 	grep -q "stream 1: committed bytes from $miss_start have no copy" "$LOG" &&
 	test "$(nrs_xattr "$MNT/k/s" user.nereus.materialized)" -le "$miss_start"
@@ -162,7 +159,7 @@ test_expect_success 'materialization stops at the lost range, without spinning, 
 
 test_expect_success 'a trim past the lost range: the rest of the stream materializes' '
 	setfattr -n user.nereus.trim -v "$miss_end" "$MNT/k/s" &&
-	nrs_wait_for 20 materialized "$MNT/k/s" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/k/s" &&
 	read_range "$MNT/k/s" "$head" $((new_head - head)) "$TRASH/after.3" &&
 	cmp "$TRASH/after.3" "$TRASH/after/s" &&
 	nrs_umount

@@ -59,12 +59,8 @@ test_expect_success 'write_once takes auto or off, nothing else; auto by default
 	nrs_umount
 '
 
-# /dev/shm is a tmpfs: another st_dev than the scratch directory (t0501)
 test_expect_success 'write_once=auto with objects on another file system: copying' '
-	other=/dev/shm/nrs-t0502.$$ &&
-	mkdir -m 700 "$other" &&
-	nrs_at_exit "rm -rf $other" &&
-	test "$(stat -c %d "$other")" != "$(stat -c %d "$DATA/wal")" &&
+	other=$(nrs_other_fs) &&
 	nrs_mount -o write_once=auto -o "objects=$other" &&
 	test "$(status_obj write_once)" = auto &&
 	test "$(status_obj adopting)" = false &&

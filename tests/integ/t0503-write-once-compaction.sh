@@ -10,20 +10,13 @@ OPTS="write_once=auto,materialize_bytes=16384,materialize_age_ms=100,object_size
 S=$MNT/s
 acks=$TRASH/acks
 
-materialized () {
-	[ "$(nrs_xattr "$S" user.nereus.materialized)" = "$(nrs_xattr "$S" user.nereus.head)" ]
-}
 adopt_lines () {
 	nrs_xattr "$S" user.nereus.index | grep " adopt:w/"
 }
-# CP1's fixpoint, as in compaction.sh: no two small copied objects are
-# neighbours, everything is materialized
+# CP1's fixpoint, as in compaction.sh: no two copied objects below 2 MiB
+# are neighbours, everything is materialized
 settled () {
-	nrs_xattr "$S" user.nereus.index | grep " obj:" | awk '
-		{ small = $2 - $1 < 2097152 }
-		small && prev_small && $1 == prev_end { pairs++ }
-		{ prev_small = small; prev_end = $2 }
-		END { exit pairs > 0 }' && materialized
+	nrs_settled "$S" 2097152
 }
 gc_done () {
 	[ "$(nrs_metric gc_draining_bytes)" = 0 ]

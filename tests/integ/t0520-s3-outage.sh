@@ -105,7 +105,7 @@ test_expect_success 'remount: every acknowledged append there, from objects' '
 # ---- (b) backpressure: the WAL budget --------------------------------
 
 # Three 1 MiB segments' worth: with the store away, appends fill the WAL
-# and then fail ENOSPC (wal_local.c WA6).  The budget counts bytes, so a
+# and then fail ENOSPC (wal_local_append.c WA6).  The budget counts bytes, so a
 # write smaller than the one refused may still fit: the probe is larger
 # than any record of the appender.
 BUDGET="$FAST,wal_budget=3145728"

@@ -9,9 +9,6 @@ umax=18446744073709551615	# 2^64 - 1
 grace=18446744073709
 OPTS="$FAST,gc_grace_ms=$grace"
 
-materialized () {
-	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
-}
 xattr_is () { # FILE NAME VALUE
 	[ "$(nrs_xattr "$1" "$2")" = "$3" ]
 }
@@ -25,7 +22,7 @@ test_expect_success 'mount; a stream of several objects' '
 	mkdir "$MNT/k" &&
 	head -c 1200000 /dev/urandom >"$TRASH/blob" &&
 	dd if="$TRASH/blob" of="$MNT/k/s" bs=65536 oflag=append conv=notrunc status=none &&
-	nrs_wait_for 20 materialized "$MNT/k/s" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/k/s" &&
 	test "$(nrs_xattr "$MNT/k/s" user.nereus.index | wc -l)" -ge 4
 '
 
@@ -42,7 +39,7 @@ test_expect_success 'retention.ms 2^64 - 1 and 2^63 ns + 1 ms on the directory k
 	setfattr -n user.nereus.retention.ms -v $umax "$MNT/k" &&
 	head -c 700000 /dev/urandom >"$TRASH/blob2" &&
 	dd if="$TRASH/blob2" of="$MNT/k/t" bs=65536 oflag=append conv=notrunc status=none &&
-	nrs_wait_for 20 materialized "$MNT/k/t" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/k/t" &&
 	xattr_is "$MNT/k/t" user.nereus.retention.ms $umax &&
 	passes &&
 	setfattr -n user.nereus.retention.ms -v 9223372036855 "$MNT/k" &&
@@ -81,7 +78,7 @@ test_expect_success 'gc_grace_ms at its largest: a trimmed object is never delet
 	mkdir "$MNT/g" &&
 	head -c 800000 /dev/urandom >"$TRASH/blob3" &&
 	dd if="$TRASH/blob3" of="$MNT/g/u" bs=65536 oflag=append conv=notrunc status=none &&
-	nrs_wait_for 20 materialized "$MNT/g/u" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/g/u" &&
 	cut=$(nrs_xattr "$MNT/g/u" user.nereus.index | sed -n 2p | cut -d" " -f1) &&
 	test "$cut" -gt 0 &&
 	setfattr -n user.nereus.trim -v "$cut" "$MNT/g/u" &&

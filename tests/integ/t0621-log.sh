@@ -55,7 +55,7 @@ test_expect_success 'clean unmount: the held back lines are counted in the log' 
 	test $(($(cat "$TRASH/n") + shown)) = 20000
 '
 # A disk that refuses every append (a WAL reserve larger than any disk,
-# wal_local.c WA5): each refused batch used to log one error line.
+# wal_local_append.c WA5): each refused batch used to log one error line.
 appends () {
 	awk -v f="$MNT/full" -v n="$1" "BEGIN { for (i = 0; i < n; i++) {
 		if (i) print \"--\"

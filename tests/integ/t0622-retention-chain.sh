@@ -10,9 +10,6 @@ deep=${deep%/}
 steps () {
 	nrs_metric lifecycle_chain_steps_total
 }
-materialized () {
-	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
-}
 started_past () { # FILE N
 	[ "$(nrs_xattr "$1" user.nereus.start)" -gt "$2" ]
 }
@@ -43,7 +40,7 @@ test_expect_success 'passes with nothing changed read no inode: the count stays 
 test_expect_success 'a change on the top directory is seen below, for about one walk of the chain' '
 	head -c 1000000 /dev/urandom >"$TRASH/blob" &&
 	dd if="$TRASH/blob" of="$MNT/top/$deep/s1" bs=65536 oflag=append conv=notrunc status=none &&
-	nrs_wait_for 20 materialized "$MNT/top/$deep/s1" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/top/$deep/s1" &&
 	s0=$(steps) &&
 	setfattr -n user.nereus.retention.bytes -v 300000 "$MNT/top" &&
 	nrs_wait_for 10 started_past "$MNT/top/$deep/s1" 0 &&

@@ -21,11 +21,8 @@ file_bytes () {
 stored () {
 	echo $(($(file_bytes "$DATA/wal") + $(file_bytes "$DATA/objects")))
 }
-materialized () {
-	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
-}
 all_materialized () {
-	for f in "$@"; do materialized "$f" || return 1; done
+	for f in "$@"; do nrs_materialized "$f" || return 1; done
 }
 # The live bytes: what the streams still hold above their start.
 live () {
@@ -104,11 +101,11 @@ test_expect_success 'more appends; a stream trimmed to its head: back to the bou
 # materialize_age_ms=8000: the 5 bytes of "small" stay in the WAL for 8 s.
 test_expect_success 'retention; live bytes of another stream not yet materialized keep the segment until they are' '
 	head -c $((5 << 20)) /dev/urandom | dd of="$MNT/k/r" bs=1M iflag=fullblock oflag=append conv=notrunc status=none &&
-	nrs_wait_for 30 materialized "$MNT/k/r" &&
+	nrs_wait_for 30 nrs_materialized "$MNT/k/r" &&
 	nrs_umount &&
 	nrs_mount -o "materialize_bytes=65536,materialize_age_ms=8000,object_size=262144,compact_size=0,gc_grace_ms=300" &&
 	head -c $((3 << 20)) /dev/urandom | dd of="$MNT/k/r" bs=1M iflag=fullblock oflag=append conv=notrunc status=none &&
-	nrs_wait_for 30 materialized "$MNT/k/r" &&
+	nrs_wait_for 30 nrs_materialized "$MNT/k/r" &&
 	echo tail >>"$MNT/k/small" &&
 	setfattr -n user.nereus.retention.bytes -v 1 "$MNT/k/r" &&
 	nrs_wait_for 10 start_past "$MNT/k/r" $((7 << 20)) &&

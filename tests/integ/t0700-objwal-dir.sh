@@ -1,9 +1,5 @@
 #!/bin/sh
 test_description='the object WAL on the embedded object store: profile, ack boundary, remount, kill -9, crash points, reclaim'
-# Every mount reads the object WAL's objects not yet reclaimed, one after
-# another (README, Limits): 10 s a mount here by the end, at load; the
-# script mounts a dozen times.
-NRS_TEST_TIMEOUT=${NRS_TEST_TIMEOUT:-600}
 . "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 . "$nrs_lib/dirstore.sh"
 

@@ -16,9 +16,6 @@ OPTS="materialize_bytes=16384,materialize_age_ms=100,object_size=65536,compact_s
 S=$MNT/k/s
 acks=$TRASH/acks
 
-materialized () {
-	[ "$(nrs_xattr "$S" user.nereus.materialized)" = "$(nrs_xattr "$S" user.nereus.head)" ]
-}
 # index lines of objects (start end gen key), and their count
 obj_lines () {
 	nrs_xattr "$S" user.nereus.index | grep " obj:"
@@ -28,17 +25,13 @@ test_gc_done () {
 	[ "$(nrs_metric gc_deleted_objects_total)" -ge "$(nrs_metric compacted_objects_total)" ]
 }
 # CP1's fixpoint once the stream is idle (10 x materialize_age_ms without a
-# commit: the short runs of small objects merge too): no two small objects
-# are neighbours, everything is materialized, nothing more is to be done.
-# A small object alone between large ones is never merged (a run is two
-# objects at least), so their number is left to the timing of the
+# commit: the short runs of small objects merge too): no two objects below
+# 256 KiB are neighbours, everything is materialized, nothing more is to
+# be done.  A small object alone between large ones is never merged (a run
+# is two objects at least), so their number is left to the timing of the
 # materializer: under ASan five of them were seen.
 settled () {
-	obj_lines | awk '
-		{ small = $2 - $1 < 262144 }
-		small && prev_small && $1 == prev_end { pairs++ }
-		{ prev_small = small; prev_end = $2 }
-		END { exit pairs > 0 }' && materialized
+	nrs_settled "$S" 262144
 }
 
 test_expect_success 'appends and reads run while small objects are merged' '

@@ -30,7 +30,9 @@
 # be), kills the daemon and every process started with nrs_bg, and removes
 # $TRASH: a stuck FUSE mount would hang the next run.  A watchdog aborts a
 # script that runs longer than NRS_TEST_TIMEOUT seconds (default 300) by
-# killing the daemon, which fails every request blocked on the mount.
+# killing the daemon, which fails every request blocked on the mount; the
+# limit is read as each step starts, so a file the script sources after
+# this one may set it (objwal.sh does).
 # Anything else a script starts that must not outlive it (a server) is
 # stopped by a command it registers with nrs_at_exit: the EXIT trap runs
 # those once the daemon is gone, and so does the watchdog if the script
@@ -66,7 +68,6 @@ NEREUSFS=${NEREUSFS:-$nrs_top/nereusfs}
 NRS_HELPERS=${NRS_HELPERS:-$nrs_top/tests/helpers}
 NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT:-10}
 NRS_UMOUNT_TIMEOUT=${NRS_UMOUNT_TIMEOUT:-30}
-NRS_TEST_TIMEOUT=${NRS_TEST_TIMEOUT:-300}
 PATH=$NRS_HELPERS:$PATH
 export PATH NEREUSFS NRS_HELPERS
 # Predictable tools output.
@@ -204,12 +205,20 @@ nrs_run_at_exit () {
 # script reaches its EXIT trap) and then the script; and if the script dies
 # without running its trap (SIGKILL, SIGPIPE when piped into head), it
 # kills what the script started, detaches the mount, runs the nrs_at_exit
-# commands and removes $TRASH.
+# commands and removes $TRASH.  The limit is in $TRASH/timeout, which
+# every step writes (nrs_set_timeout).
 nrs_parent=$$
+nrs_set_timeout () {
+	echo "${NRS_TEST_TIMEOUT:-300}" >"$TRASH/timeout.new" &&
+		mv "$TRASH/timeout.new" "$TRASH/timeout"
+}
+nrs_set_timeout
 (
 	trap - EXIT HUP INT TERM PIPE
 	exec >/dev/null 2>&1 </dev/null
 	n=0
+	limit=300
+	fired=
 	while [ -d "$TRASH" ]; do
 		if ! kill -0 "$nrs_parent" 2>/dev/null; then
 			for p in $(cat "$TRASH/daemon.pid" "$TRASH/bg.pids" 2>/dev/null); do
@@ -220,8 +229,10 @@ nrs_parent=$$
 			nrs_is_mounted || rm -rf --one-file-system "$TRASH"
 			exit 0
 		fi
-		if [ $n -eq $((NRS_TEST_TIMEOUT * 2)) ]; then
-			echo "FATAL: $this_test ran over $NRS_TEST_TIMEOUT s; aborted" \
+		read -r limit <"$TRASH/timeout" || :
+		if [ -z "$fired" ] && [ $n -ge $((limit * 2)) ]; then
+			fired=1
+			echo "FATAL: $this_test ran over $limit s; aborted" \
 				>"$TRASH/timed-out"
 			p=$(cat "$TRASH/daemon.pid" 2>/dev/null)
 			nrs_is_ours "$p" && kill -9 "$p"
@@ -469,6 +480,24 @@ nrs_xattr () {
 	getfattr --absolute-names --only-values -n "$2" -- "$1"
 }
 
+# nrs_materialized FILE: everything FILE holds is in objects
+# (user.nereus.materialized has reached user.nereus.head); for
+# nrs_wait_for.
+nrs_materialized () {
+	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
+}
+
+# nrs_settled FILE SMALL: compaction's fixpoint (compaction.c CP1) on
+# FILE: no two neighbouring copied objects (the index's obj: lines, not
+# adopt: ones) are both smaller than SMALL bytes, and FILE is materialized.
+nrs_settled () {
+	nrs_xattr "$1" user.nereus.index | grep " obj:" | awk -v small="$2" '
+		{ is_small = $2 - $1 < small }
+		is_small && prev_small && $1 == prev_end { pairs++ }
+		{ prev_small = is_small; prev_end = $2 }
+		END { exit pairs > 0 }' && nrs_materialized "$1"
+}
+
 # I4 for each FILE: st_size == user.nereus.head.
 nrs_check_head () {
 	local f s h
@@ -502,6 +531,20 @@ nrs_verify_records () {
 			return 1
 		fi
 	done <"$TRASH/verify.out"
+}
+
+# nrs_other_fs: make a private directory on another file system than
+# $DATA's (/dev/shm, a tmpfs on Linux), removed when the script ends, and
+# print its path; fails if it is on the same st_dev after all.
+nrs_other_fs () {
+	local d=/dev/shm/nrs-$this_test.$$
+	mkdir -m 700 "$d" || return 1
+	nrs_at_exit "rm -rf $d"
+	if [ "$(stat -c %d "$d")" = "$(stat -c %d "$DATA")" ]; then
+		echo "nrs_other_fs: $d is on the file system of $DATA" >&2
+		return 1
+	fi
+	echo "$d"
 }
 
 # ---- damage and nereusfs-fsck ----------------------------------------
@@ -578,6 +621,7 @@ test_expect_success () {
 	nrs_desc=$1
 	nrs_body=$2
 	test_count=$((test_count + 1))
+	nrs_set_timeout
 	echo "# --- $test_count: $nrs_desc"
 	nrs_eval_body
 	nrs_rc=$?

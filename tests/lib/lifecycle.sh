@@ -18,9 +18,6 @@
 # gc_grace_ms=300 on top of FAST (no compaction, objects of 256 KiB).
 OPTS="$FAST,gc_grace_ms=300$OBJ_OPTS"
 
-materialized () {
-	[ "$(nrs_xattr "$1" user.nereus.materialized)" = "$(nrs_xattr "$1" user.nereus.head)" ]
-}
 xattr_is () { # FILE NAME VALUE
 	[ "$(nrs_xattr "$1" "$2")" = "$3" ]
 }
@@ -43,7 +40,7 @@ test_expect_success 'retention.bytes on a directory: cuts at an object boundary 
 	setfattr -n user.nereus.retention.bytes -v 1000000 "$MNT/k" &&
 	head -c 3000000 /dev/urandom >"$TRASH/blob" &&
 	dd if="$TRASH/blob" of="$MNT/k/r" bs=65536 oflag=append conv=notrunc status=none &&
-	nrs_wait_for 20 materialized "$MNT/k/r" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/k/r" &&
 	nrs_wait_for 10 started_past "$MNT/k/r" 0 &&
 	sleep 1.5 &&	# passes after the last object was published
 	start=$(nrs_xattr "$MNT/k/r" user.nereus.start) &&
@@ -76,7 +73,7 @@ test_expect_success 'retention.ms on a stream: everything older goes' '
 	head -c 800000 /dev/urandom >"$TRASH/blob.t" &&
 	tail -c 1280 "$TRASH/blob.t" >"$TRASH/tail.t" &&
 	dd if="$TRASH/blob.t" of="$MNT/m/t" bs=65536 oflag=append conv=notrunc status=none &&
-	nrs_wait_for 20 materialized "$MNT/m/t" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/m/t" &&
 	# 800000 rounded down to a page: 798720
 	nrs_wait_for 10 xattr_is "$MNT/m/t" user.nereus.start 798720 &&
 	test "$(stat -c %s "$MNT/m/t")" = 800000 &&
@@ -104,7 +101,7 @@ none_exist () {
 test_expect_success 'unlink with an open handle: reads go on until close, then GC deletes the objects' '
 	head -c 900000 /dev/urandom >"$TRASH/blob.u" &&
 	cp "$TRASH/blob.u" "$MNT/m/u" &&
-	nrs_wait_for 20 materialized "$MNT/m/u" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/m/u" &&
 	object_files_of "$MNT/m/u" >"$TRASH/files.u" &&
 	test -s "$TRASH/files.u" &&
 	exec 3<"$MNT/m/u" &&
@@ -120,7 +117,7 @@ for point in gc.before_delete gc.after_delete; do
 	test_expect_success "crash at $point: GC converges after remount" "
 		head -c 700000 /dev/urandom >\"\$TRASH/blob.$point\" &&
 		cp \"\$TRASH/blob.$point\" \"\$MNT/m/$point\" &&
-		nrs_wait_for 20 materialized \"\$MNT/m/$point\" &&
+		nrs_wait_for 20 nrs_materialized \"\$MNT/m/$point\" &&
 		object_files_of \"\$MNT/m/$point\" >\"\$TRASH/files.$point\" &&
 		nrs_umount &&
 		NRS_FAILPOINTS=$point=crash && export NRS_FAILPOINTS &&
@@ -146,7 +143,7 @@ test_expect_success 'GC keeps a draining object until its grace period is over' 
 	nrs_mount -o "$FAST,gc_grace_ms=${OBJ_G2_GRACE_MS:-4000}$OBJ_OPTS" &&
 	head -c 600000 /dev/urandom >"$TRASH/blob.g" &&
 	cp "$TRASH/blob.g" "$MNT/m/g" &&
-	nrs_wait_for 20 materialized "$MNT/m/g" &&
+	nrs_wait_for 20 nrs_materialized "$MNT/m/g" &&
 	object_files_of "$MNT/m/g" >"$TRASH/files.g" &&
 	test -s "$TRASH/files.g" &&
 	rm "$MNT/m/g" &&

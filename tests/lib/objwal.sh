@@ -20,6 +20,10 @@
 # nothing until its end: on moto (Python) with the cores kept busy that
 # takes longer than lib.sh's 10 s.
 NRS_MOUNT_TIMEOUT=${NRS_MOUNT_TIMEOUT_OWAL:-90}
+# Every mount reads the object WAL's objects not yet reclaimed, one after
+# another (README, Limits): 10 s a mount here by the end, at load; the
+# suite mounts a dozen times.  lib.sh reads the limit as each step starts.
+NRS_TEST_TIMEOUT=${NRS_TEST_TIMEOUT:-600}
 
 # Nothing materializes on its own here: reads of object-wal ranges come
 # from the WAL objects (the last tests turn materialization on).

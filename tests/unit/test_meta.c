@@ -486,7 +486,7 @@ static void test_setattr(void **state)
 	assert_int_equal(a.ctime_ns, NOW + 2);
 }
 
-/* core.c K1: NRS_SET_KILLPRIV clears S_ISUID, and S_ISGID only with
+/* core_append.c K1: NRS_SET_KILLPRIV clears S_ISUID, and S_ISGID only with
  * group-execute, from the stored mode, durably. */
 static void test_setattr_killpriv(void **state)
 {

@@ -14,7 +14,7 @@
  *
  * The second half calls nrs_recover() through its seam (recovery.h,
  * struct nrs_recover_env): a real SQLite store in a temporary directory, a
- * fake WAL (wal.h is an operations table) whose scan returns the records a
+ * fake WAL (fixture_wal.h) whose scan returns the records a
  * test lists and whose sync_all a test can fail, and a stream table of the
  * test's own.  So each rule of recovery.c is seen on its own: RC1 (unlinked
  * inodes forgotten), RC3 (every condition of a continuation, in LSN order),
@@ -40,6 +40,7 @@
 #include <sqlite3.h>
 
 #include "fixture.h"
+#include "fixture_wal.h"
 #include "core/core.h"
 #include "meta/meta.h"
 #include "obj/objfmt.h"
@@ -327,51 +328,11 @@ static void test_bad_chunk_orphan(void **state)
 
 /* ---- through the seam: nrs_recover() on a fake WAL -------------------- */
 
-#define FAKE_MAX 8
-
-struct fake_wal {
-	struct nrs_wal w;		/* first: the ops see a struct nrs_wal */
-	struct nrs_wal_rec_info v[FAKE_MAX];
-	size_t n;
-	int sync_err;			/* what sync_all returns */
-	unsigned int syncs;
-	unsigned int syncs_at_scan;	/* sync_all calls before scan ended */
-};
-
-static int fw_scan(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx)
-{
-	struct fake_wal *fw = (struct fake_wal *)w;
-
-	for (size_t i = 0; i < fw->n; i++) {
-		int err = cb(ctx, &fw->v[i]);
-
-		if (err)
-			return err;
-	}
-	fw->syncs_at_scan = fw->syncs;
-	return 0;
-}
-
-static int fw_sync_all(struct nrs_wal *w)
-{
-	struct fake_wal *fw = (struct fake_wal *)w;
-
-	fw->syncs++;
-	return fw->sync_err;
-}
-
-/* Recovery may call scan and sync_all only: the rest would crash. */
-static const struct nrs_wal_ops fw_ops = {
-	.name = "fake",
-	.scan = fw_scan,
-	.sync_all = fw_sync_all,
-};
-
 struct seam {
 	char db[4200];
 	struct nrs_meta *meta;
-	struct fake_wal fw;
-	struct fake_wal ofw;		/* the object WAL, if use_owal */
+	struct nrs_fixture_wal fw;
+	struct nrs_fixture_wal ofw;	/* the object WAL, if use_owal */
 	bool use_owal;
 	struct nrs_streams t;
 	bool t_live;
@@ -383,7 +344,7 @@ struct seam {
 static void rec_add(struct seam *s, uint64_t lsn, uint64_t id, uint64_t base,
 		    uint32_t len, uint64_t epoch, uint64_t prev, bool ok)
 {
-	assert_true(s->fw.n < FAKE_MAX);
+	assert_true(s->fw.n < NRS_FIXTURE_WAL_MAX);
 	s->fw.v[s->fw.n++] = (struct nrs_wal_rec_info){
 		.rec = {
 			.kind = NRS_WALREC_DATA, .lsn = lsn, .stream_id = id,
@@ -416,7 +377,7 @@ static struct seam *seam_open(void **state)
 				      .head = 5, .version = 1, .epoch = 3,
 				      .last_lsn = 10, .mtime_ns = 1 };
 	assert_int_equal(nrs_meta_publish(s->meta, &u, 1, true), 0);
-	s->fw.w.ops = &fw_ops;
+	nrs_fixture_wal_init(&s->fw);
 	s->epoch = 3;
 	rec_add(s, 10, s->id, 0, 5, 3, 0, true);
 	return s;
@@ -431,7 +392,7 @@ static int seam_recover(struct seam *s)
 	};
 
 	if (s->use_owal) {
-		s->ofw.w.ops = &fw_ops;
+		nrs_fixture_wal_init(&s->ofw);
 		e.owal = &s->ofw.w;
 	}
 
@@ -532,7 +493,7 @@ static void test_seam_continuation(void **state)
 static void orec_add(struct seam *s, uint64_t lsn, uint64_t base, uint32_t len,
 		     uint64_t prev)
 {
-	struct fake_wal saved = s->fw;
+	struct nrs_fixture_wal saved = s->fw;
 
 	s->fw = s->ofw;
 	rec_add(s, lsn, s->id, base, len, 3, prev, true);

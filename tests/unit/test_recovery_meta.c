@@ -1,9 +1,9 @@
 /*
  * test_recovery_meta.c - recovery.c RM1 through its seam (recovery.h,
- * struct nrs_recover_env): the META records of a fake object WAL (wal.h
- * is an operations table: scan lists the records, read returns their
- * bytes) hold changes a real SQLite store handed its sink (meta.h, THE
- * CHANGE LOG), encoded as the pipeline encodes them (metarec.h, walrec.h).
+ * struct nrs_recover_env): the META records of a fake object WAL
+ * (fixture_wal.h: scan lists the records, read returns their bytes) hold
+ * changes a real SQLite store handed its sink (meta.h, THE CHANGE LOG),
+ * encoded as the pipeline encodes them (metarec.h, walrec.h).
  * Recovery onto a copy of the store from before the changes applies them
  * in number order -- a record tried again, with a later LSN, a second
  * copy of one -- and a stream a META record made is loaded with its
@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "fixture_meta.h"
+#include "fixture_wal.h"
 #include "meta/meta.h"
 #include "stream/recovery.h"
 #include "stream/table.h"
@@ -31,63 +32,14 @@
 #include "wal/wal.h"
 #include "wal/walrec.h"
 
-#define MAXREC	8
-#define SEG	(1u << 16)
-
-struct fake_wal {
-	struct nrs_wal w;		/* first */
-	struct nrs_wal_rec_info v[MAXREC];
-	size_t n;
-	unsigned char seg[SEG];		/* segment 1's bytes */
-	size_t used;
-};
-
-static int fw_scan(struct nrs_wal *w, nrs_wal_scan_cb cb, void *ctx)
-{
-	struct fake_wal *fw = (struct fake_wal *)w;
-
-	for (size_t i = 0; i < fw->n; i++) {
-		int err = cb(ctx, &fw->v[i]);
-
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
-static int fw_sync_all(struct nrs_wal *w)
-{
-	(void)w;
-	return 0;
-}
-
-static ssize_t fw_read(struct nrs_wal *w, struct nrs_wal_pos pos, void *buf,
-		       size_t len)
-{
-	struct fake_wal *fw = (struct fake_wal *)w;
-
-	if (pos.seg != 1 || pos.off > fw->used)
-		return -ENOENT;
-	if (len > fw->used - pos.off)
-		len = fw->used - pos.off;
-	memcpy(buf, fw->seg + pos.off, len);
-	return (ssize_t)len;
-}
-
-static const struct nrs_wal_ops fw_ops = {
-	.name = "fake",
-	.scan = fw_scan,
-	.sync_all = fw_sync_all,
-	.read = fw_read,
-};
-
 struct fx {
 	struct nrs_fixture_meta mf;	/* the store the changes come from */
-	struct fake_wal ow, lw;		/* object WAL, local WAL (empty) */
+	struct nrs_fixture_wal ow, lw;	/* object WAL, local WAL (empty) */
 };
 
 /* A META record of change c at LSN lsn, appended to the fake WAL. */
-static void put_meta(struct fake_wal *fw, const struct nrs_fixture_change *c,
+static void put_meta(struct nrs_fixture_wal *fw,
+		     const struct nrs_fixture_change *c,
 		     uint64_t lsn)
 {
 	unsigned char fixed[NRS_METAREC_FIXED];
@@ -98,14 +50,15 @@ static void put_meta(struct fake_wal *fw, const struct nrs_fixture_change *c,
 
 	assert_int_equal(nrs_metarec_make(lsn, c->seq, c->len, &r, fixed), 0);
 	hl = nrs_walrec_hdr_len(r.len);
-	assert_true(fw->used + nrs_walrec_total_len(r.len) <= SEG);
+	assert_true(fw->used + nrs_walrec_total_len(r.len) <=
+		    NRS_FIXTURE_WAL_SEG);
 	iov[0] = (struct iovec){ fixed, sizeof(fixed) };
 	iov[1] = (struct iovec){ c->p, c->len };
 	assert_int_equal(nrs_walrec_encode_hdr(&r, iov, 2, at, hl),
 			 (ssize_t)hl);
 	memcpy(at + hl, fixed, sizeof(fixed));
 	memcpy(at + hl + sizeof(fixed), c->p, c->len);
-	assert_true(fw->n < MAXREC);
+	assert_true(fw->n < NRS_FIXTURE_WAL_MAX);
 	fw->v[fw->n++] = (struct nrs_wal_rec_info){
 		.rec = r, .pos = { 1, fw->used }, .data_ok = true,
 		.object = true,
@@ -132,8 +85,8 @@ static int fx_setup(void **state)
 		return -1;
 	}
 	free(buf);
-	f->ow.w.ops = &fw_ops;
-	f->lw.w.ops = &fw_ops;
+	nrs_fixture_wal_init(&f->ow);
+	nrs_fixture_wal_init(&f->lw);
 	*state = f;
 	return 0;
 }

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fixture.h"
+#include "fixture_owal.h"
 #include "obj/objfmt.h"
 #include "obj/objstore.h"
 #include "util/clock.h"
@@ -163,9 +163,8 @@ static const struct nrs_objstore_ops faulty_ops = {
 /* ---- fixture -------------------------------------------------------------- */
 
 struct fx {
-	char root[4096], objs[4200], state[4200];
-	struct nrs_objstore *real;
-	struct faulty store;
+	struct nrs_fixture_owal d;	/* d.store: the real store */
+	struct faulty store;		/* the WAL's, wrapping d.store */
 	bool gate_open;
 };
 
@@ -173,14 +172,12 @@ static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 
-	if (!f || nrs_fixture_mkdtemp(f->root, sizeof(f->root), "owal"))
+	if (!f || nrs_fixture_owal_open(&f->d, "owal")) {
+		free(f);
 		return -1;
-	snprintf(f->objs, sizeof(f->objs), "%s/objects", f->root);
-	snprintf(f->state, sizeof(f->state), "%s/owal", f->root);
-	if (nrs_objstore_dir_open(f->objs, &f->real))
-		return -1;
+	}
 	f->store.base.ops = &faulty_ops;
-	f->store.real = f->real;
+	f->store.real = f->d.store;
 	pthread_mutex_init(&f->store.stall_lock, NULL);
 	f->gate_open = true;
 	*state = f;
@@ -190,10 +187,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	int rc;
+	int rc = nrs_fixture_owal_close(&f->d);
 
-	nrs_obj_close(f->real);
-	rc = nrs_fixture_rmtree(f->root);
 	free(f);
 	return rc;
 }
@@ -213,7 +208,7 @@ static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 			     uint64_t timeout_ms)
 {
 	struct nrs_wal_object_opts o = {
-		.store = &f->store.base, .dir = f->state,
+		.store = &f->store.base, .dir = f->d.state,
 		.inflight_max = inflight, .timeout_ms = timeout_ms,
 		.cache_bytes = cache_bytes, .flush_bytes = flush_bytes,
 		.linger_ms = linger_ms, .grace_ms = grace_ms,
@@ -439,7 +434,7 @@ static void test_reclaim(void **state)
 	nrs_wal_close(w);
 	snprintf(key, sizeof(key), "owal/%06" PRIx64 "/%010" PRIx64,
 		 pos[0].seg >> 40, pos[0].seg & (((uint64_t)1 << 40) - 1));
-	assert_int_equal(nrs_obj_head(f->real, key, &m), -ENOENT);
+	assert_int_equal(nrs_obj_head(f->d.store, key, &m), -ENOENT);
 	scan(f, &s);
 	expect_lsns(&s, want, 2);
 }
@@ -451,7 +446,7 @@ static bool stored(struct fx *f, uint64_t seg)
 	struct nrs_obj_meta m;
 
 	nrs_wal_object_key(key, seg);
-	return nrs_obj_head(f->real, key, &m) == 0;
+	return nrs_obj_head(f->d.store, key, &m) == 0;
 }
 
 /* Sleep until the first object waiting out its grace may go (OWG1). */
@@ -535,7 +530,7 @@ static void test_quarantine(void **state)
 
 	assert_int_equal(nrs_objfmt_digest(junk, sizeof(junk), sha, NULL), 0);
 	/* run 1, seq 1: what the first write will use */
-	assert_int_equal(nrs_obj_put(f->real, "owal/000001/0000000001", junk,
+	assert_int_equal(nrs_obj_put(f->d.store, "owal/000001/0000000001", junk,
 				     sizeof(junk), NULL, sha), 0);
 	f->store.squat = "owal/000001/0000000001";
 	assert_int_equal(append(w, 1, &pos), -EIO);
@@ -558,7 +553,7 @@ static void test_damaged(void **state)
 	for (uint64_t i = 0; i < 3; i++)
 		assert_int_equal(append(w, i + 1, &pos), 0);
 	nrs_wal_close(w);
-	snprintf(path, sizeof(path), "%s/owal/000001/0000000002", f->objs);
+	snprintf(path, sizeof(path), "%s/owal/000001/0000000002", f->d.objs);
 	fd = open(path, O_RDWR);
 	assert_true(fd >= 0);
 	assert_int_equal(pread(fd, b, 1, 1000), 1);
@@ -585,7 +580,8 @@ static void test_gap(void **state)
 	nrs_wal_close(w);
 	/* as if seqs 2 and 3 never landed (in flight at a crash) */
 	for (int q = 2; q <= 3; q++) {
-		snprintf(path, sizeof(path), "%s/owal/000001/%010x", f->objs, q);
+		snprintf(path, sizeof(path), "%s/owal/000001/%010x",
+			 f->d.objs, q);
 		assert_int_equal(unlink(path), 0);
 	}
 	scan(f, &s);
@@ -600,7 +596,7 @@ static void test_gap_wider_window(void **state)
 {
 	struct fx *f = *state;
 	struct nrs_wal_object_opts o = {
-		.store = &f->store.base, .dir = f->state,
+		.store = &f->store.base, .dir = f->d.state,
 		.inflight_max = NRS_WAL_OBJECT_INFLIGHT_MAX + 1,
 	};
 	struct nrs_wal *w = wopen(f, 16, 5000);
@@ -613,7 +609,8 @@ static void test_gap_wider_window(void **state)
 		assert_int_equal(append(w, i + 1, &pos), 0);
 	nrs_wal_close(w);
 	for (int q = 2; q <= 11; q++) {
-		snprintf(path, sizeof(path), "%s/owal/000001/%010x", f->objs, q);
+		snprintf(path, sizeof(path), "%s/owal/000001/%010x",
+			 f->d.objs, q);
 		assert_int_equal(unlink(path), 0);
 	}
 	scan(f, &s);			/* a window of 4 */
@@ -857,7 +854,7 @@ static void put_state(struct fx *f, uint64_t run)
 	crc = nrs_crc32c(0, st, 24);
 	for (int i = 0; i < 4; i++)
 		st[24 + i] = (unsigned char)(crc >> (8 * i));
-	snprintf(path, sizeof(path), "%s/state", f->state);
+	snprintf(path, sizeof(path), "%s/state", f->d.state);
 	fd = open(path, O_WRONLY | O_TRUNC);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, st, sizeof(st)), (ssize_t)sizeof(st));
@@ -887,7 +884,8 @@ static void test_later_runs(void **state)
 	assert_int_equal(append(w, 2, &pos), 0);
 	nrs_wal_close(w);
 	assert_int_equal(pos.seg >> 40, 3);
-	assert_int_equal(nrs_obj_head(f->real, "owal/000003/0000000000", &m), 0);
+	assert_int_equal(nrs_obj_head(f->d.store, "owal/000003/0000000000",
+				      &m), 0);
 	assert_int_equal(m.length, 32);
 	put_state(f, 1);		/* as old as run 1: a checkpoint's */
 	w = wopen(f, 4, 5000);
@@ -904,7 +902,7 @@ static void test_bad_state(void **state)
 {
 	struct fx *f = *state;
 	struct nrs_wal_object_opts o = { .store = &f->store.base,
-					 .dir = f->state };
+					 .dir = f->d.state };
 	struct nrs_wal *w = wopen(f, 4, 5000);
 	struct nrs_wal_pos pos;
 	char path[8192];
@@ -912,7 +910,7 @@ static void test_bad_state(void **state)
 
 	assert_int_equal(append(w, 1, &pos), 0);
 	nrs_wal_close(w);
-	snprintf(path, sizeof(path), "%s/state", f->state);
+	snprintf(path, sizeof(path), "%s/state", f->d.state);
 	fd = open(path, O_WRONLY);
 	assert_true(fd >= 0);
 	assert_int_equal(pwrite(fd, "X", 1, 16), 1);	/* the last run */
@@ -922,7 +920,7 @@ static void test_bad_state(void **state)
 	assert_null(w);
 }
 
-/* Open a WAL on the state directory f->root/NAME, as a new data directory
+/* Open a WAL on the state directory f->d.root/NAME, as a new data directory
  * recovering the bucket would (nrs_wal_object_state_init from floor 0). */
 static struct nrs_wal *wopen_new(struct fx *f, const char *name)
 {
@@ -934,7 +932,7 @@ static struct nrs_wal *wopen_new(struct fx *f, const char *name)
 	char dir[8192];
 	struct nrs_wal *w = NULL;
 
-	snprintf(dir, sizeof(dir), "%s/%s", f->root, name);
+	snprintf(dir, sizeof(dir), "%s/%s", f->d.root, name);
 	assert_int_equal(nrs_wal_object_state_init(dir, 0), 0);
 	o.dir = dir;
 	assert_int_equal(nrs_wal_object_open(&o, &w), 0);
@@ -947,11 +945,11 @@ static void move_objs(struct fx *f, int lo, int hi, bool back)
 {
 	char in[8192], out[8192];
 
-	snprintf(out, sizeof(out), "%s/late", f->root);
+	snprintf(out, sizeof(out), "%s/late", f->d.root);
 	(void)mkdir(out, 0700);
 	for (int q = lo; q <= hi; q++) {
-		snprintf(in, sizeof(in), "%s/owal/000001/%010x", f->objs, q);
-		snprintf(out, sizeof(out), "%s/late/%d", f->root, q);
+		snprintf(in, sizeof(in), "%s/owal/000001/%010x", f->d.objs, q);
+		snprintf(out, sizeof(out), "%s/late/%d", f->d.root, q);
 		assert_int_equal(back ? rename(out, in) : rename(in, out), 0);
 	}
 }
@@ -985,7 +983,7 @@ static void takeover(struct fx *f, uint64_t n, int lo, int hi,
 	w = wopen_new(f, "owal2");
 	scan_wal(w, &s);
 	expect_lsns(&s, first, nfirst);
-	assert_int_equal(nrs_obj_head(f->real, "owal/000001/seal", &m), 0);
+	assert_int_equal(nrs_obj_head(f->d.store, "owal/000001/seal", &m), 0);
 	if (ack) {
 		assert_int_equal(append(w, n + 1, &pos), 0);
 		assert_int_equal(pos.seg >> 40, 2);
@@ -1037,7 +1035,7 @@ static void test_late_after_takeover(void **state)
 
 	takeover(f, 8, 3, 8, old, 2, true);
 	recover_finds(f, "owal3", want, 3);
-	snprintf(dir, sizeof(dir), "%s/owal2", f->root);
+	snprintf(dir, sizeof(dir), "%s/owal2", f->d.root);
 	ro.dir = dir;
 	assert_int_equal(nrs_wal_object_open(&ro, &w), 0);	/* fsck */
 	scan_wal(w, &s);
@@ -1072,20 +1070,20 @@ static void test_seal_kept(void **state)
 	takeover(f, 3, 2, 3, want, 1, false);	/* sealed at seq 1 */
 	recover_finds(f, "owal3", want, 1);	/* finds 1-3, but the seal */
 	/* its end raised to 3, under the SHA-256 of the true bytes */
-	n = nrs_obj_get(f->real, "owal/000001/seal", 0, buf, sizeof(buf));
+	n = nrs_obj_get(f->d.store, "owal/000001/seal", 0, buf, sizeof(buf));
 	assert_true(n > 40);
 	assert_int_equal(nrs_objfmt_digest(buf, (size_t)n, sha, NULL), 0);
 	buf[24] = 3;			/* a valid seal: its CRC made again */
 	crc = nrs_crc32c(0, buf, (size_t)n - 8);
 	for (int i = 0; i < 4; i++)
 		buf[n - 8 + i] = (unsigned char)(crc >> (8 * i));
-	assert_int_equal(nrs_obj_put(f->real, "owal/000001/seal", buf,
+	assert_int_equal(nrs_obj_put(f->d.store, "owal/000001/seal", buf,
 				     (size_t)n, NULL, sha), 0);
 	scan_refused(f, "owal4");
 	/* its CRC broken, under its own SHA-256 */
 	buf[n - 8] ^= 1;
 	assert_int_equal(nrs_objfmt_digest(buf, (size_t)n, sha, NULL), 0);
-	assert_int_equal(nrs_obj_put(f->real, "owal/000001/seal", buf,
+	assert_int_equal(nrs_obj_put(f->d.store, "owal/000001/seal", buf,
 				     (size_t)n, NULL, sha), 0);
 	scan_refused(f, "owal5");
 }

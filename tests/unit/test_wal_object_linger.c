@@ -29,28 +29,26 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fixture.h"
+#include "fixture_owal.h"
 #include "obj/objstore.h"
 #include "util/failpoint.h"
 #include "wal/metarec.h"
 #include "wal/wal.h"
 #include "wal/walrec.h"
 
+/* The test's directory and store (fixture_owal.h). */
 struct fx {
-	char root[4096], objs[4200], state[4200];
-	struct nrs_objstore *store;
+	struct nrs_fixture_owal d;
 };
 
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 
-	if (!f || nrs_fixture_mkdtemp(f->root, sizeof(f->root), "owlinger"))
+	if (!f || nrs_fixture_owal_open(&f->d, "owlinger")) {
+		free(f);
 		return -1;
-	snprintf(f->objs, sizeof(f->objs), "%s/objects", f->root);
-	snprintf(f->state, sizeof(f->state), "%s/owal", f->root);
-	if (nrs_objstore_dir_open(f->objs, &f->store))
-		return -1;
+	}
 	*state = f;
 	return 0;
 }
@@ -58,10 +56,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	int rc;
+	int rc = nrs_fixture_owal_close(&f->d);
 
-	nrs_obj_close(f->store);
-	rc = nrs_fixture_rmtree(f->root);
 	free(f);
 	return rc;
 }
@@ -69,7 +65,7 @@ static int teardown(void **state)
 static struct nrs_wal *wopen(struct fx *f, uint64_t linger_ms)
 {
 	struct nrs_wal_object_opts o = {
-		.store = f->store, .dir = f->state, .inflight_max = 4,
+		.store = f->d.store, .dir = f->d.state, .inflight_max = 4,
 		.timeout_ms = 60000, .linger_ms = linger_ms,
 	};
 	struct nrs_wal *w = NULL;
