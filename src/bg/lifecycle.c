@@ -64,6 +64,13 @@
  *     punch found it with no second name is deleted: once the WAL's name
  *     is gone no new record of it can be adopted, so the listing, taken
  *     after the punch, sees every row that will ever name it.
+ *  G8 A slice of a WAL object adopted for an object-wal stream (seg with
+ *     NRS_ADOPT_OWAL, mat_adopt.c MZ13) is punched (G6) only once its
+ *     object is below the object WAL's floor (wal_object_gc.c OW16): at
+ *     or above it a scan still reads the object, and would take a hole
+ *     for damage; until then the punch waits (-EBUSY) as for a segment the
+ *     WAL still names.  The object has one name, so G7 then deletes it
+ *     with the last row naming it; the WAL never does while one does.
  *  G5 A retired row is kept for an hour (what fsck can check: its object
  *     is gone), then forgotten, so the table does not grow with history.
  *  G4 Orphans -- objects uploaded and never published -- are the prepared
@@ -91,6 +98,7 @@
 #include "util/log.h"
 #include "util/sat.h"
 #include "util/waitms.h"
+#include "wal/wal.h"
 
 #define LC_TICK_MS		500
 #define RETENTION_TICKS		2	/* retention every second */
@@ -314,6 +322,17 @@ struct adopted {
 	size_t n, cap;
 };
 
+/* G8: is the WAL object of adopted seg below the object WAL's floor? */
+static bool owal_below_floor(struct nrs_lc *l, uint64_t seg)
+{
+	struct nrs_wal_stats ws;
+
+	if (!l->svc->owal)
+		return false;	/* no floor known: the bytes stay */
+	nrs_wal_stats(l->svc->owal, &ws);
+	return (seg & ~NRS_ADOPT_OWAL) < ws.floor;
+}
+
 /*
  * G6 for draining adopted row o (grace over, gate passed): punch its
  * record.  OUT_PUNCHED or OUT_GONE into *out and 0; -EBUSY: the WAL still
@@ -328,6 +347,8 @@ static int punch_adopted(struct nrs_lc *l, const struct nrs_obj_row *o,
 	nrs_objfmt_adopt_key(key, o->seg);
 	if (o->off < NRS_OBJ_ADOPT_HDR)
 		err = -EINVAL;		/* no record starts in the header */
+	else if (o->seg & NRS_ADOPT_OWAL && !owal_below_floor(l, o->seg))
+		err = -EBUSY;				/* G8 */
 	else
 		err = nrs_failpoint(NRS_FP_GC_BEFORE_DELETE);
 	if (!err)

@@ -45,6 +45,21 @@
  *      holds too, so a link made meanwhile is either seen through its row
  *      or made again after the deletion.  The WAL's own name of a segment
  *      is never removed here.
+ *  MZ13 Object-wal streams.  With write once on and the embedded store
+ *      (services.h owal_adopt: -o write_once=auto, no s3; -o objects=DIR
+ *      on another file system too, since the WAL objects already are in
+ *      the store and nothing is linked), a committed record of an
+ *      object-wal stream of at least NRS_ADOPT_MIN payload bytes is
+ *      adopted where the object WAL stored it: its row's seg is
+ *      NRS_ADOPT_OWAL | the WAL object's segment (objfmt.h; a run of
+ *      2^22 or more is copied), its off the record's byte in the store's
+ *      file (64 + NRS_WAL_OBJECT_HDR + its WAL offset), so RA1, RD3, RD5,
+ *      F21 and G6 read it as any adopted record.  Nothing is linked: a
+ *      committed record's object is stored and proven under its one key
+ *      (wal_object.c OW1).  The object WAL keeps such an object when its
+ *      floor passes it (wal_object_gc.c OW16); lifecycle.c G8 punches and
+ *      deletes it.  An orphan row of it (MZ12) goes alone: the object is
+ *      the WAL's.
  */
 #include "config.h"
 
@@ -62,6 +77,7 @@
 #include "util/log.h"
 #include "util/metrics.h"
 #include "util/sat.h"
+#include "wal/wal.h"
 #include "wal/walrec.h"
 
 #define ADOPT_SEAL_IDLE_MS	100	/* MZ10 */
@@ -71,7 +87,9 @@ bool nrs_mat_adopt_on(struct nrs_mat *m, const struct nrs_stream *st)
 {
 	bool on;
 
-	if (!m->svc->adopt || st->profile == NRS_PROFILE_OBJECT_WAL)
+	if (st->profile == NRS_PROFILE_OBJECT_WAL)
+		return m->svc->owal_adopt;			/* MZ13 */
+	if (!m->svc->adopt)
 		return false;
 	pthread_mutex_lock(&m->adopt_lock);
 	on = !m->adopt_off;
@@ -80,12 +98,15 @@ bool nrs_mat_adopt_on(struct nrs_mat *m, const struct nrs_stream *st)
 }
 
 /* MZ10: how WAL entry e is materialized; below: the first segment that
- * may still be current (walgc.c nrs_mat_reclaim_bound). */
+ * may still be current (walgc.c nrs_mat_reclaim_bound), or NRS_ADOPT_OWAL
+ * for an object-wal stream (MZ13: no WAL object is current). */
 enum nrs_plan nrs_mat_adopt_kind(const struct nrs_index_ent *e, bool on,
 				 uint64_t below)
 {
 	if (!on || e->end - e->start < NRS_ADOPT_MIN)
 		return NRS_PLAN_COPY;
+	if (below == NRS_ADOPT_OWAL && e->seg >= NRS_ADOPT_OWAL)
+		return NRS_PLAN_COPY;		/* MZ13: no bit left */
 	return e->seg < below ? NRS_PLAN_ADOPT : NRS_PLAN_WAIT;
 }
 
@@ -107,6 +128,7 @@ bool nrs_mat_adopt_seal(struct nrs_mat *m, uint64_t seg)
 int nrs_mat_adopt_build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 			uint64_t b, struct job *out)
 {
+	bool owal = st->profile == NRS_PROFILE_OBJECT_WAL;	/* MZ13 */
 	struct nrs_obj_row *v = calloc(NRS_ADOPT_MAX, sizeof(*v));
 	int64_t now = nrs_now_real_ns();
 	size_t n = 0, i;
@@ -120,7 +142,8 @@ int nrs_mat_adopt_build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 		const struct nrs_index_ent *e = &st->index.v[i];
 
 		if (e->kind != NRS_TARGET_WAL || e->end > b ||
-		    n == NRS_ADOPT_MAX) {
+		    n == NRS_ADOPT_MAX || (owal && (e->seg >= NRS_ADOPT_OWAL ||
+						   e->off > INT64_MAX))) {
 			err = -EAGAIN;
 			break;
 		}
@@ -130,6 +153,11 @@ int nrs_mat_adopt_build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
 								  e->start)),
 			.seg = e->seg, .off = e->off, .ctime_ns = now,
 		};
+		if (owal) {	/* MZ13: the WAL object's byte in its file */
+			v[n - 1].seg = NRS_ADOPT_OWAL | e->seg;
+			v[n - 1].off = NRS_OBJ_ADOPT_HDR + NRS_WAL_OBJECT_HDR +
+				       e->off;
+		}
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (!err && n == 0)
@@ -253,7 +281,8 @@ int nrs_mat_adopt_finish(struct nrs_mat *m, struct job *j)
 
 		while (e < j->nrows && j->rows[e].seg == seg)
 			e++;
-		if (link_seg(m, seg) != 0)
+		if (!(seg & NRS_ADOPT_OWAL) &&	/* MZ13: no link */
+		    link_seg(m, seg) != 0)
 			break;
 		k = e;
 	}
@@ -291,7 +320,8 @@ int nrs_mat_adopt_orphan(struct nrs_mat *m, size_t i)
 
 	nrs_objfmt_adopt_key(key, o->seg);
 	pthread_mutex_lock(&m->adopt_lock);
-	err = seg_named(m, o->seg, o->gen);
+	err = o->seg & NRS_ADOPT_OWAL ? 1 :	/* MZ13: the WAL's object */
+	      seg_named(m, o->seg, o->gen);
 	if (err == 0)
 		err = nrs_obj_del(svc->store, key);
 	else if (err == 1)

@@ -440,7 +440,8 @@ static enum nrs_plan plan_of(struct nrs_mat *m, struct nrs_stream *st,
 			     uint64_t *wait_seg)
 {
 	bool on = nrs_mat_adopt_on(m, st);
-	uint64_t below = on ? adopt_below(m) : 0;
+	uint64_t below = !on ? 0 : st->profile == NRS_PROFILE_OBJECT_WAL ?
+			 NRS_ADOPT_OWAL : adopt_below(m);	/* MZ13 */
 	enum nrs_plan p;
 
 	pthread_mutex_lock(&st->lock);

@@ -53,6 +53,7 @@
 #ifndef NRS_SERVICES_H
 #define NRS_SERVICES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct nrs_bcache;
@@ -83,6 +84,8 @@ struct nrs_services {
 			uint64_t idle_ns);
 	uint64_t (*wal_keep)(void *ctx, struct nrs_wal *w);	/* NULL ok */
 	int (*adopt)(void *ctx, uint64_t seg);			/* NULL ok */
+	bool owal_adopt;	/* write once for object-wal streams: the
+				 * embedded store (mat_adopt.c MZ13) */
 };
 
 #endif

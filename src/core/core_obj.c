@@ -38,6 +38,13 @@
  *      refuses (-ESTALE) once the mount is fenced (core_owner.c CW2), as
  *      that store refuses writes.
  *
+ *  CO4 Write once for object-wal streams (mat_adopt.c MZ13) is on with
+ *      the embedded store wherever its directory is (-o objects=DIR on
+ *      another file system too): their WAL objects already are objects of
+ *      that store, so adopting a slice of one writes nothing and links
+ *      nothing; copying it would write every byte a second time, on the
+ *      store's disk.  S3 and write_once=off copy as before.
+ *
  *  CO3 With write once on the embedded store, the local WAL numbers new
  *      segments above the highest one the store adopted (OD8, wal.h
  *      first_seg): once the WAL reclaimed all of its segments, its numbers
@@ -58,6 +65,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bg/checkpoint.h"
@@ -94,6 +102,23 @@ static bool owal_may_ack(void *ctx)
 	return !c->owner || nrs_owner_may_ack(c->owner, nrs_now_mono_ns());
 }
 
+/* OW16: does a row that is neither retired nor quarantined name a slice
+ * of WAL object seg (mat_adopt.c MZ13)?  1, 0 or -errno. */
+static int owal_named(void *ctx, uint64_t seg)
+{
+	struct nrs_core *c = ctx;
+	struct nrs_obj_row *v = NULL;
+	size_t n = 0;
+	int err = nrs_meta_obj_rows(c->meta, 0, 0, &v, &n), named = 0;
+
+	for (size_t i = 0; !err && i < n && !named; i++)
+		named = v[i].seg == (NRS_ADOPT_OWAL | seg) &&
+			v[i].state != NRS_OBJ_RETIRED &&
+			v[i].state != NRS_OBJ_QUARANTINED;
+	free(v);
+	return err ? err : named;
+}
+
 /* The object WAL of object-wal streams, on the same store (its state in
  * DATA/owal, wal_object_scan.c OW6), through the fencing store. */
 static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
@@ -113,6 +138,8 @@ static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
 		.stored = owal_stored,
 		.stored_ctx = c,
 		.progress = &c->progress,		/* RP1 */
+		.named = owal_named,			/* OW16 */
+		.named_ctx = c,
 	};
 	char path[4096];
 
@@ -350,6 +377,7 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 		/* CO2 */
 		.adopt = o->write_once && c->obj_same_fs && !o->s3_url ?
 			 svc_adopt : NULL,
+		.owal_adopt = o->write_once && !o->s3_url,	/* CO4 */
 	};
 	return nrs_mat_start(&c->svc, &mo, &c->mat) ?:
 	       nrs_lc_start(&c->svc, o->gc_grace_ms, &c->lc) ?:

@@ -20,6 +20,8 @@
  *      bytes).  But a file every row of which is retired must be gone: G7
  *      deletes it before it retires the last of them, and nothing deletes
  *      it later.  Said once per file.
+ *      A WAL object (mat_adopt.c MZ13) at or above the object WAL's
+ *      floor is still the WAL's, not G7's to delete (lifecycle.c G8).
  *  F26 (adopted) A file w/<seg> that no row names (any state): pending
  *      while the WAL still holds records of segment seg (the file is the
  *      WAL's own segment, linked by an adoption that a crash or an orphan
@@ -188,6 +190,11 @@ int nrs_fsck_adopted_presence(struct nrs_fsck *f, const char *key,
 	return n >= 0 || n == -ENOENT ? 0 : (int)n;
 }
 
+bool nrs_fsck_segs_live(const struct nrs_fsck_segs *s, uint64_t seg)
+{
+	return has_u64(s->live, s->nlive, seg);
+}
+
 int nrs_fsck_check_retired_adopted(struct nrs_fsck *f,
 				   const struct nrs_fsck_segs *s,
 				   const struct nrs_obj_row *o,
@@ -208,6 +215,12 @@ int nrs_fsck_check_retired_adopted(struct nrs_fsck *f,
 	if (!stored) {
 		nrs_fsck_say(f, NRS_FSCK_INFO, "F25 %s: its file deleted by GC",
 			     what);
+		return 0;
+	}
+	if (o->seg & NRS_ADOPT_OWAL && (!f->have_owal_floor ||
+	    (o->seg & ~NRS_ADOPT_OWAL) >= f->owal_floor)) {
+		nrs_fsck_say(f, NRS_FSCK_INFO, "F25 %s: its WAL object is still"
+			     " the object WAL's (lifecycle.c G8)", what);
 		return 0;
 	}
 	/* said once per file: by its highest generation, whichever row it is */

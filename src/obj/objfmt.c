@@ -281,6 +281,12 @@ int nrs_objfmt_key(char buf[NRS_OBJKEY_MAX], const struct nrs_objhdr *h)
 
 int nrs_objfmt_adopt_key(char buf[NRS_OBJKEY_MAX], uint64_t seg)
 {
+	if (seg & NRS_ADOPT_OWAL) {	/* MZ13: wal_object.c's ow_key */
+		seg &= ~NRS_ADOPT_OWAL;
+		return snprintf(buf, NRS_OBJKEY_MAX, "owal/%06" PRIx64
+				"/%010" PRIx64, seg >> 40,
+				seg & (((uint64_t)1 << 40) - 1));
+	}
 	return snprintf(buf, NRS_OBJKEY_MAX, "w/%016" PRIx64, seg);
 }
 

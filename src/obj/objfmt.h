@@ -56,9 +56,16 @@ int nrs_objfmt_digest(const void *buf, size_t len,
 int nrs_objfmt_key(char buf[NRS_OBJKEY_MAX], const struct nrs_objhdr *h);
 
 /* The key of WAL segment seg adopted in place by the embedded store
- * (objstore_dir_adopt.c): "w/<seg, 16 lower-case hex>".  Returns its
- * length. */
+ * (objstore_dir_adopt.c): "w/<seg, 16 lower-case hex>"; for a seg with
+ * NRS_ADOPT_OWAL set, the object WAL's own key of the WAL object
+ * seg & ~NRS_ADOPT_OWAL, "owal/<run, 6 hex>/<seq, 10 hex>" (wal_object.c,
+ * mat_adopt.c MZ13).  Returns its length. */
 int nrs_objfmt_adopt_key(char buf[NRS_OBJKEY_MAX], uint64_t seg);
+
+/* MZ13: an objects row's seg with this bit names a slice of a WAL object
+ * of the object WAL (run << 40 | seq below it), not a local WAL segment
+ * (whose numbers never reach it). */
+#define NRS_ADOPT_OWAL	(1ull << 62)
 
 /*
  * Verify a whole object in memory (what fsck and tests use): header, table

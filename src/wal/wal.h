@@ -102,6 +102,8 @@ struct nrs_wal_stats {
 	bool broken;		/* a failed append could not be undone */
 	uint64_t inflight;	/* object WAL: objects sealed, not yet proven */
 	uint64_t waiting_bytes;	/* object WAL: their bytes and the open one's */
+	uint64_t floor;		/* object WAL: objects below it are not
+				 * the WAL's (wal_object_gc.c OW7, OW16) */
 	uint64_t reclaim_due_ns;	/* object WAL: the monotonic time the first
 					 * object waiting out its GC grace may
 					 * go (wal_object_gc.c OWG1); 0: none
@@ -394,9 +396,19 @@ struct nrs_wal_object_opts {
 	bool read_only;
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
+	/* OW16: does a generation name a slice of WAL object seg (mat_adopt.c
+	 * MZ13)?  Then a reclaim moves the floor over it but does not delete
+	 * it: it is the generation's GC's then (lifecycle.c G8).  Called with
+	 * no lock of the WAL held; -errno counts as named.  NULL: none is. */
+	int (*named)(void *ctx, uint64_t seg);
+	void *named_ctx;
 	/* The scan counts each object it reads in it (RP1); NULL: none. */
 	struct nrs_wal_progress *progress;
 };
+
+/* Bytes of a WAL object's header: position (seg, off) is byte
+ * NRS_WAL_OBJECT_HDR + off of its object (wal_object.c). */
+#define NRS_WAL_OBJECT_HDR	192
 
 /* The key of the object WAL's segment seg (wal_object.c): for
  * user.nereus.index and nereusfs-fsck.  NRS_OBJKEY_MAX (objstore.h) bytes. */

@@ -131,7 +131,7 @@
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
- * the reclaim, OW7 and its grace period OWG1-OWG2, in wal_object_gc.c;
+ * the reclaim, OW7, OW16 and its grace period OWG1-OWG2, in wal_object_gc.c;
  * the seal of a past run, SL1-SL4, in wal_object_seal.c.)
  *
  * READS: from the bytes in memory -- every object is kept until proven,
@@ -176,6 +176,8 @@ static struct wal_object *wo(struct nrs_wal *w)
 {
 	return (struct wal_object *)w;
 }
+
+_Static_assert(OW_HDR == NRS_WAL_OBJECT_HDR, "wal.h names the header size");
 
 void ow_key(char key[NRS_OBJKEY_MAX], uint64_t seg)
 {
@@ -702,6 +704,7 @@ static void ow_stats(struct nrs_wal *wal, struct nrs_wal_stats *out)
 	out->inflight = w->unproven;
 	out->last_seg = w->last_seg;
 	out->broken = w->broken;
+	out->floor = w->floor;					/* OW16 */
 	out->reclaim_due_ns = ow_reclaim_due(w);		/* OWG1 */
 	pthread_mutex_unlock(&w->lock);
 }
@@ -798,6 +801,8 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->read_only = o->read_only;
 	w->stored = o->stored;
 	w->stored_ctx = o->stored_ctx;
+	w->named = o->named;
+	w->named_ctx = o->named_ctx;
 	w->damage = o->damage;
 	w->damage_ctx = o->damage_ctx;
 	w->progress = o->progress;

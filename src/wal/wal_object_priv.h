@@ -132,6 +132,8 @@ struct wal_object {
 	bool read_only;
 	void (*stored)(void *ctx, uint64_t bytes);
 	void *stored_ctx;
+	int (*named)(void *ctx, uint64_t seg);	/* OW16; may be NULL */
+	void *named_ctx;
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
 	struct nrs_wal_progress *progress;	/* RP1; may be NULL */

@@ -1,6 +1,7 @@
 /*
  * test_fsck_adopt.c - fsck's checks of adopted generations (fsck_adopt.c
- * F20, F21, F25, F26 for objects/w/), on fsckdir.h's data directory.
+ * F20, F21, F25, F26 for objects/w/; F25, F32 for a WAL object adopted
+ * for an object-wal stream), on fsckdir.h's data directory.
  *
  * Stream 1 ("/k/s"), head 300000: [0, 100000) and [100000, 200000) are two
  * WAL records of segment 1 that the embedded store adopted in place, the
@@ -274,6 +275,57 @@ static void test_adopted_orphans(void **state)
 	assert_int_equal(d->f.strays, 1);
 }
 
+/* F32, F25 for a WAL object adopted for an object-wal stream (mat_adopt.c
+ * MZ13): below the floor a live row names it, which is no leftover; once
+ * its rows are retired it is still the object WAL's at or above the floor
+ * (lifecycle.c G8), a stray below it. */
+static void test_adopted_owal(void **state)
+{
+	static const uint64_t ow = (uint64_t)1 << 40 | 2;  /* run 1, seq 2 */
+	struct objdir *d = *state;
+	const uint64_t seg = NRS_ADOPT_OWAL | ow;
+	size_t len = nrs_walrec_hdr_len(REC) + REC;
+	uint64_t off[2], g[2];
+	const char *text;
+
+	segment(d, seg, 2, off);
+	g[0] = adopted_row(d, seg, 0, off[0], len);
+	g[1] = adopted_row(d, seg, REC, off[1], len);
+	later(d);
+	load(d, true);
+	d->f.have_owal_floor = true;
+	d->f.owal_floor = ow + 1;
+	text = run(&d->f);
+	assert_int_equal(d->f.errors, 0);
+	assert_int_equal(d->f.warnings, 0);
+	assert_int_equal(d->f.objects_verified, 2);	/* F21 read them */
+	assert_null(strstr(text, "F32"));
+	assert_null(strstr(text, "F26"));
+	reopen(d);
+	assert_int_equal(nrs_meta_set_start(d->m, d->sid, 2 * REC), 0);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(nrs_meta_obj_set_state(d->m, g[k],
+				 NRS_OBJ_COMMITTED, NRS_OBJ_DRAINING, 1), 0);
+		assert_int_equal(nrs_meta_obj_set_state(d->m, g[k],
+				 NRS_OBJ_DRAINING, NRS_OBJ_RETIRED, 1), 0);
+	}
+	load(d, true);
+	d->f.have_owal_floor = true;
+	d->f.owal_floor = ow;		/* the WAL still scans it */
+	text = run(&d->f);
+	assert_int_equal(d->f.errors, 0);
+	assert_non_null(strstr(text, "its WAL object is still the object "
+			       "WAL's"));
+	reopen(d);
+	load(d, true);
+	d->f.have_owal_floor = true;
+	d->f.owal_floor = ow + 1;		/* G7 should have deleted it */
+	text = run(&d->f);
+	assert_int_equal(d->f.strays, 1);
+	assert_non_null(strstr(text, "every row naming objects/owal/000001/"
+			       "0000000002 is retired"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -284,6 +336,7 @@ int main(void)
 		T(test_adopted_impossible),
 		T(test_adopted_retired),
 		T(test_adopted_orphans),
+		T(test_adopted_owal),
 #undef T
 	};
 

@@ -14,8 +14,9 @@
  * that never ends), G3 (a failed delete is retried, the row retired only
  * after it), G6 (an adopted record is punched out of its file, not before
  * the WAL's own name of the file is gone), G7 (the file goes with the last
- * row that names it).  G5 (retired rows forgotten after an hour, looked at once a
- * minute) is out of a unit test's reach.
+ * row that names it), G8 (a WAL object's slice is punched only once the
+ * object WAL's floor is past the object).  G5 (retired rows forgotten
+ * after an hour, looked at once a minute) is out of a unit test's reach.
  */
 #include "config.h"
 
@@ -35,6 +36,7 @@
 #include "bgfake.h"
 #include "util/clock.h"
 #include "util/sat.h"
+#include "wal/wal.h"
 
 #define MS 1000000LL
 
@@ -418,6 +420,8 @@ static void test_lc_unneeded(void **state)
 #define SEG	5
 #define REC	8192		/* bytes of each record in the fake segment */
 
+static uint64_t seg_of = SEG;	/* the rows' seg (G8: a WAL object's) */
+
 /* A row of stream id for record k of segment SEG's file (file bytes 64 +
  * k * REC on), committed at ctime_ns. */
 static uint64_t adopted(struct bgfake *f, uint64_t id, unsigned int k,
@@ -426,7 +430,7 @@ static uint64_t adopted(struct bgfake *f, uint64_t id, unsigned int k,
 	static const unsigned char sha[NRS_SHA256_LEN];
 	struct nrs_obj_row o = {
 		.stream_id = id, .start = 1000 * (uint64_t)k,
-		.end = 1000 * (uint64_t)k + 1000, .length = REC, .seg = SEG,
+		.end = 1000 * (uint64_t)k + 1000, .length = REC, .seg = seg_of,
 		.off = 64 + (uint64_t)k * REC, .ctime_ns = ctime_ns,
 	};
 
@@ -456,7 +460,7 @@ static const char *adopted_path(struct bgfake *f, char *path, size_t size)
 {
 	char key[NRS_OBJKEY_MAX];
 
-	nrs_objfmt_adopt_key(key, SEG);
+	nrs_objfmt_adopt_key(key, seg_of);
 	snprintf(path, size, "%s/objects/%s", f->dir, key);
 	return path;
 }
@@ -535,6 +539,75 @@ static void test_lc_adopted(void **state)
 	bg_close(&f);
 }
 
+/* ---- slices of WAL objects (G8) ------------------------------------------ */
+
+#define OWSEG	((uint64_t)1 << 40 | 3)	/* run 1, seq 3 */
+
+static uint64_t owal_floor;	/* what the fake object WAL's stats say */
+
+static void owal_stats(struct nrs_wal *w, struct nrs_wal_stats *out)
+{
+	(void)w;
+	memset(out, 0, sizeof(*out));
+	out->floor = owal_floor;
+}
+
+/* G8, G6, G7: slices of a WAL object are punched only once the object WAL's
+ * floor is past it; the object goes with the last row naming it. */
+static void test_lc_adopted_owal(void **state)
+{
+	static const struct nrs_wal_ops ops = { .stats = owal_stats };
+	static unsigned char buf[64 + 4 * REC];
+	struct nrs_wal owal = { .ops = &ops };
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_lc *l;
+	char path[4096 + 16 + NRS_OBJKEY_MAX], cmd[8400];
+	uint64_t g[2];
+	int64_t old = nrs_now_real_ns() - HOUR_NS;
+	struct until u = { &f, 0, NRS_OBJ_RETIRED, REC };
+	int fd;
+
+	(void)state;
+	bg_open(&f, "test_lifecycle", false);
+	f.svc.store = f.store.real;
+	f.svc.owal = &owal;
+	owal_floor = OWSEG;		/* the WAL still scans it */
+	seg_of = NRS_ADOPT_OWAL | OWSEG;
+	st = bg_stream(&f, "s", NULL);
+	bg_head(&f, st, 2000, 0);
+	adopted_path(&f, path, sizeof(path));
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+	assert_int_equal(system(cmd), 0);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	memset(buf, 0xab, sizeof(buf));
+	assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	assert_int_equal(close(fd), 0);
+	for (unsigned int k = 0; k < 2; k++)
+		g[k] = adopted(&f, st->id, k, old);
+	assert_int_equal(nrs_meta_obj_set_state(f.meta, g[0], NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, old), 0);
+	l = lc_start(&f, 1000);
+	assert_true(bg_wait(draining_bytes, &u));	/* a pass: -EBUSY */
+	assert_int_equal(row_state(&f, g[0]), NRS_OBJ_DRAINING);
+	assert_true(stored_at(&f, 4096));
+	owal_floor = OWSEG + 1;		/* the object WAL let go of it */
+	u.gen = g[0];
+	assert_true(bg_wait(in_state, &u));
+	assert_true(adopted_file(&f));		/* g[1] names it */
+	assert_false(stored_at(&f, 4096));	/* g[0]'s bytes punched */
+	assert_true(stored_at(&f, 64 + REC + 4096));
+	assert_int_equal(nrs_meta_obj_set_state(f.meta, g[1], NRS_OBJ_COMMITTED,
+						NRS_OBJ_DRAINING, old), 0);
+	u.gen = g[1];
+	assert_true(bg_wait(in_state, &u));
+	nrs_lc_stop(l);
+	assert_false(adopted_file(&f));		/* G7: one name, gone */
+	seg_of = SEG;
+	bg_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -548,6 +621,7 @@ int main(void)
 		cmocka_unit_test(test_lc_delete_retried),
 		cmocka_unit_test(test_lc_unneeded),
 		cmocka_unit_test(test_lc_adopted),
+		cmocka_unit_test(test_lc_adopted_owal),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,11 @@
  * the reader, the file is the segment itself; a refused link copies the
  * records instead, in the same job, and for EXDEV turns adoption off.  MZ12: an orphan
  * adopted row goes, its file only when no other row names its segment, and
- * the WAL's own name of the segment stays.
+ * the WAL's own name of the segment stays.  MZ13: an object-wal stream's
+ * big record (the fake's local WAL standing in for the object WAL) is
+ * adopted without a link, its row naming the WAL object's key and the
+ * record's byte in the store's file, read back from there; its orphan goes
+ * alone, the WAL object stays.
  */
 #include "config.h"
 
@@ -170,7 +174,8 @@ static void test_adopt_choice(void **state)
 	bg_close(&f);
 }
 
-/* MZ10: an object-wal stream's big record is copied, never adopted. */
+/* MZ10, CO4: without owal_adopt an object-wal stream's big record is
+ * copied. */
 static void test_adopt_not_objwal(void **state)
 {
 	struct bgfake f;
@@ -274,6 +279,13 @@ static bool orphans_gone(void *ctx)
 	return atomic_load(&f->metrics.obj_orphans_removed) >= 2;
 }
 
+static bool orphan_gone(void *ctx)
+{
+	struct bgfake *f = ctx;
+
+	return atomic_load(&f->metrics.obj_orphans_removed) >= 1;
+}
+
 /* MZ12: two orphans: the one whose segment a committed row names goes
  * alone; the other takes the store's name of its segment with it; the
  * WAL's names of both stay. */
@@ -322,6 +334,89 @@ static void test_adopt_orphans(void **state)
 	bg_close(&f);
 }
 
+/* MZ13: the store's file of the WAL object a row with seg names: the
+ * local segment seg's bytes behind 64 + NRS_WAL_OBJECT_HDR bytes, so that
+ * its record at segment offset X is the file's byte 256 + X. */
+static void owal_file(struct bgfake *f, uint64_t seg,
+		      char rel[NRS_OBJKEY_MAX + 16])
+{
+	char key[NRS_OBJKEY_MAX], wal[4400], path[4400], dir[4400];
+	char cmd[16000];
+
+	nrs_objfmt_adopt_key(key, NRS_ADOPT_OWAL | seg);
+	snprintf(rel, NRS_OBJKEY_MAX + 16, "objects/%s", key);
+	assert_int_equal(nrs_wal_local_seg_path(f->wal, seg, wal, sizeof(wal)),
+			 0);
+	snprintf(path, sizeof(path), "%s/%s", f->dir, rel);
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && { head -c %d /dev/zero;"
+		 " cat '%s'; } >'%s'", dir, 64 + NRS_WAL_OBJECT_HDR, wal, path);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* MZ13: adopted where the object WAL holds it, nothing linked. */
+static void test_adopt_objwal(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_mat *m;
+	struct nrs_obj_row *v;
+	char rel[NRS_OBJKEY_MAX + 16];
+	size_t n = 0;
+	uint64_t seg;
+
+	(void)state;
+	bg_open(&f, "test_mat_adopt", true);
+	f.svc.owal_adopt = true;
+	f.reader.store = f.store.real;
+	st = bg_stream(&f, "s", NULL);
+	st->profile = NRS_PROFILE_OBJECT_WAL;	/* its records as if in owal */
+	f.reader.owal = f.wal;
+	seg = bg_write(&f, st, BIG, 'a');
+	bg_write(&f, st, 1000, 'b');
+	owal_file(&f, seg, rel);	/* before the WAL GC takes it */
+	m = mat_start(&f);
+	bg_wait_materialized(st, BIG + 1000);
+	nrs_mat_stop(m);
+	v = rows_of(&f, st->id, &n);
+	assert_int_equal(n, 2);
+	assert_int_equal(v[0].seg, NRS_ADOPT_OWAL | seg);
+	assert_int_equal(v[0].off, 64 + NRS_WAL_OBJECT_HDR + 64);
+	assert_int_equal(v[0].length, nrs_walrec_total_len(BIG));
+	assert_int_equal(v[1].seg, 0);		/* small: copied */
+	free(v);
+	assert_int_equal(f.adopts, 0);		/* nothing linked */
+	read_back(&f, st, 0, BIG, 'a');		/* RA1, from there */
+	bg_close(&f);
+}
+
+/* MZ13, MZ12: an orphan of a WAL object goes alone; the object stays. */
+static void test_adopt_objwal_orphan(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_mat *m;
+	struct nrs_obj_row o;
+	char rel[NRS_OBJKEY_MAX + 16];
+	uint64_t seg, g;
+
+	(void)state;
+	st = open_adopting(&f);
+	seg = bg_write(&f, st, BIG, 'a');
+	owal_file(&f, seg, rel);
+	g = adopted_row(&f, st->id, 0, NRS_ADOPT_OWAL | seg, false);
+	pthread_mutex_lock(&st->lock);
+	st->materialized = st->head;	/* nothing due: only the orphan */
+	pthread_mutex_unlock(&st->lock);
+	m = mat_start(&f);
+	assert_true(bg_wait(orphan_gone, &f));
+	nrs_mat_stop(m);
+	assert_false(bg_row(&f, g, &o));
+	assert_true(has_file(&f, rel, NULL));	/* the WAL's object */
+	bg_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -330,6 +425,8 @@ int main(void)
 		cmocka_unit_test(test_adopt_refused),
 		cmocka_unit_test(test_adopt_transient),
 		cmocka_unit_test(test_adopt_orphans),
+		cmocka_unit_test(test_adopt_objwal),
+		cmocka_unit_test(test_adopt_objwal_orphan),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

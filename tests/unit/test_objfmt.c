@@ -19,6 +19,7 @@
 #include "obj/objfmt.h"
 #include "util/crc32c.h"
 #include "util/le.h"
+#include "wal/wal.h"
 
 static unsigned char pattern(uint64_t i)
 {
@@ -290,6 +291,25 @@ static void test_key(void **state)
 				 "fffffffffffffffe-gffffffffffffffff");
 }
 
+/* An adopted local WAL segment's key; MZ13: a WAL object's is the object
+ * WAL's own key of it (wal_object.c ow_key), for every run it adopts. */
+static void test_adopt_key(void **state)
+{
+	static const uint64_t segs[] = { (uint64_t)1 << 40 | 1,
+		(uint64_t)0x2a << 40 | 0xfffffffffful,
+		(((uint64_t)1 << 22) - 1) << 40 | 7 };
+	char key[NRS_OBJKEY_MAX], want[NRS_OBJKEY_MAX];
+
+	(void)state;
+	assert_int_equal(nrs_objfmt_adopt_key(key, 0x1f), 18);
+	assert_string_equal(key, "w/000000000000001f");
+	for (size_t i = 0; i < sizeof(segs) / sizeof(segs[0]); i++) {
+		nrs_wal_object_key(want, segs[i]);
+		nrs_objfmt_adopt_key(key, NRS_ADOPT_OWAL | segs[i]);
+		assert_string_equal(key, want);
+	}
+}
+
 static void hex(const unsigned char *d, size_t n, char *out)
 {
 	for (size_t i = 0; i < n; i++)
@@ -377,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_versions_and_fields),
 		cmocka_unit_test(test_key),
+		cmocka_unit_test(test_adopt_key),
 		cmocka_unit_test(test_digest),
 		cmocka_unit_test(test_bad_input),
 	};

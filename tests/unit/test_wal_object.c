@@ -1,6 +1,6 @@
 /*
  * test_wal_object.c - the object WAL (wal_object.c OW1-OW8, wal_object_gc.c
- * OWG1-OWG2) over the real embedded directory store, behind a wrapper that
+ * OW16, OWG1-OWG2) over the real embedded directory store, behind a wrapper that
  * injects the faults an object store has: PUTs that fail, answers lost
  * after the bytes were stored, a store that does not answer, other bytes
  * under a key.
@@ -203,6 +203,13 @@ static struct nrs_wal_progress *progress;	/* RP1; NULL: none */
 static uint64_t flush_bytes;	/* 0: the default */
 static uint64_t linger_ms = 5;
 static uint64_t grace_ms;	/* 0: reclaim at once */
+static uint64_t named_seg;	/* OW16: the object a generation names */
+
+static int named(void *ctx, uint64_t seg)
+{
+	(void)ctx;
+	return seg == named_seg;
+}
 
 static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 			     uint64_t timeout_ms)
@@ -214,6 +221,7 @@ static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 		.linger_ms = linger_ms, .grace_ms = grace_ms,
 		.may_ack = gate, .may_ack_ctx = f,
 		.progress = progress,
+		.named = named_seg ? named : NULL,
 	};
 	struct nrs_wal *w = NULL;
 
@@ -447,6 +455,33 @@ static bool stored(struct fx *f, uint64_t seg)
 
 	nrs_wal_object_key(key, seg);
 	return nrs_obj_head(f->d.store, key, &m) == 0;
+}
+
+/* OW16: the floor moves over an object a generation names, which stays
+ * in the store (not counted as reclaimed); its neighbours go; stats()
+ * tell the floor. */
+static void test_reclaim_named(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w;
+	struct nrs_wal_pos pos[4];
+	struct nrs_wal_stats st;
+	uint64_t bytes = 0;
+
+	named_seg = 1;		/* set before the open: the hook is taken */
+	w = wopen(f, 4, 5000);
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(append(w, i + 1, &pos[i]), 0);
+	named_seg = pos[1].seg;
+	assert_int_equal(nrs_wal_reclaim(w, pos[3].seg, &bytes), 2);
+	named_seg = 0;
+	nrs_wal_stats(w, &st);
+	assert_int_equal(st.floor, pos[3].seg);
+	nrs_wal_close(w);
+	assert_false(stored(f, pos[0].seg));
+	assert_true(stored(f, pos[1].seg));
+	assert_false(stored(f, pos[2].seg));
+	assert_true(stored(f, pos[3].seg));
 }
 
 /* Sleep until the first object waiting out its grace may go (OWG1). */
@@ -1143,6 +1178,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_abandon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_runs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reclaim, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reclaim_named, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_reclaim_grace, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_quarantine, setup, teardown),
