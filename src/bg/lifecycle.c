@@ -64,9 +64,9 @@
  *     punch found it with no second name is deleted: once the WAL's name
  *     is gone no new record of it can be adopted, so the listing, taken
  *     after the punch, sees every row that will ever name it.
- *  G8 A slice of a WAL object adopted for an object-wal stream (seg with
+ *  G9 A slice of a WAL object adopted for an object-wal stream (seg with
  *     NRS_ADOPT_OWAL, mat_adopt.c MZ13) is punched (G6) only once its
- *     object is below the object WAL's floor (wal_object_gc.c OW16): at
+ *     object is below the object WAL's floor (wal_object_gc.c OW18): at
  *     or above it a scan still reads the object, and would take a hole
  *     for damage; until then the punch waits (-EBUSY) as for a segment the
  *     WAL still names.  The object has one name, so G7 then deletes it
@@ -322,7 +322,7 @@ struct adopted {
 	size_t n, cap;
 };
 
-/* G8: is the WAL object of adopted seg below the object WAL's floor? */
+/* G9: is the WAL object of adopted seg below the object WAL's floor? */
 static bool owal_below_floor(struct nrs_lc *l, uint64_t seg)
 {
 	struct nrs_wal_stats ws;
@@ -348,7 +348,7 @@ static int punch_adopted(struct nrs_lc *l, const struct nrs_obj_row *o,
 	if (o->off < NRS_OBJ_ADOPT_HDR)
 		err = -EINVAL;		/* no record starts in the header */
 	else if (o->seg & NRS_ADOPT_OWAL && !owal_below_floor(l, o->seg))
-		err = -EBUSY;				/* G8 */
+		err = -EBUSY;				/* G9 */
 	else
 		err = nrs_failpoint(NRS_FP_GC_BEFORE_DELETE);
 	if (!err)

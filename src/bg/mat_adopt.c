@@ -57,7 +57,7 @@
  *      F21 and G6 read it as any adopted record.  Nothing is linked: a
  *      committed record's object is stored and proven under its one key
  *      (wal_object.c OW1).  The object WAL keeps such an object when its
- *      floor passes it (wal_object_gc.c OW16); lifecycle.c G8 punches and
+ *      floor passes it (wal_object_gc.c OW18); lifecycle.c G9 punches and
  *      deletes it.  An orphan row of it (MZ12) goes alone: the object is
  *      the WAL's.
  */

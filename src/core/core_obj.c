@@ -102,7 +102,7 @@ static bool owal_may_ack(void *ctx)
 	return !c->owner || nrs_owner_may_ack(c->owner, nrs_now_mono_ns());
 }
 
-/* OW16: does a row that is neither retired nor quarantined name a slice
+/* OW18: does a row that is neither retired nor quarantined name a slice
  * of WAL object seg (mat_adopt.c MZ13)?  1, 0 or -errno. */
 static int owal_named(void *ctx, uint64_t seg)
 {
@@ -138,7 +138,7 @@ static int owal_open(struct nrs_core *c, const struct nrs_core_opts *o)
 		.stored = owal_stored,
 		.stored_ctx = c,
 		.progress = &c->progress,		/* RP1 */
-		.named = owal_named,			/* OW16 */
+		.named = owal_named,			/* OW18 */
 		.named_ctx = c,
 	};
 	char path[4096];

@@ -21,7 +21,7 @@
  *      deletes it before it retires the last of them, and nothing deletes
  *      it later.  Said once per file.
  *      A WAL object (mat_adopt.c MZ13) at or above the object WAL's
- *      floor is still the WAL's, not G7's to delete (lifecycle.c G8).
+ *      floor is still the WAL's, not G7's to delete (lifecycle.c G9).
  *  F26 (adopted) A file w/<seg> that no row names (any state): pending
  *      while the WAL still holds records of segment seg (the file is the
  *      WAL's own segment, linked by an adoption that a crash or an orphan
@@ -220,7 +220,7 @@ int nrs_fsck_check_retired_adopted(struct nrs_fsck *f,
 	if (o->seg & NRS_ADOPT_OWAL && (!f->have_owal_floor ||
 	    (o->seg & ~NRS_ADOPT_OWAL) >= f->owal_floor)) {
 		nrs_fsck_say(f, NRS_FSCK_INFO, "F25 %s: its WAL object is still"
-			     " the object WAL's (lifecycle.c G8)", what);
+			     " the object WAL's (lifecycle.c G9)", what);
 		return 0;
 	}
 	/* said once per file: by its highest generation, whichever row it is */

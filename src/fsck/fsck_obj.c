@@ -388,7 +388,7 @@ static bool owal_key(struct listing *l, const char *name)
 	if (kind != NRS_OWKEY_OBJECT || seg >= f->owal_floor ||
 	    nrs_fsck_segs_live(l->segs, NRS_ADOPT_OWAL | seg))
 		return true;	/* kept by design (a live row names it:
-				 * OW16), or F3-F6's to check */
+				 * OW18), or F3-F6's to check */
 	if (f->owal_leftovers++ < OWAL_SHOW_MAX) {
 		nrs_log_escape(esc, sizeof(esc), name);
 		l->below_len += (size_t)snprintf(l->below + l->below_len,

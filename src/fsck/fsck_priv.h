@@ -75,7 +75,7 @@ struct nrs_fsck_segs {		/* sorted segment numbers */
 };
 int nrs_fsck_segs_build(const struct nrs_fsck *f, struct nrs_fsck_segs *s);
 void nrs_fsck_segs_free(struct nrs_fsck_segs *s);
-/* Does a prepared, committed or draining row name seg (F32, OW16)? */
+/* Does a prepared, committed or draining row name seg (F32, OW18)? */
 bool nrs_fsck_segs_live(const struct nrs_fsck_segs *s, uint64_t seg);
 /* F21 for committed adopted row o (key its file's): 0 when judged, else
  * the error of a store that cannot be read, or -ENOMEM. */

@@ -103,7 +103,7 @@ struct nrs_wal_stats {
 	uint64_t inflight;	/* object WAL: objects sealed, not yet proven */
 	uint64_t waiting_bytes;	/* object WAL: their bytes and the open one's */
 	uint64_t floor;		/* object WAL: objects below it are not
-				 * the WAL's (wal_object_gc.c OW7, OW16) */
+				 * the WAL's (wal_object_gc.c OW7, OW18) */
 	uint64_t reclaim_due_ns;	/* object WAL: the monotonic time the first
 					 * object waiting out its GC grace may
 					 * go (wal_object_gc.c OWG1); 0: none
@@ -396,9 +396,9 @@ struct nrs_wal_object_opts {
 	bool read_only;
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;
-	/* OW16: does a generation name a slice of WAL object seg (mat_adopt.c
+	/* OW18: does a generation name a slice of WAL object seg (mat_adopt.c
 	 * MZ13)?  Then a reclaim moves the floor over it but does not delete
-	 * it: it is the generation's GC's then (lifecycle.c G8).  Called with
+	 * it: it is the generation's GC's then (lifecycle.c G9).  Called with
 	 * no lock of the WAL held; -errno counts as named.  NULL: none is. */
 	int (*named)(void *ctx, uint64_t seg);
 	void *named_ctx;

@@ -131,7 +131,7 @@
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
- * the reclaim, OW7, OW16 and its grace period OWG1-OWG2, in wal_object_gc.c;
+ * the reclaim, OW7, OW18 and its grace period OWG1-OWG2, in wal_object_gc.c;
  * the seal of a past run, SL1-SL4, in wal_object_seal.c.)
  *
  * READS: from the bytes in memory -- every object is kept until proven,
@@ -704,7 +704,7 @@ static void ow_stats(struct nrs_wal *wal, struct nrs_wal_stats *out)
 	out->inflight = w->unproven;
 	out->last_seg = w->last_seg;
 	out->broken = w->broken;
-	out->floor = w->floor;					/* OW16 */
+	out->floor = w->floor;					/* OW18 */
 	out->reclaim_due_ns = ow_reclaim_due(w);		/* OWG1 */
 	pthread_mutex_unlock(&w->lock);
 }

@@ -18,11 +18,11 @@
  *      (its key may yet be filled), and so holds the floor down.  A
  *      quarantined or damaged object is never deleted (an operator looks
  *      at it), but does not hold the floor.
- *  OW16 Named.  A WAL object a generation still names (a slice of it
+ *  OW18 Named.  A WAL object a generation still names (a slice of it
  *      adopted as a stream's generation, mat_adopt.c MZ13: the opts'
  *      named()) is not deleted when the floor moves over it: below the
  *      floor no scan reads it, and its generations' GC deletes it once
- *      none names it (lifecycle.c G8).  An error of named() keeps it.
+ *      none names it (lifecycle.c G9).  An error of named() keeps it.
  *  OWG1 Grace.  An object is deleted no earlier than grace_ms (-o
  *      gc_grace_ms, the grace segment objects get, lifecycle.c G2) after
  *      a reclaim first found it reclaimable: proven, below `below`, no
@@ -135,7 +135,7 @@ static int delete_all(struct wal_object *w, struct ow_obj *gone,
 		gone = o->next;
 		ow_key(key, o->seg);
 		if (o->state == OW_PROVEN && w->named &&
-		    w->named(w->named_ctx, o->seg) != 0) {	/* OW16 */
+		    w->named(w->named_ctx, o->seg) != 0) {	/* OW18 */
 			nrs_debug("object WAL: %s stays: a generation names"
 				  " it", key);
 		} else if (o->state == OW_PROVEN) {

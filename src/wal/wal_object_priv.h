@@ -132,7 +132,7 @@ struct wal_object {
 	bool read_only;
 	void (*stored)(void *ctx, uint64_t bytes);
 	void *stored_ctx;
-	int (*named)(void *ctx, uint64_t seg);	/* OW16; may be NULL */
+	int (*named)(void *ctx, uint64_t seg);	/* OW18; may be NULL */
 	void *named_ctx;
 	void (*damage)(void *ctx, const struct nrs_wal_damage *d);
 	void *damage_ctx;

@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='write once for object-wal streams: large records stay generations where the object WAL stored them (mat_adopt.c MZ13, wal_object_gc.c OW16, lifecycle.c G8, core_obj.c CO4)'
+test_description='write once for object-wal streams: large records stay generations where the object WAL stored them (mat_adopt.c MZ13, wal_object_gc.c OW18, lifecycle.c G9, core_obj.c CO4)'
 # Mounts scan the WAL objects the GC keeps for their generations (OW8).
 NRS_TEST_TIMEOUT=${NRS_TEST_TIMEOUT:-600}
 . "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
@@ -67,7 +67,7 @@ test_expect_success '1 MiB records of object-wal streams are adopted, each byte 
 	test $((w1 - w0)) -lt $((TOTAL * 5 / 4))
 '
 
-test_expect_success 'the object WAL lets go of them, the objects stay (OW16); the bytes are stored once' '
+test_expect_success 'the object WAL lets go of them, the objects stay (OW18); the bytes are stored once' '
 	nrs_wait_for 60 owal_let_go &&
 	kib=$(owal_kib) &&
 	echo "owal: $kib KiB for $((TOTAL / 1024)) KiB" &&
@@ -100,7 +100,7 @@ test_expect_success 'host lost: recover brings back every adopted byte from the 
 	nrs_verify_records -c -u 0 -a "$TRASH/ack" $STREAMS
 '
 
-# s0's slices go: punched out of the WAL objects s1 shares (G6, G8), or
+# s0's slices go: punched out of the WAL objects s1 shares (G6, G9), or
 # the objects deleted with their last row (G7).
 test_expect_success 'unlink returns the space of its slices' '
 	before=$(owal_kib) &&

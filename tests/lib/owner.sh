@@ -88,15 +88,15 @@ owner_record_is_64 () {
 }
 
 # A's uploader, fenced, is refused by the owner's store (owner_store.c
-# OS1; core_obj.c CW2 hands the services that store).  Stream s3's bytes,
-# appended at $T3 (seconds), become due 10 s later: if A was fenced before
-# that, their PUT comes after the fence, and must be refused and logged
-# while A's upload count stays.  Judged by A's own log and counter, not by
-# where its PUT falls against a bucket listing.  Only a takeover slower
+# OS1; core_obj.c CW2 hands the services that store).  Stream s3's
+# bytes, appended at $three_at (seconds), become due 10 s later: if A was
+# fenced before that, their PUT comes after the fence, and must be refused
+# and logged while A's upload count stays.  Judged by A's own log and
+# counter, not by where its PUT falls against a bucket listing.  Only a takeover slower
 # than 9 s (a machine under very heavy load) leaves nothing to judge.
 a_refused_put_after_fence () {
 	up=$(nrs_metric object_uploads_total) || return 1
-	if [ $(($(date +%s) - T3)) -ge 9 ]; then
+	if [ $(($(date +%s) - three_at)) -ge 9 ]; then
 		echo "the takeover took 9 s or more: A's PUT not judged"
 		return 0
 	fi
@@ -123,7 +123,7 @@ test_expect_success 'a second daemon on a fresh data directory is refused' '
 '
 
 test_expect_success 'with recover it takes over; A is fenced: appends ESTALE, no PUT or DELETE' '
-	printf three >>"$MNT/s3" && T3=$(date +%s) &&
+	printf three >>"$MNT/s3" && three_at=$(date +%s) &&
 	b_mount -o "$OWNER_OPTS,recover" &&
 	test "$(owner_field "$MNT2" state)" = owned &&
 	test "$(owner_field "$MNT2" epoch)" = 2 &&

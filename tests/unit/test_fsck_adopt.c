@@ -278,7 +278,7 @@ static void test_adopted_orphans(void **state)
 /* F32, F25 for a WAL object adopted for an object-wal stream (mat_adopt.c
  * MZ13): below the floor a live row names it, which is no leftover; once
  * its rows are retired it is still the object WAL's at or above the floor
- * (lifecycle.c G8), a stray below it. */
+ * (lifecycle.c G9), a stray below it. */
 static void test_adopted_owal(void **state)
 {
 	static const uint64_t ow = (uint64_t)1 << 40 | 2;  /* run 1, seq 2 */

@@ -14,7 +14,7 @@
  * that never ends), G3 (a failed delete is retried, the row retired only
  * after it), G6 (an adopted record is punched out of its file, not before
  * the WAL's own name of the file is gone), G7 (the file goes with the last
- * row that names it), G8 (a WAL object's slice is punched only once the
+ * row that names it), G9 (a WAL object's slice is punched only once the
  * object WAL's floor is past the object).  G5 (retired rows forgotten
  * after an hour, looked at once a minute) is out of a unit test's reach.
  */
@@ -420,7 +420,7 @@ static void test_lc_unneeded(void **state)
 #define SEG	5
 #define REC	8192		/* bytes of each record in the fake segment */
 
-static uint64_t seg_of = SEG;	/* the rows' seg (G8: a WAL object's) */
+static uint64_t seg_of = SEG;	/* the rows' seg (G9: a WAL object's) */
 
 /* A row of stream id for record k of segment SEG's file (file bytes 64 +
  * k * REC on), committed at ctime_ns. */
@@ -539,7 +539,7 @@ static void test_lc_adopted(void **state)
 	bg_close(&f);
 }
 
-/* ---- slices of WAL objects (G8) ------------------------------------------ */
+/* ---- slices of WAL objects (G9) ------------------------------------------ */
 
 #define OWSEG	((uint64_t)1 << 40 | 3)	/* run 1, seq 3 */
 
@@ -552,7 +552,7 @@ static void owal_stats(struct nrs_wal *w, struct nrs_wal_stats *out)
 	out->floor = owal_floor;
 }
 
-/* G8, G6, G7: slices of a WAL object are punched only once the object WAL's
+/* G9, G6, G7: slices of a WAL object are punched only once the object WAL's
  * floor is past it; the object goes with the last row naming it. */
 static void test_lc_adopted_owal(void **state)
 {

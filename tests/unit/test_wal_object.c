@@ -1,6 +1,6 @@
 /*
  * test_wal_object.c - the object WAL (wal_object.c OW1-OW8, wal_object_gc.c
- * OW16, OWG1-OWG2) over the real embedded directory store, behind a wrapper that
+ * OW18, OWG1-OWG2) over the real embedded directory store, behind a wrapper that
  * injects the faults an object store has: PUTs that fail, answers lost
  * after the bytes were stored, a store that does not answer, other bytes
  * under a key.
@@ -203,7 +203,7 @@ static struct nrs_wal_progress *progress;	/* RP1; NULL: none */
 static uint64_t flush_bytes;	/* 0: the default */
 static uint64_t linger_ms = 5;
 static uint64_t grace_ms;	/* 0: reclaim at once */
-static uint64_t named_seg;	/* OW16: the object a generation names */
+static uint64_t named_seg;	/* OW18: the object a generation names */
 
 static int named(void *ctx, uint64_t seg)
 {
@@ -457,7 +457,7 @@ static bool stored(struct fx *f, uint64_t seg)
 	return nrs_obj_head(f->d.store, key, &m) == 0;
 }
 
-/* OW16: the floor moves over an object a generation names, which stays
+/* OW18: the floor moves over an object a generation names, which stays
  * in the store (not counted as reclaimed); its neighbours go; stats()
  * tell the floor. */
 static void test_reclaim_named(void **state)
