@@ -18,11 +18,14 @@
  * Clean close (U1).  nrs_core_close() stops every thread, then makes the
  * data directory durable before it reports success, so that a power loss
  * after a clean unmount finds exactly what the daemon left (DESIGN.md I7):
- * the WAL's segments and directory (wal.h sync_all), meta.db once SQLite
- * has checkpointed and closed it (its -wal and -shm files then are gone,
- * and so must their names be), DIR/objects (each object is synced by its
- * put, the subdirectories a delete emptied are not) and DIR itself (the
- * names lock, meta.db, wal, objects).  The daemon exits 0 only then.
+ * the WAL's segments and directory (wal.h sync_all: by then already
+ * durable, each batch synced when acknowledged and each cut by WA7, so
+ * this is the check that the log is whole, -EIO for a broken one),
+ * meta.db once SQLite has checkpointed and closed it (its -wal and -shm
+ * files then are gone, and so must their names be), DIR/objects (each
+ * object is synced by its put, the subdirectories a delete emptied are
+ * not) and DIR itself (the names lock, meta.db, wal, objects).  The
+ * daemon exits 0 only then.
  *
  * The commit hook the pipelines get (commit_hook) drops the kernel's
  * cached page holding the old head: core_handle.c says why (page cache).
