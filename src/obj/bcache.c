@@ -32,7 +32,9 @@
  *   bcache.c           this overview, the invariants, and the API
  *   bcache_tier.c      entries, a tier's hash and LRU, the memory tier
  *   bcache_disk.c      the disk tier (TIERS, its files, start-up)
- *   bcache_fetch.c     READS: a reader's blocks, flights, GETs, verifying
+ *   bcache_fetch.c     READS: a reader's blocks, flights, GETs
+ *   bcache_fill.c      STREAMING: a GET's body landed block by block as
+ *                      it arrives, each verified (BS1-BS4)
  *   bcache_prefetch.c  sequential reads and PREFETCH, the worker threads
  *   bcache_priv.h      the structures and functions they share
  *

@@ -19,7 +19,9 @@
  * Whether a read is sequential, and so how far its own GET reaches, is
  * bcache_prefetch.c's.
  *
- * Each block of a GET is verified before it is cached or copied; a bad
+ * A GET's body lands block by block as it arrives (bcache_fill.c,
+ * STREAMING).  Each block of a GET is verified before it is cached or
+ * copied; a bad
  * block is logged (key, stream, logical offset), counted, never cached,
  * and fails the read (-EBADMSG) if the read wanted it.  A bad block
  * fetched for anyone else fails nothing.
