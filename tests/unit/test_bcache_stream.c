@@ -133,6 +133,7 @@ static ssize_t sm_get_stream(struct nrs_objstore *s, const char *key,
 	struct smock *m = (struct smock *)s;
 	unsigned gets;
 	size_t n = sm_range(m, key, off, len, &gets), pos = 0;
+	unsigned char piece[PIECE];
 
 	while (pos < n) {
 		size_t k = n - pos < PIECE ? n - pos : PIECE;
@@ -142,7 +143,8 @@ static ssize_t sm_get_stream(struct nrs_objstore *s, const char *key,
 		if (err)
 			return err;
 		k = n - pos < PIECE ? n - pos : PIECE;
-		err = sink(arg, pos, m->buf + off + pos, k);
+		memcpy(piece, m->buf + off + pos, k);	/* as libcurl's buffer */
+		err = sink(arg, pos, piece, k);
 		if (err)
 			return err;
 		pos += k;
@@ -321,6 +323,41 @@ static void test_woken_per_block(void **state)
 	teardown_obj(m);
 }
 
+/* BS2: a block that landed while memory had no room for it leaves its
+ * flight: a reader wanting it fetches it itself, while the GET that
+ * brought it is still held. */
+static void test_dropped_block_leaves_flight(void **state)
+{
+	uint64_t budget = 4 * (BLK + 256) + 4096;
+	struct nrs_objhdr h;
+	struct smock *m = setup_obj(&h, 64, budget);
+	size_t hl = nrs_objfmt_hdr_len(h.end);
+	struct rd a = { .m = m, .h = &h, .off = 20 * BLK, .len = 16 * BLK };
+	struct rd b = { .m = m, .h = &h, .off = 21 * BLK + 5, .len = 100 };
+	pthread_t ta, tb;
+	bool ok;
+
+	(void)state;
+	assert_int_equal(read_check(m, &h, 63 * BLK, 10), 0);	/* header */
+	m->hold_at = hl + 32 * BLK;	/* blocks 20..31 come, 21 is gone */
+	assert_int_equal(pthread_create(&ta, NULL, reader, &a), 0);
+	pthread_mutex_lock(&m->lock);
+	assert_true(wait_flag(m, &m->held));
+	pthread_mutex_unlock(&m->lock);
+	assert_int_equal(pthread_create(&tb, NULL, reader, &b), 0);
+	pthread_mutex_lock(&m->lock);
+	ok = wait_flag(m, &b.done);
+	m->held = false;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	pthread_join(tb, NULL);
+	pthread_join(ta, NULL);
+	assert_true(ok);
+	assert_int_equal(b.err, 0);
+	assert_int_equal(a.err, 0);
+	teardown_obj(m);
+}
+
 /* BS1: a body cut after block 4 keeps the header and blocks 0..4; the
  * reader fetches blocks 5.. itself, from block 5. */
 static void test_cut_body(void **state)
@@ -399,6 +436,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_woken_per_block),
+		cmocka_unit_test(test_dropped_block_leaves_flight),
 		cmocka_unit_test(test_cut_body),
 		cmocka_unit_test(test_bad_block_k),
 		cmocka_unit_test(test_mem_bound),
