@@ -33,6 +33,8 @@
 #define SEQ_FIRST	(1u << 20)	/* a sequential read's first window */
 #define SEQ_SLACK	(1u << 20)	/* how far from the end of the last read
 					 * a sequential one may start */
+#define RA_GROW		4		/* BA3: each window of a run is this
+					 * many times the one before */
 #define MAX_FLIGHTS	32		/* more at once are not deduplicated */
 #define NWORKERS	4		/* prefetch threads: GETs in flight
 					 * ahead of sequential readers */
@@ -167,6 +169,13 @@ static inline bool nrs_bc_obj_is(const struct nrs_objhdr *a,
 {
 	return a->stream_id == b->stream_id && a->start == b->start &&
 	       a->end == b->end && a->gen == b->gen;
+}
+
+/* BA3: the window (blocks) of a run's GET after one of ra, cap the
+ * most. */
+static inline uint32_t nrs_bc_ra_next(uint32_t ra, uint32_t cap)
+{
+	return ra < cap / RA_GROW ? ra * RA_GROW : cap;
 }
 
 /* What a block of len bytes costs the memory tier. */
