@@ -7,8 +7,10 @@
  * (SE2); before a request, and once more after one refused for its
  * credentials, the credentials file is read again if it changed (SC1).
  * A GET checks its body against Content-Length and the range it asked for
- * (nrs_s3st_get_checked); a HEAD's x-amz-meta-sha256 that is not 64 hex
- * digits gives no SHA-256.
+ * (nrs_s3st_get_checked), and may hand it to a sink as it arrives
+ * (get_stream: libcurl's write callback calls the sink; a retry sends it
+ * from its start again, objstore.h); a HEAD's x-amz-meta-sha256 that is
+ * not 64 hex digits gives no SHA-256.
  *
  * A conditional PUT (objstore.h OC1) sends If-None-Match: * or If-Match;
  * 412 becomes -EEXIST or -ESTALE by the condition that was sent, a 404 of
