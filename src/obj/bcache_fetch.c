@@ -156,16 +156,54 @@ int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
 }
 
 /*
+ * The header entry f->hdr, just parsed from f's GET and verified: publish
+ * it as soon as it is in, before the blocks that follow it in the GET, so
+ * that the readers waiting for it (B8) wake then and take those blocks as
+ * they land (BS2).  The entry memory holds already (fetched twice, without
+ * a flight) wins over ours; ours is added if there is room.  f->hdr is
+ * then a reference of the fetch's own, and the header's flight
+ * (*f->hslot) is ended.
+ */
+void nrs_bc_hdr_publish(struct fill *f)
+{
+	struct nrs_bcache *c = f->c;
+	struct ent *e, *mine = f->hdr;
+
+	pthread_mutex_lock(&c->lock);
+	e = nrs_bc_tier_find(&c->mem, f->r->h, HDR_IDX);
+	if (e) {
+		e->refs++;
+		nrs_bc_tier_touch(&c->mem, e);
+	} else {
+		e = mine;
+		mine = NULL;
+		e->refs = 1;
+		if (nrs_bc_mem_make_room(c, sizeof(*e) + e->len,
+					 f->r->job != NULL)) {
+			e->refs++;
+			nrs_bc_tier_add(&c->mem, e, sizeof(*e) + e->len);
+		}
+	}
+	f->hdr = e;
+	nrs_bc_flight_end_locked(c, *f->hslot);	/* B8 */
+	*f->hslot = -1;
+	f->published = true;
+	pthread_mutex_unlock(&c->lock);
+	free(mine);
+}
+
+/*
  * Fetch the header and table of h into a new entry and, in the same GET
  * (B8), payload blocks [0, nrun), landed as they come against that table
  * (the flight in slot moved past each); for reader r, the ones it wants
  * are copied out, and r->served and r->run_err say how far that got.  A
  * GET that fails after the header came keeps the header and what landed
- * (BS1): r fetches the rest itself.
+ * (BS1): r fetches the rest itself.  *out is a reference to the header
+ * entry, published (nrs_bc_hdr_publish) as soon as it came.
  */
 static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		     struct job *j, struct req *r, uint32_t nrun, int slot,
-		     struct ent **out)
+		     int *hslot, struct ent **out)
 {
 	struct req run = r ? *r : (struct req){ .h = h, .job = j };
 	struct fill f;
@@ -174,6 +212,7 @@ static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
 
 	run.hdr = NULL;
 	nrs_bc_fill_init(&f, c, &run, 0, nrun, slot);
+	f.hslot = hslot;	/* published as soon as it is in */
 	got = nrs_bc_fill_get(&f, true);
 	if (!f.hdr) {		/* nothing landed: the header did not */
 		nrs_bc_fill_end(&f, got);
@@ -181,6 +220,8 @@ static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
 			return nrs_bc_hdr_parse(c, h, NULL, 0, out);
 		return (int)got;
 	}
+	if (!f.published)
+		nrs_bc_hdr_publish(&f);
 	err = nrs_bc_fill_end(&f, got);
 	if (got < 0)
 		err = f.err;	/* BS1: the blocks past the cut, r's own */
@@ -239,7 +280,7 @@ static uint32_t hdr_run(struct nrs_bcache *c, const struct nrs_objhdr *h,
 int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		   struct job *j, struct req *r, struct ent **out)
 {
-	struct ent *e, *mine = NULL;
+	struct ent *e;
 	int hslot = -1, rslot = -1, landed;
 	uint32_t nrun = 0;
 	bool waited = false;
@@ -270,29 +311,13 @@ int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
 				(uint32_t)(r->rel / NRS_OBJ_BLOCK);
 	pthread_mutex_unlock(&c->lock);
 
-	landed = hdr_fetch(c, h, j, r, nrun, j ? j->slot : rslot, &mine);
+	landed = hdr_fetch(c, h, j, r, nrun, j ? j->slot : rslot, &hslot, &e);
 	pthread_mutex_lock(&c->lock);
-	if (landed >= 0) {
-		e = nrs_bc_tier_find(&c->mem, h, HDR_IDX);
-		if (e) {		/* fetched without a flight, twice */
-			e->refs++;
-			nrs_bc_tier_touch(&c->mem, e);
-		} else {
-			e = mine;
-			mine = NULL;
-			e->refs = 1;
-			if (nrs_bc_mem_make_room(c, sizeof(*e) + e->len,
-						 j != NULL)) {
-				e->refs++;
-				nrs_bc_tier_add(&c->mem, e, sizeof(*e) + e->len);
-			}
-		}
-		*out = e;
-	}
+	if (landed >= 0)
+		*out = e;	/* published, a reference ours */
 	nrs_bc_flight_end_locked(c, hslot);
 	nrs_bc_flight_end_locked(c, rslot);
 	pthread_mutex_unlock(&c->lock);
-	free(mine);
 	return landed;
 }
 

@@ -32,6 +32,11 @@
  *       the free tier never takes the tier over its budget.
  *   BS4 Bytes a provider sends again (a retry starts over at 0) are
  *       skipped up to what the sink had: an object never changes.
+ *   BS5 A header that came at the start of a GET is published (in
+ *       memory, its flight ended, bcache_fetch.c nrs_bc_hdr_publish) as
+ *       soon as it verified, before the blocks that follow it: a reader
+ *       that reaches an object whose header a prefetch brings waits for
+ *       the header and then each block it wants, not for the whole GET.
  *
  * The sink runs in the store's thread (S3: the engine's), so it takes
  * c->lock only briefly and never waits for anything.
@@ -206,11 +211,16 @@ void nrs_bc_fill_init(struct fill *f, struct nrs_bcache *c,
  * they are all in, parse them. */
 static int fill_hdr(struct fill *f, const unsigned char *p, size_t n)
 {
+	int err;
+
 	memcpy(f->hbuf + f->have, p, n);
 	f->have += n;
 	if (f->have < f->hl)
 		return 0;
-	return nrs_bc_hdr_parse(f->c, f->r->h, f->hbuf, f->hl, &f->hdr);
+	err = nrs_bc_hdr_parse(f->c, f->r->h, f->hbuf, f->hl, &f->hdr);
+	if (!err && f->hslot)
+		nrs_bc_hdr_publish(f);	/* BS5: its waiters wake now */
+	return err;
 }
 
 /* Take n bytes of the block being filled at p; land it once full. */

@@ -162,6 +162,9 @@ struct fill {
 	struct ent *cur;	/* block first + done, being filled */
 	int err;		/* -EBADMSG: a wanted block was bad */
 	int sink_err;		/* what the sink aborted the GET with */
+	int *hslot;		/* a GET with the header: its flight, ended
+				 * when the header is published (BS5) */
+	bool published;		/* hdr is (BS5) */
 };
 
 static inline bool nrs_bc_obj_is(const struct nrs_objhdr *a,
@@ -231,6 +234,7 @@ int nrs_bc_fill_end(struct fill *f, ssize_t got);
 /* bcache_fetch.c */
 int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		   struct job *j, struct req *r, struct ent **out);
+void nrs_bc_hdr_publish(struct fill *f);
 bool nrs_bc_is_held(const struct nrs_bcache *c, const struct nrs_objhdr *h,
 		    uint32_t idx);
 int nrs_bc_flight_add(struct nrs_bcache *c, const struct nrs_objhdr *h,

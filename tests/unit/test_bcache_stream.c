@@ -6,7 +6,8 @@
  * reader waiting for a block takes it while the GET that brings it is
  * held (BS2), a body cut in the middle fails only the blocks past the cut
  * (BS1), a bad block k fails k alone (BS1), the memory tier's bound holds
- * under a GET larger than the tier (BS3), a resent body lands once (BS4).
+ * under a GET larger than the tier (BS3), a resent body lands once (BS4),
+ * a header is there for its waiters before its GET ends (BS5).
  * No sleeps: a reader that does not wake is caught by a generous hang
  * guard, not timed.
  */
@@ -289,6 +290,28 @@ static bool wait_flag(struct smock *m, const bool *flag)
 	return true;
 }
 
+/* Start reader a, wait until its GET is held, start reader b: did b end
+ * while a's GET was still held?  Both are joined. */
+static bool held_read(struct smock *m, struct rd *a, struct rd *b)
+{
+	pthread_t ta, tb;
+	bool ok;
+
+	assert_int_equal(pthread_create(&ta, NULL, reader, a), 0);
+	pthread_mutex_lock(&m->lock);
+	assert_true(wait_flag(m, &m->held));
+	pthread_mutex_unlock(&m->lock);
+	assert_int_equal(pthread_create(&tb, NULL, reader, b), 0);
+	pthread_mutex_lock(&m->lock);
+	ok = wait_flag(m, &b->done);
+	m->held = false;		/* let a's GET end either way */
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	pthread_join(tb, NULL);
+	pthread_join(ta, NULL);
+	return ok;
+}
+
 /* BS2: a reader waiting for block 3 of another's GET takes it while that
  * GET is held past block 4, not when it ends. */
 static void test_woken_per_block(void **state)
@@ -298,26 +321,12 @@ static void test_woken_per_block(void **state)
 	size_t hl = nrs_objfmt_hdr_len(h.end);
 	struct rd a = { .m = m, .h = &h, .off = 2 * BLK, .len = 8 * BLK };
 	struct rd b = { .m = m, .h = &h, .off = 3 * BLK + 5, .len = 100 };
-	pthread_t ta, tb;
-	bool ok;
 
 	(void)state;
 	/* the header, far from a's read: a's is no sequential one */
 	assert_int_equal(read_check(m, &h, 63 * BLK, 10), 0);
 	m->hold_at = hl + 5 * BLK;	/* a's GET: blocks 2..4 come, then hold */
-	assert_int_equal(pthread_create(&ta, NULL, reader, &a), 0);
-	pthread_mutex_lock(&m->lock);
-	assert_true(wait_flag(m, &m->held));
-	pthread_mutex_unlock(&m->lock);
-	assert_int_equal(pthread_create(&tb, NULL, reader, &b), 0);
-	pthread_mutex_lock(&m->lock);
-	ok = wait_flag(m, &b.done);
-	m->held = false;		/* let a's GET end either way */
-	pthread_cond_broadcast(&m->cond);
-	pthread_mutex_unlock(&m->lock);
-	pthread_join(tb, NULL);
-	pthread_join(ta, NULL);
-	assert_true(ok);
+	assert_true(held_read(m, &a, &b));
 	assert_int_equal(b.err, 0);
 	assert_int_equal(a.err, 0);
 	teardown_obj(m);
@@ -334,25 +343,29 @@ static void test_dropped_block_leaves_flight(void **state)
 	size_t hl = nrs_objfmt_hdr_len(h.end);
 	struct rd a = { .m = m, .h = &h, .off = 20 * BLK, .len = 16 * BLK };
 	struct rd b = { .m = m, .h = &h, .off = 21 * BLK + 5, .len = 100 };
-	pthread_t ta, tb;
-	bool ok;
 
 	(void)state;
 	assert_int_equal(read_check(m, &h, 63 * BLK, 10), 0);	/* header */
 	m->hold_at = hl + 32 * BLK;	/* blocks 20..31 come, 21 is gone */
-	assert_int_equal(pthread_create(&ta, NULL, reader, &a), 0);
-	pthread_mutex_lock(&m->lock);
-	assert_true(wait_flag(m, &m->held));
-	pthread_mutex_unlock(&m->lock);
-	assert_int_equal(pthread_create(&tb, NULL, reader, &b), 0);
-	pthread_mutex_lock(&m->lock);
-	ok = wait_flag(m, &b.done);
-	m->held = false;
-	pthread_cond_broadcast(&m->cond);
-	pthread_mutex_unlock(&m->lock);
-	pthread_join(tb, NULL);
-	pthread_join(ta, NULL);
-	assert_true(ok);
+	assert_true(held_read(m, &a, &b));
+	assert_int_equal(b.err, 0);
+	assert_int_equal(a.err, 0);
+	teardown_obj(m);
+}
+
+/* BS5: a reader waiting for the header another reader's GET brings
+ * takes it, and the blocks it wants, while that GET is held past them. */
+static void test_header_published_early(void **state)
+{
+	struct nrs_objhdr h;
+	struct smock *m = setup_obj(&h, 64, 0);
+	size_t hl = nrs_objfmt_hdr_len(h.end);
+	struct rd a = { .m = m, .h = &h, .off = 0, .len = 16 * BLK };
+	struct rd b = { .m = m, .h = &h, .off = 2 * BLK + 5, .len = 100 };
+
+	(void)state;
+	m->hold_at = hl + 4 * BLK;	/* the header, blocks 0..3, then hold */
+	assert_true(held_read(m, &a, &b));
 	assert_int_equal(b.err, 0);
 	assert_int_equal(a.err, 0);
 	teardown_obj(m);
@@ -437,6 +450,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_woken_per_block),
 		cmocka_unit_test(test_dropped_block_leaves_flight),
+		cmocka_unit_test(test_header_published_early),
 		cmocka_unit_test(test_cut_body),
 		cmocka_unit_test(test_bad_block_k),
 		cmocka_unit_test(test_mem_bound),
