@@ -266,7 +266,7 @@ int nrs_bc_fill_sink(void *arg, uint64_t pos, const void *buf, size_t n)
 	p += f->have - pos;
 	n -= (size_t)(f->have - pos);
 	while (n && !err) {
-		size_t took;
+		size_t took = 0;
 
 		if (f->have < f->hl) {
 			took = n < f->hl - f->have ? n : f->hl - f->have;
