@@ -32,7 +32,9 @@
  *   bcache.c           this overview, the invariants, and the API
  *   bcache_tier.c      entries, a tier's hash and LRU, the memory tier
  *   bcache_disk.c      the disk tier (TIERS, its files, start-up)
- *   bcache_fetch.c     READS: a reader's blocks, flights, GETs, verifying
+ *   bcache_fetch.c     READS: a reader's blocks, flights, GETs
+ *   bcache_fill.c      STREAMING: a GET's body landed block by block as
+ *                      it arrives, each verified (BS1-BS4)
  *   bcache_prefetch.c  sequential reads and PREFETCH, the worker threads
  *   bcache_priv.h      the structures and functions they share
  *
@@ -108,22 +110,26 @@
  *       The price is memory: the cache holds up to 128 MiB, 64 of it read
  *       ahead (cache_size sets the tier; with 64 MiB, BA1 cuts windows
  *       to 10.6 MiB: two GETs per object, as before).
- *   BA3 A run's window is seq_first for its first GET only (the one that
- *       brings the header, B8, or its first prefetch) and readahead (cut
- *       by BA1) from then on, and once a run has read its first window
- *       the horizon of its prefetches reaches at least one window past
- *       the read.  So a reader that reads on past its first window sets
- *       off the rest of that object and the next object's first window
- *       together: 3 GETs for the first two objects
- *       of the default size, where doubling from 1 MiB took 6, and
- *       moto, which reads the whole object for every range GET, read the
- *       first object 5 times; and the next object's GET is in flight
- *       while the first one's rest lands, where it waited for the
- *       reader to get halfway through it.  The price: a reader that
- *       stops just past its first window has had 31 MiB fetched ahead
- *       (the defaults) that it never reads, where the doubling fetched
- *       2 MiB; one that stops within the first half of it (`head`,
- *       `file`) costs that window alone, as before.
+ *   BA3 A run's window is seq_first (1 MiB) for its first GET (the one
+ *       that brings the header, B8, or its first prefetch), then
+ *       RA_GROW (4) times the one before, up to readahead (cut by BA1):
+ *       1, 4, 16 MiB; and its prefetches reach as far past the read as
+ *       the run has read, no farther (a window that starts before that
+ *       horizon is planned whole, cut only at its object's end).  With
+ *       the defaults a sequential reader of objects of 16 MiB sets off
+ *       [1, 5) MiB once it has read 512 KiB, [5, 16) MiB at 2.5 MiB and
+ *       the next object whole, with its header, at 8 MiB, then one
+ *       object per GET, two in flight: 18 GETs for 256 MiB.  A reader
+ *       that stops just past its first window has had 4 MiB fetched
+ *       ahead that it never reads; one that stops within its first
+ *       half (`head`, `file`) none.  (Before streaming (BS2) this rule
+ *       was "whole windows after the first, one window past the read":
+ *       17 GETs for 256 MiB, but 31 MiB fetched for a reader stopping
+ *       just past 1 MiB; with streaming a reader takes each block of a
+ *       GET as it lands, so a GET set off later, while the one before
+ *       still streams, costs it less waiting, and moto, which reads the
+ *       whole object for every range GET, reads the first object three
+ *       times instead of two.)
  *   BW1 jobs (queued or running) <= nworkers: a planned prefetch starts at
  *       once, so a reader waiting for its flight waits for one GET only.
  *   BW2 nrs_bcache_close() stops the workers and joins them: a running

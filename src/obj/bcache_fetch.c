@@ -19,7 +19,9 @@
  * Whether a read is sequential, and so how far its own GET reaches, is
  * bcache_prefetch.c's.
  *
- * Each block of a GET is verified before it is cached or copied; a bad
+ * A GET's body lands block by block as it arrives (bcache_fill.c,
+ * STREAMING).  Each block of a GET is verified before it is cached or
+ * copied; a bad
  * block is logged (key, stream, logical offset), counted, never cached,
  * and fails the read (-EBADMSG) if the read wanted it.  A bad block
  * fetched for anyone else fails nothing.
@@ -44,48 +46,6 @@
 #include "util/log.h"
 
 
-/* Log a verification failure of h's object (what at logical offset), and
- * count it unless it is a newer version rather than damage. */
-static void report_bad(struct nrs_bcache *c, const struct nrs_objhdr *h,
-		       uint64_t offset, const char *what, bool count)
-{
-	char key[NRS_OBJKEY_MAX];
-
-	if (count) {
-		pthread_mutex_lock(&c->lock);
-		c->st.bad_blocks++;
-		pthread_mutex_unlock(&c->lock);
-	}
-	nrs_objfmt_key(key, h);
-	nrs_err("bcache: object %s (stream %" PRIu64 " offset %" PRIu64
-		"): %s", key, h->stream_id, offset, what);
-}
-
-/* One range GET, counted.  Returns bytes read or a store error, logged;
- * a prefetch's (quiet) only at debug level: no read asked for it, and the
- * one that does will say what fails. */
-static ssize_t store_get(struct nrs_bcache *c, const struct nrs_objhdr *h,
-			 uint64_t at, void *buf, size_t len, bool quiet)
-{
-	char key[NRS_OBJKEY_MAX];
-	ssize_t got;
-
-	nrs_objfmt_key(key, h);
-	got = nrs_obj_get(c->store, key, at, buf, len);
-	pthread_mutex_lock(&c->lock);
-	c->st.get_requests++;
-	if (got > 0)
-		c->st.get_bytes += (uint64_t)got;
-	pthread_mutex_unlock(&c->lock);
-	if (got < 0)
-		nrs_log(quiet ? NRS_LOG_DEBUG : got == -ENOENT ? NRS_LOG_ERR
-							       : NRS_LOG_WARN,
-			"bcache: %sGET %s bytes %" PRIu64 "+%zu: %s",
-			quiet ? "prefetch " : "", key, at, len,
-			strerror((int)-got));
-	return got;
-}
-
 /* The flight carrying block idx of h, or NULL.  Lock held; the pointer is
  * good while it is. */
 static const struct flight *flight_of(const struct nrs_bcache *c,
@@ -94,7 +54,8 @@ static const struct flight *flight_of(const struct nrs_bcache *c,
 	for (unsigned i = 0; i < MAX_FLIGHTS; i++) {
 		const struct flight *f = &c->flights[i];
 
-		if (f->n && idx - f->first < f->n && nrs_bc_obj_is(&f->h, h))
+		if (f->n && idx - f->first < f->n && idx >= f->next &&
+		    nrs_bc_obj_is(&f->h, h))	/* BS2 */
 			return f;
 	}
 	return NULL;
@@ -122,7 +83,8 @@ int nrs_bc_flight_add(struct nrs_bcache *c, const struct nrs_objhdr *h,
 	for (unsigned i = 0; i < MAX_FLIGHTS; i++) {
 		if (c->flights[i].n == 0) {
 			c->flights[i] = (struct flight){ .h = *h,
-							 .first = first, .n = n };
+							 .first = first, .n = n,
+							 .next = first };
 			return (int)i;
 		}
 	}
@@ -130,31 +92,6 @@ int nrs_bc_flight_add(struct nrs_bcache *c, const struct nrs_objhdr *h,
 }
 
 
-
-/* Copy the wanted part of block idx (len bytes at data) to r->dst. */
-static void copy_out(const struct req *r, uint32_t idx,
-		     const unsigned char *data, size_t len)
-{
-	uint64_t bs = (uint64_t)idx * NRS_OBJ_BLOCK;
-	uint64_t from = bs > r->rel ? bs : r->rel;
-	uint64_t to = bs + len < r->end ? bs + len : r->end;
-
-	if (from < to)
-		memcpy(r->dst + (from - r->rel), data + (from - bs),
-		       (size_t)(to - from));
-}
-
-/* Bytes of payload blocks [first, first + n) of h (the last may be short). */
-static size_t run_bytes(const struct nrs_objhdr *h, uint32_t first,
-			uint32_t n)
-{
-	uint64_t plen = h->end - h->start, at = (uint64_t)first * NRS_OBJ_BLOCK;
-
-	if (at >= plen)
-		return 0;
-	return (size_t)(plen - at < (uint64_t)n * NRS_OBJ_BLOCK ?
-			plen - at : (uint64_t)n * NRS_OBJ_BLOCK);
-}
 
 /* End flight slot (-1: none) and wake the readers waiting for it.  Lock
  * held. */
@@ -205,159 +142,95 @@ static uint32_t plan_fetch(struct nrs_bcache *c, const struct req *r,
 }
 
 /*
- * Blocks [first, first + n) of r's object, got bytes of them at buf, just
- * fetched: verify each, cache the good ones and, if want, copy out the
- * ones r wants.  -EBADMSG if a wanted block is bad.  For a prefetch
- * (r->job) nothing is wanted and its blocks are cached as read ahead
- * (B7).
+ * Fetch blocks [first, first + n) with one GET whose body lands block by
+ * block as it comes (bcache_fill.c: verified, cached, the wanted ones
+ * copied out, the flight in slot moved past each).
  */
-static int land_run(struct nrs_bcache *c, const struct req *r, uint32_t first,
-		    uint32_t n, const unsigned char *buf, size_t got,
-		    bool want)
+int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
+		     uint32_t first, uint32_t n, int slot)
 {
-	const struct nrs_objinfo *oi = &r->hdr->info;
-	const unsigned char *table = r->hdr->data + NRS_OBJ_FIXED;
-	uint64_t at = (uint64_t)first * NRS_OBJ_BLOCK;
-	int err = 0;
+	struct fill f;
 
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t idx = first + i;
-		bool wanted = want && !r->job && idx <= r->last;
-		size_t bl = nrs_objfmt_block_len(oi, idx);
-		const unsigned char *p = buf + (size_t)i * NRS_OBJ_BLOCK;
-		const char *bad = NULL;
-		struct ent *e;
-
-		if ((size_t)i * NRS_OBJ_BLOCK + bl > got)
-			bad = "object shorter than its header says";
-		else if (nrs_objfmt_verify_block(oi, table, idx, p, bl))
-			bad = "block fails its checksum";
-		if (bad) {
-			/* Never cached; fails the read only if wanted. */
-			report_bad(c, r->h, r->h->start + at +
-				   (uint64_t)i * NRS_OBJ_BLOCK, bad, true);
-			err = wanted ? -EBADMSG : 0;
-			break;
-		}
-		if (wanted)
-			copy_out(r, idx, p, bl);
-		e = nrs_bc_ent_new(r->h, idx, bl);	/* B1: p verified */
-		if (e) {
-			memcpy(e->data, p, bl);
-			nrs_bc_mem_insert(c, e, r->job);
-		}
-		if (c->dir_fd >= 0)
-			nrs_bc_disk_store(c, r->h, idx, p, bl);
-	}
-	return err;
+	nrs_bc_fill_init(&f, c, r, first, n, slot);
+	return nrs_bc_fill_end(&f, nrs_bc_fill_get(&f, false));
 }
 
 /*
- * Fetch blocks [first, first + n) with one GET, verify each, cache the good
- * ones and copy out the wanted ones (land_run).
+ * The header entry f->hdr, just parsed from f's GET and verified: publish
+ * it as soon as it is in, before the blocks that follow it in the GET, so
+ * that the readers waiting for it (B8) wake then and take those blocks as
+ * they land (BS2).  The entry memory holds already (fetched twice, without
+ * a flight) wins over ours; ours is added if there is room.  f->hdr is
+ * then a reference of the fetch's own, and the header's flight
+ * (*f->hslot) is ended.
  */
-int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
-		     uint32_t first, uint32_t n)
+void nrs_bc_hdr_publish(struct fill *f)
 {
-	uint64_t plen = r->h->end - r->h->start;
-	size_t bytes = run_bytes(r->h, first, n);
-	unsigned char *buf = malloc(bytes);
-	ssize_t got;
-	int err;
+	struct nrs_bcache *c = f->c;
+	struct ent *e, *mine = f->hdr;
 
-	if (!buf)
-		return -ENOMEM;
-	got = store_get(c, r->h, nrs_objfmt_hdr_len(plen) +
-			(uint64_t)first * NRS_OBJ_BLOCK, buf, bytes,
-			r->job != NULL);
-	if (got < 0) {
-		free(buf);
-		return (int)got;
+	pthread_mutex_lock(&c->lock);
+	e = nrs_bc_tier_find(&c->mem, f->r->h, HDR_IDX);
+	if (e) {
+		e->refs++;
+		nrs_bc_tier_touch(&c->mem, e);
+	} else {
+		e = mine;
+		mine = NULL;
+		e->refs = 1;
+		if (nrs_bc_mem_make_room(c, sizeof(*e) + e->len,
+					 f->r->job != NULL)) {
+			e->refs++;
+			nrs_bc_tier_add(&c->mem, e, sizeof(*e) + e->len);
+		}
 	}
-	err = land_run(c, r, first, n, buf, (size_t)got, true);
-	free(buf);
-	return err;
-}
-
-/* Parse and verify the header and table of h at buf (got bytes of a GET
- * from the object's start) into a new entry. */
-static int hdr_parse(struct nrs_bcache *c, const struct nrs_objhdr *h,
-		     const unsigned char *buf, size_t got, struct ent **out)
-{
-	size_t hl = nrs_objfmt_hdr_len(h->end - h->start);
-	struct ent *e;
-	const char *what = NULL;
-	int err;
-
-	if (got < hl) {
-		report_bad(c, h, h->start, "shorter than its header", true);
-		return -EBADMSG;
-	}
-	e = nrs_bc_ent_new(h, HDR_IDX, hl);
-	if (!e)
-		return -ENOMEM;
-	memcpy(e->data, buf, hl);
-	err = nrs_objfmt_parse(e->data, hl, h, &e->info);
-	if (err == -EBADMSG)
-		what = "header fails its checksum";
-	else if (err == -EUCLEAN)
-		what = "header names another stream, range or generation";
-	else if (err == -EPROTO)
-		what = "newer object format version than this build reads";
-	if (err == -EUCLEAN)
-		err = -EBADMSG;
-	if (!err) {
-		err = nrs_objfmt_verify_table(&e->info, e->data + NRS_OBJ_FIXED);
-		if (err)
-			what = "block CRC table fails its checksum";
-	}
-	if (err) {
-		report_bad(c, h, h->start, what, err != -EPROTO);
-		free(e);
-		return err;
-	}
-	*out = e;
-	return 0;
+	f->hdr = e;
+	nrs_bc_flight_end_locked(c, *f->hslot);	/* B8 */
+	*f->hslot = -1;
+	f->published = true;
+	pthread_mutex_unlock(&c->lock);
+	free(mine);
 }
 
 /*
  * Fetch the header and table of h into a new entry and, in the same GET
- * (B8), payload blocks [0, nrun), verified against that table and cached;
- * for reader r, the ones it wants are copied out, and r->served and
- * r->run_err say how far that got.
+ * (B8), payload blocks [0, nrun), landed as they come against that table
+ * (the flight in slot moved past each); for reader r, the ones it wants
+ * are copied out, and r->served and r->run_err say how far that got.  A
+ * GET that fails after the header came keeps the header and what landed
+ * (BS1): r fetches the rest itself.  *out is a reference to the header
+ * entry, published (nrs_bc_hdr_publish) as soon as it came.
  */
 static int hdr_fetch(struct nrs_bcache *c, const struct nrs_objhdr *h,
-		     struct job *j, struct req *r, uint32_t nrun,
-		     struct ent **out)
+		     struct job *j, struct req *r, uint32_t nrun, int slot,
+		     int *hslot, struct ent **out)
 {
-	size_t hl = nrs_objfmt_hdr_len(h->end - h->start);
-	size_t rl = nrun ? run_bytes(h, 0, nrun) : 0;
-	unsigned char *buf = malloc(hl + rl);
+	struct req run = r ? *r : (struct req){ .h = h, .job = j };
+	struct fill f;
 	ssize_t got;
 	int err;
 
-	if (!buf)
-		return -ENOMEM;
-	got = store_get(c, h, 0, buf, hl + rl, j != NULL);
-	if (got < 0) {
-		free(buf);
+	run.hdr = NULL;
+	nrs_bc_fill_init(&f, c, &run, 0, nrun, slot);
+	f.hslot = hslot;	/* published as soon as it is in */
+	got = nrs_bc_fill_get(&f, true);
+	if (!f.hdr) {		/* nothing landed: the header did not */
+		nrs_bc_fill_end(&f, got);
+		if (got >= 0)	/* the body ended within the header */
+			return nrs_bc_hdr_parse(c, h, NULL, 0, out);
 		return (int)got;
 	}
-	err = hdr_parse(c, h, buf, (size_t)got, out);
-	if (!err && nrun) {
-		struct req run = r ? *r : (struct req){ .h = h, .job = j };
-		int rerr;
-
-		run.hdr = *out;
-		rerr = land_run(c, &run, 0, nrun, buf + hl, (size_t)got - hl,
-				true);
-		if (r) {
-			r->served = nrun;
-			r->run_err = rerr;
-		}
+	if (!f.published)
+		nrs_bc_hdr_publish(&f);
+	err = nrs_bc_fill_end(&f, got);
+	if (got < 0)
+		err = f.err;	/* BS1: the blocks past the cut, r's own */
+	*out = f.hdr;
+	if (r) {
+		r->served = got < 0 ? f.done : nrun;
+		r->run_err = err;
 	}
-	free(buf);
-	return err;
+	return got < 0 ? (int)f.done : (int)nrun;
 }
 
 /* Is h's header in flight (B8)?  Lock held. */
@@ -407,8 +280,8 @@ static uint32_t hdr_run(struct nrs_bcache *c, const struct nrs_objhdr *h,
 int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		   struct job *j, struct req *r, struct ent **out)
 {
-	struct ent *e, *mine = NULL;
-	int hslot = -1, rslot = -1, err;
+	struct ent *e;
+	int hslot = -1, rslot = -1, landed;
 	uint32_t nrun = 0;
 	bool waited = false;
 
@@ -438,30 +311,14 @@ int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
 				(uint32_t)(r->rel / NRS_OBJ_BLOCK);
 	pthread_mutex_unlock(&c->lock);
 
-	err = hdr_fetch(c, h, j, r, nrun, &mine);
+	landed = hdr_fetch(c, h, j, r, nrun, j ? j->slot : rslot, &hslot, &e);
 	pthread_mutex_lock(&c->lock);
-	if (!err) {
-		e = nrs_bc_tier_find(&c->mem, h, HDR_IDX);
-		if (e) {		/* fetched without a flight, twice */
-			e->refs++;
-			nrs_bc_tier_touch(&c->mem, e);
-		} else {
-			e = mine;
-			mine = NULL;
-			e->refs = 1;
-			if (nrs_bc_mem_make_room(c, sizeof(*e) + e->len,
-						 j != NULL)) {
-				e->refs++;
-				nrs_bc_tier_add(&c->mem, e, sizeof(*e) + e->len);
-			}
-		}
-		*out = e;
-	}
+	if (landed >= 0)
+		*out = e;	/* published, a reference ours */
 	nrs_bc_flight_end_locked(c, hslot);
 	nrs_bc_flight_end_locked(c, rslot);
 	pthread_mutex_unlock(&c->lock);
-	free(mine);
-	return err < 0 ? err : (int)nrun;
+	return landed;
 }
 
 /*
@@ -477,28 +334,36 @@ void nrs_bc_fetch_job(struct nrs_bcache *c, struct job *j)
 	struct req r = { .h = &j->h, .job = j, .hdr = j->hdr };
 	size_t bytes;
 	unsigned char *buf;
+	struct fill f;
 	ssize_t got;
 
 	if (!j->hdr && j->first == 0) {
 		int landed = nrs_bc_hdr_ref(c, &j->h, j, NULL, &j->hdr);
 
-		if (landed < 0 || (uint32_t)landed == j->n)
-			return;		/* B8: the run came with the header */
+		if (landed != 0)
+			return;		/* B8: the run came with the header,
+					 * or what did not failed */
 		r.hdr = j->hdr;
 	}
 	if (r.hdr) {
-		nrs_bc_fetch_run(c, &r, j->first, j->n);
+		nrs_bc_fetch_run(c, &r, j->first, j->n, j->slot);
 		return;
 	}
-	bytes = run_bytes(&j->h, j->first, j->n);
+	/* The header is not here to verify blocks against as they come:
+	 * the run waits in a buffer (what the job reserved, B5). */
+	bytes = nrs_bc_run_bytes(&j->h, j->first, j->n);
 	buf = malloc(bytes);
 	if (!buf)
 		return;
-	got = store_get(c, &j->h, nrs_objfmt_hdr_len(j->h.end - j->h.start) +
-			(uint64_t)j->first * NRS_OBJ_BLOCK, buf, bytes, true);
+	got = nrs_bc_store_get(c, &j->h,
+			       nrs_objfmt_hdr_len(j->h.end - j->h.start) +
+			       (uint64_t)j->first * NRS_OBJ_BLOCK, buf, bytes,
+			       true);
 	if (got >= 0 && nrs_bc_hdr_ref(c, &j->h, j, NULL, &j->hdr) >= 0) {
 		r.hdr = j->hdr;
-		land_run(c, &r, j->first, j->n, buf, (size_t)got, true);
+		nrs_bc_fill_init(&f, c, &r, j->first, j->n, j->slot);
+		nrs_bc_fill_end(&f, nrs_bc_land_buf(&f, buf, (size_t)got) ?:
+				    got);
 	}
 	free(buf);
 }
@@ -538,7 +403,7 @@ int nrs_bc_read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
 	pthread_mutex_unlock(&c->lock);
 
 	if (e) {
-		copy_out(r, idx, e->data, e->len);
+		nrs_bc_copy_out(r, idx, e->data, e->len);
 		pthread_mutex_lock(&c->lock);
 		nrs_bc_ent_put(e);
 		pthread_mutex_unlock(&c->lock);
@@ -548,7 +413,7 @@ int nrs_bc_read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
 	if (on_disk) {
 		err = nrs_bc_disk_load(c, r, idx, &e);
 		if (!err) {
-			copy_out(r, idx, e->data, e->len);
+			nrs_bc_copy_out(r, idx, e->data, e->len);
 			nrs_bc_mem_insert(c, e, NULL);
 			*cur = idx + 1;
 			return 0;
@@ -559,7 +424,7 @@ int nrs_bc_read_step(struct nrs_bcache *c, const struct req *r, uint32_t *cur)
 		n = plan_fetch(c, r, idx, &slot);
 		pthread_mutex_unlock(&c->lock);
 	}
-	err = nrs_bc_fetch_run(c, r, idx, n);
+	err = nrs_bc_fetch_run(c, r, idx, n, slot);
 	flight_end(c, slot);
 	*cur = idx + n;
 	return err;

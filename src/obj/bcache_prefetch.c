@@ -22,17 +22,15 @@
  * moment it is planned (so a reader never fetches what a prefetch will).
  * The plan, under the lock, in the read's thread:
  *   - the horizon is the end of the read plus as many bytes as the run has
- *     read so far, or, once that is the run's first window, the stream's
- *     window if it is more (BA3), at most `lookahead` (NWORKERS *
- *     readahead, at most half the memory tier and NRS_BCACHE_FOLLOW): a
- *     read that merely starts at an object's start sets off one window,
- *     a reader that has read the first window two, a long run keeps
- *     `lookahead` bytes coming;
+ *     read so far (BA3), at most `lookahead` (NWORKERS * readahead, at
+ *     most half the memory tier and NRS_BCACHE_FOLLOW): a read that
+ *     merely starts at an object's start sets off one window, a long run
+ *     keeps `lookahead` bytes coming;
  *   - from where the stream's prefetches got to (or the read's first
  *     block), each block not held is planned in runs of the stream's
- *     window, which is SEQ_FIRST for the run's first GET and then (BA3)
- *     `readahead`, or less if the bytes ahead (B7) could not hold
- *     PF_DEEP (2) GETs in flight and one window landed besides (BA1: with
+ *     window, which is SEQ_FIRST for the run's first GET, then RA_GROW
+ *     (4) times the last one (BA3) up to `readahead`, or less if the
+ *     bytes ahead (B7) could not hold PF_DEEP (2) GETs in flight and one window landed besides (BA1: with
  *     the default 128 MiB tier, the whole 16 MiB, an object of the
  *     default size, BA2; with fewer in flight the reader would wait for a
  *     full window to be read before the next GET could start);
@@ -116,15 +114,12 @@ static void prefetch_plan(struct nrs_bcache *c, const struct req *r,
 			  struct seq *s, uint64_t end)
 {
 	uint64_t off = r->h->start + r->rel, run = end - s->run;
-	uint64_t ahead = run, win = (uint64_t)s->ra * NRS_OBJ_BLOCK;
 	uint64_t horizon, at;
 	uint32_t cap = c->pf_max;
 	bool queued = false;
 
-	/* BA3: once the run has read its first window, one window past */
-	if (run >= (uint64_t)c->seq_first * NRS_OBJ_BLOCK && ahead < win)
-		ahead = win;
-	horizon = end + (ahead < c->lookahead ? ahead : c->lookahead);
+	/* BA3: as far past the read as the run has read, no farther */
+	horizon = end + (run < c->lookahead ? run : c->lookahead);
 	at = s->pf >= off && s->pf <= horizon ? s->pf : off;
 	while (at < horizon && c->jobs < c->nworkers) {
 		const struct nrs_objhdr *h;
@@ -181,7 +176,7 @@ static void prefetch_plan(struct nrs_bcache *c, const struct req *r,
 		c->queue_tail = j;
 		c->jobs++;
 		queued = true;
-		s->ra = cap;	/* BA3: the first window, then whole ones */
+		s->ra = nrs_bc_ra_next(s->ra, cap);	/* BA3 */
 		at = h->start + (uint64_t)(idx + n) * NRS_OBJ_BLOCK;
 		at = at < h->end ? at : h->end;
 	}
@@ -222,7 +217,7 @@ int nrs_bc_hdr_get(struct nrs_bcache *c, struct req *r, uint64_t off,
 		if (landed_to > h->end)
 			landed_to = h->end;
 		s->pf = landed_to;
-		s->ra = c->pf_max;	/* BA3 */
+		s->ra = nrs_bc_ra_next(c->seq_first, c->pf_max); /* BA3 */
 	}
 	if (!near || end > s->next)
 		s->next = end;

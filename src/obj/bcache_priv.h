@@ -9,7 +9,8 @@
  *   bcache.c           the API: open, close, read, forget, audit, stats
  *   bcache_tier.c      entries, the hash and LRU of a tier, the memory tier
  *   bcache_disk.c      the disk tier: its files, their names, start-up
- *   bcache_fetch.c     a reader's blocks: header, flights, GETs, verifying
+ *   bcache_fetch.c     a reader's blocks: header, flights, GETs
+ *   bcache_fill.c      a GET's body landed block by block, verified
  *   bcache_prefetch.c  sequential reads and the prefetch workers
  */
 #ifndef NRS_BCACHE_PRIV_H
@@ -19,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "obj/bcache.h"
 #include "obj/objfmt.h"
@@ -31,6 +33,8 @@
 #define SEQ_FIRST	(1u << 20)	/* a sequential read's first window */
 #define SEQ_SLACK	(1u << 20)	/* how far from the end of the last read
 					 * a sequential one may start */
+#define RA_GROW		4		/* BA3: each window of a run is this
+					 * many times the one before */
 #define MAX_FLIGHTS	32		/* more at once are not deduplicated */
 #define NWORKERS	4		/* prefetch threads: GETs in flight
 					 * ahead of sequential readers */
@@ -70,6 +74,8 @@ struct tier {
 struct flight {
 	struct nrs_objhdr h;
 	uint32_t first, n;
+	uint32_t next;		/* blocks before it landed (BS2): carried
+				 * are [next, first + n) */
 };
 
 /* Where the reads of one stream got to (READS); a slot of seqs[]. */
@@ -139,11 +145,40 @@ struct req {
 	int run_err;		/* -EBADMSG: a wanted one of them was bad */
 };
 
+/* A GET being landed block by block (bcache_fill.c, STREAMING). */
+struct fill {
+	struct nrs_bcache *c;
+	const struct req *r;	/* h, job, and what a reader wants */
+	struct ent *hdr;	/* the table blocks are verified against;
+				 * a GET with the header: parsed from it,
+				 * the caller's to keep or free */
+	int slot;		/* flight moved past landed blocks, or -1 */
+	uint32_t first, n;	/* the run of blocks */
+	size_t hl;		/* header bytes before the first block */
+	unsigned char *hbuf;	/* them, while they come */
+	uint64_t have;		/* body bytes taken (header included) */
+	uint32_t done;		/* blocks [first, first + done) landed or
+				 * failed */
+	struct ent *cur;	/* block first + done, being filled */
+	int err;		/* -EBADMSG: a wanted block was bad */
+	int sink_err;		/* what the sink aborted the GET with */
+	int *hslot;		/* a GET with the header: its flight, ended
+				 * when the header is published (BS5) */
+	bool published;		/* hdr is (BS5) */
+};
+
 static inline bool nrs_bc_obj_is(const struct nrs_objhdr *a,
 				 const struct nrs_objhdr *b)
 {
 	return a->stream_id == b->stream_id && a->start == b->start &&
 	       a->end == b->end && a->gen == b->gen;
+}
+
+/* BA3: the window (blocks) of a run's GET after one of ra, cap the
+ * most. */
+static inline uint32_t nrs_bc_ra_next(uint32_t ra, uint32_t cap)
+{
+	return ra < cap / RA_GROW ? ra * RA_GROW : cap;
 }
 
 /* What a block of len bytes costs the memory tier. */
@@ -177,16 +212,36 @@ void nrs_bc_disk_drop(struct nrs_bcache *c, struct ent *d,
 		      struct ent **victims);
 void nrs_bc_disk_reap(struct nrs_bcache *c, struct ent *victims);
 
+/* bcache_fill.c */
+void nrs_bc_report_bad(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		       uint64_t offset, const char *what, bool count);
+ssize_t nrs_bc_store_get(struct nrs_bcache *c, const struct nrs_objhdr *h,
+			 uint64_t at, void *buf, size_t len, bool quiet);
+void nrs_bc_copy_out(const struct req *r, uint32_t idx,
+		     const unsigned char *data, size_t len);
+int nrs_bc_hdr_parse(struct nrs_bcache *c, const struct nrs_objhdr *h,
+		     const unsigned char *buf, size_t got, struct ent **out);
+size_t nrs_bc_run_bytes(const struct nrs_objhdr *h, uint32_t first,
+			uint32_t n);
+void nrs_bc_fill_init(struct fill *f, struct nrs_bcache *c,
+		      const struct req *r, uint32_t first, uint32_t n,
+		      int slot);
+int nrs_bc_fill_sink(void *arg, uint64_t pos, const void *buf, size_t n);
+ssize_t nrs_bc_fill_get(struct fill *f, bool with_hdr);
+int nrs_bc_land_buf(struct fill *f, const unsigned char *buf, size_t got);
+int nrs_bc_fill_end(struct fill *f, ssize_t got);
+
 /* bcache_fetch.c */
 int nrs_bc_hdr_ref(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		   struct job *j, struct req *r, struct ent **out);
+void nrs_bc_hdr_publish(struct fill *f);
 bool nrs_bc_is_held(const struct nrs_bcache *c, const struct nrs_objhdr *h,
 		    uint32_t idx);
 int nrs_bc_flight_add(struct nrs_bcache *c, const struct nrs_objhdr *h,
 		      uint32_t first, uint32_t n);
 void nrs_bc_flight_end_locked(struct nrs_bcache *c, int slot);
 int nrs_bc_fetch_run(struct nrs_bcache *c, const struct req *r,
-		     uint32_t first, uint32_t n);
+		     uint32_t first, uint32_t n, int slot);
 int nrs_bc_read_step(struct nrs_bcache *c, const struct req *r,
 		     uint32_t *cur);
 void nrs_bc_fetch_job(struct nrs_bcache *c, struct job *j);

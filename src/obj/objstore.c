@@ -11,12 +11,16 @@
  * one that keeps it 412 to the second.  The key is random so that two
  * daemons probing one bucket at once never see each other's probe; the
  * bytes name the process, for whoever finds a probe a crash left behind.
+ *
+ * And the streaming GET of a store that has none (nrs_obj_get_stream):
+ * get() into one buffer, handed to the sink whole.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -118,4 +122,33 @@ int nrs_obj_cond_supported(struct nrs_objstore *s)
 		nrs_warn("%s store: probe of conditional writes: %s",
 			 s->ops->name, strerror(-rc));
 	return rc;
+}
+
+ssize_t nrs_obj_get_buffered(struct nrs_objstore *s, const char *key,
+			     uint64_t off, size_t len, nrs_obj_sink_fn sink,
+			     void *arg)
+{
+	unsigned char *buf = malloc(len ? len : 1);
+	ssize_t got;
+	int err;
+
+	if (!buf)
+		return -ENOMEM;
+	got = s->ops->get(s, key, off, buf, len);
+	if (got > 0) {
+		err = sink(arg, 0, buf, (size_t)got);
+		if (err < 0)
+			got = err;
+	}
+	free(buf);
+	return got;
+}
+
+ssize_t nrs_obj_get_stream(struct nrs_objstore *s, const char *key,
+			   uint64_t off, size_t len, nrs_obj_sink_fn sink,
+			   void *arg)
+{
+	if (s->ops->get_stream)
+		return s->ops->get_stream(s, key, off, len, sink, arg);
+	return nrs_obj_get_buffered(s, key, off, len, sink, arg);
 }

@@ -91,6 +91,16 @@ struct nrs_obj_meta {
 					 * "": the store gave none */
 };
 
+/*
+ * A streaming GET's receiver (get_stream): n bytes of the body at pos,
+ * relative to the range's start, as they arrive.  Within one attempt the
+ * bytes come in order; when a provider sends the request again, pos starts
+ * over from 0 (the same bytes: objects are immutable).  Returns 0, or a
+ * negative errno that aborts the GET, which then returns it.
+ */
+typedef int (*nrs_obj_sink_fn)(void *arg, uint64_t pos, const void *buf,
+			       size_t n);
+
 struct nrs_objstore_ops {
 	const char *name;	/* "dir" or "s3" */
 	bool wants_md5;		/* put() sends the MD5 (Content-MD5); false:
@@ -115,6 +125,12 @@ struct nrs_objstore_ops {
 	 * short only at the end of the object; -ENOENT. */
 	ssize_t (*get)(struct nrs_objstore *s, const char *key, uint64_t off,
 		       void *buf, size_t len);
+	/* get() whose body goes to sink as it arrives, never buffered
+	 * whole; the same result.  NULL: nrs_obj_get_stream() calls get()
+	 * into a buffer and hands that to sink. */
+	ssize_t (*get_stream)(struct nrs_objstore *s, const char *key,
+			      uint64_t off, size_t len, nrs_obj_sink_fn sink,
+			      void *arg);
 	/* Remove the object; 0 also if it did not exist. */
 	int (*del)(struct nrs_objstore *s, const char *key);
 	void (*close)(struct nrs_objstore *s);
@@ -173,6 +189,18 @@ static inline ssize_t nrs_obj_get(struct nrs_objstore *s, const char *key,
 {
 	return s->ops->get(s, key, off, buf, len);
 }
+
+/* A range GET whose body is handed to sink as it arrives (ops get_stream;
+ * see nrs_obj_sink_fn).  Returns the bytes read (short only at the end of
+ * the object), a store error, or the sink's error. */
+ssize_t nrs_obj_get_stream(struct nrs_objstore *s, const char *key,
+			   uint64_t off, size_t len, nrs_obj_sink_fn sink,
+			   void *arg);
+/* The same with get() into one buffer of len bytes, handed to sink whole:
+ * for a store (or a path of one) that cannot stream. */
+ssize_t nrs_obj_get_buffered(struct nrs_objstore *s, const char *key,
+			     uint64_t off, size_t len, nrs_obj_sink_fn sink,
+			     void *arg);
 
 static inline int nrs_obj_del(struct nrs_objstore *s, const char *key)
 {

@@ -140,6 +140,16 @@ static ssize_t s3_get(struct nrs_objstore *os, const char *key, uint64_t off,
 			     : nrs_s3v2_get(os, key, off, buf, len);
 }
 
+/* V4 streams the body to sink; V2 (libs3) reads it into one buffer. */
+static ssize_t s3_get_stream(struct nrs_objstore *os, const char *key,
+			     uint64_t off, size_t len, nrs_obj_sink_fn sink,
+			     void *arg)
+{
+	if (s3_of(os)->v4)
+		return nrs_s3v4_get_stream(os, key, off, NULL, len, sink, arg);
+	return nrs_obj_get_buffered(os, key, off, len, sink, arg);
+}
+
 static int s3_del(struct nrs_objstore *os, const char *key)
 {
 	return s3_of(os)->v4 ? nrs_s3v4_del(os, key) : nrs_s3v2_del(os, key);
@@ -195,6 +205,7 @@ const struct nrs_objstore_ops nrs_s3st_ops = {
 	.put_cond = s3_put_cond,
 	.head = s3_head,
 	.get = s3_get,
+	.get_stream = s3_get_stream,
 	.del = s3_del,
 	.close = s3_close,
 };

@@ -85,6 +85,9 @@ int nrs_s3v4_head(struct nrs_objstore *os, const char *key,
 		  struct nrs_obj_meta *out);
 ssize_t nrs_s3v4_get(struct nrs_objstore *os, const char *key, uint64_t off,
 		     void *buf, size_t len);
+ssize_t nrs_s3v4_get_stream(struct nrs_objstore *os, const char *key,
+			    uint64_t off, void *buf, size_t len,
+			    nrs_obj_sink_fn sink, void *arg);
 int nrs_s3v4_del(struct nrs_objstore *os, const char *key);
 
 /* objstore_s3_v2.c */

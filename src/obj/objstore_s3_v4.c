@@ -7,8 +7,10 @@
  * (SE2); before a request, and once more after one refused for its
  * credentials, the credentials file is read again if it changed (SC1).
  * A GET checks its body against Content-Length and the range it asked for
- * (nrs_s3st_get_checked); a HEAD's x-amz-meta-sha256 that is not 64 hex
- * digits gives no SHA-256.
+ * (nrs_s3st_get_checked), and may hand it to a sink as it arrives
+ * (get_stream: libcurl's write callback calls the sink; a retry sends it
+ * from its start again, objstore.h); a HEAD's x-amz-meta-sha256 that is
+ * not 64 hex digits gives no SHA-256.
  *
  * A conditional PUT (objstore.h OC1) sends If-None-Match: * or If-Match;
  * 412 becomes -EEXIST or -ESTALE by the condition that was sent, a 404 of
@@ -250,10 +252,19 @@ int nrs_s3v4_head(struct nrs_objstore *os, const char *key,
 ssize_t nrs_s3v4_get(struct nrs_objstore *os, const char *key, uint64_t off,
 		     void *buf, size_t len)
 {
+	return nrs_s3v4_get_stream(os, key, off, buf, len, NULL, NULL);
+}
+
+/* A GET into buf, or with sink to sink as it arrives (buf unused). */
+ssize_t nrs_s3v4_get_stream(struct nrs_objstore *os, const char *key,
+			    uint64_t off, void *buf, size_t len,
+			    nrs_obj_sink_fn sink, void *arg)
+{
 	struct s3_store *s = s3_of(os);
 	struct nrs_s3c_req r = {
 		.method = NRS_S3C_GET, .key = key, .off = off, .dst = buf,
 		.dst_len = len > SSIZE_MAX ? SSIZE_MAX : len,
+		.sink = sink, .sink_arg = arg,
 	};
 	struct nrs_s3c_resp o;
 	int err;
@@ -271,6 +282,8 @@ ssize_t nrs_s3v4_get(struct nrs_objstore *os, const char *key, uint64_t off,
 	err = nrs_s3c_run(s->v4, &r, &o);
 	if (err < 0)
 		return err;
+	if (o.sink_err)
+		return o.sink_err;
 	if (o.too_long)
 		return nrs_s3st_get_checked(s, key, off, r.dst_len, true, false, 0, 0);
 	err = v4_result(s, &r, &o, true);

@@ -51,6 +51,10 @@
  *      included): every attempt's CURLOPT_TIMEOUT is what is left of it,
  *      and no pause runs past it.  So a stalled service holds a caller
  *      (and unmount) for at most timeout_ms.
+ *  SR4  A GET's sink (s3_curl.h) that refuses bytes ends the operation
+ *      there, as an answer (sink_err), never sent again: the refusal is
+ *      the caller's, and another attempt would meet it again.  The sink
+ *      runs in the engine thread, so it must not wait.
  *
  * CONCURRENCY: ONE ENGINE THREAD AND LIBCURL'S MULTI INTERFACE
  *
@@ -347,6 +351,7 @@ static int attempt_start(struct nrs_s3c *c, struct attempt *a,
 	a->hdrs = list;
 	o->got = 0;
 	o->too_long = false;
+	o->sink_err = 0;
 	o->have_length = false;
 	o->has_meta_sha256 = false;
 	o->code[0] = o->message[0] = o->region[0] = '\0';
@@ -413,8 +418,9 @@ static int attempt_end(struct nrs_s3c *c, struct attempt *a, CURLcode rc)
 	int err = 0;
 
 	o->http = nrs_s3c_status_of(a->h);
-	if (rc == CURLE_WRITE_ERROR && o->too_long)
-		rc = CURLE_OK;	/* our own abort; the caller sees too_long */
+	if (rc == CURLE_WRITE_ERROR && (o->too_long || o->sink_err))
+		rc = CURLE_OK;	/* our own abort (SR4); the caller sees
+				 * too_long or sink_err */
 	o->net = nrs_s3c_net_of(rc);
 	if (rc != CURLE_OK) {
 		o->http = 0;	/* an answer cut short is no answer */

@@ -155,10 +155,16 @@ struct nrs_s3c_req {
 	bool if_none_match;		/* If-None-Match: * */
 	const char *if_match;		/* If-Match: "etag", or NULL; at most
 					 * NRS_ETAG_MAX - 1 characters */
-	/* GET: the range [off, off + dst_len) into dst */
+	/* GET: the range [off, off + dst_len) into dst; or, with sink,
+	 * handed to sink(sink_arg, pos, bytes, n) as it arrives (dst
+	 * unused, dst_len still the most taken; pos relative to off, from 0
+	 * again on each attempt; a sink's error aborts the operation, no
+	 * retry, and is in the answer's sink_err) */
 	uint64_t off;
 	void *dst;
 	size_t dst_len;
+	int (*sink)(void *arg, uint64_t pos, const void *buf, size_t n);
+	void *sink_arg;
 };
 
 struct nrs_s3c_resp {
@@ -178,6 +184,7 @@ struct nrs_s3c_resp {
 					 * or "" */
 	size_t got;			/* GET: body bytes in dst */
 	bool too_long;			/* GET: more than dst_len came */
+	int sink_err;			/* GET: the sink's error, or 0 */
 };
 
 /*

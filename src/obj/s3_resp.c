@@ -1,6 +1,6 @@
 /*
  * s3_resp.c - reading an answer, for one attempt (s3_curl.c): a GET's
- * body into the caller's buffer, an error body kept for its <Code>, the
+ * body into the caller's buffer or, as it arrives, to the caller's sink, an error body kept for its <Code>, the
  * headers head() needs (Content-Length, x-amz-meta-sha256, ETag), and what
  * libcurl's result says about the connection.
  */
@@ -40,7 +40,16 @@ size_t nrs_s3c_on_write(char *buf, size_t size, size_t nmemb,
 			o->too_long = true;
 			return 0;	/* aborts the transfer */
 		}
-		memcpy((char *)a->r->dst + o->got, buf, n);
+		if (a->r->sink) {
+			int err = a->r->sink(a->r->sink_arg, o->got, buf, n);
+
+			if (err < 0) {
+				o->sink_err = err;
+				return 0;	/* aborts the transfer */
+			}
+		} else {
+			memcpy((char *)a->r->dst + o->got, buf, n);
+		}
 		o->got += n;
 		return n;
 	}

@@ -436,8 +436,8 @@ static void test_readahead(void **state)
 	put_obj(m, &h);
 
 	/* Sequential in 128 KiB reads: the header with the first 1 MiB in
-	 * one GET (B8), then the rest in one (BA3: a whole window after the
-	 * first). */
+	 * one GET (B8), then the rest in one (BA3: 4 MiB after the first,
+	 * cut at the object's end). */
 	c = open_cache(m, 0, NULL, 0, 0);
 	for (uint64_t at = 0; at < plen; at += 128 * KIB)
 		check_read(c, &h, h.start + at,
@@ -891,10 +891,10 @@ static void test_header_with_first_run(void **state)
 }
 
 /* BA1, BA2, BA3: a sequential reader's window is the readahead unless a
- * third of half the tier is less.  The first object's first window is
- * SEQ_FIRST (1 MiB), with the header; then (BA3) whole windows at once, the
- * rest of that object and the next object's first, both planned by the
- * same read.  With the defaults (BA2: 128 MiB, 16 MiB) an object of the
+ * third of the bytes that may be read ahead is less; the first one is
+ * SEQ_FIRST (1 MiB), with the header; then (BA3) each RA_GROW (4) times
+ * the one before: 4 MiB, then the rest of that object, then whole
+ * windows.  With the defaults (BA2: 128 MiB, 16 MiB) an object of the
  * default size (16 MiB) that the reader reaches by prefetch comes whole
  * in one GET with its header; with a 64 MiB tier BA1 cuts the window to
  * 170 blocks (10.6 MiB), and it comes in two. */
@@ -906,8 +906,8 @@ static void test_prefetch_window(void **state)
 		unsigned next;		/* which one has h[1]'s header */
 		size_t lens[7];
 	} cases[] = {
-		{ 0, 2, 1, { 15 * MIB, 16 * MIB } },
-		{ 64 * MIB, 4, 2, { 170 * BLK, 70 * BLK, 170 * BLK,
+		{ 0, 3, 2, { 4 * MIB, 11 * MIB, 16 * MIB } },
+		{ 64 * MIB, 5, 3, { 64 * BLK, 170 * BLK, 6 * BLK, 170 * BLK,
 				    86 * BLK } },
 	};
 	struct mock *m = *state;
@@ -935,31 +935,31 @@ static void test_prefetch_window(void **state)
 	}
 }
 
-/* BA3: the read that plans the rest of the first object plans the next
- * object's first window too, so that both GETs are in flight at once:
- * a reader that has read only its first window (1 MiB, which came with
- * the header) has set off both. */
-static void test_prefetch_overlaps_next(void **state)
+/* BA3: a reader that stops just past its first window (1 MiB, which came
+ * with the header) has had the next window, 4 MiB, fetched ahead, and
+ * nothing more: not the rest of the object and the next one (31 MiB). */
+static void test_prefetch_stops_early(void **state)
 {
 	struct mock *m = *state;
 	struct nrs_objhdr h[2];
 	size_t hl = nrs_objfmt_hdr_len(16 * MIB);
 	unsigned gets;
 	struct nrs_bcache *c = open_followed(m, h, 81, 16 * MIB, 0, 0, &gets);
-	size_t lens[2] = { 15 * MIB, 16 * MIB + hl };
 
-	for (uint64_t at = 0; at < MIB; at += 128 * KIB)
+	for (uint64_t at = 0; at < MIB + 128 * KIB; at += 128 * KIB)
 		check_read(c, &h[0], at, 128 * KIB);
 	nrs_bcache_drain(c);
-	assert_int_equal(mock_gets(m), gets + 3);
+	assert_int_equal(mock_gets(m), gets + 2);
 	assert_int_equal(m->get_len[gets], hl + MIB);
-	expect_get_lens(m, gets + 1, lens, 2);
+	assert_int_equal(m->get_len[gets + 1], 4 * MIB);
+	assert_int_equal(stats(c).get_bytes, hl + 5 * MIB);
 	nrs_bcache_close(c);
 }
 
 /* BA3: a run whose first GET is a prefetch (the header was cached: here
- * by a read of the last block) goes from that 1 MiB window straight to a
- * whole one: the rest of the object, up to the block held, in one GET. */
+ * by a read of the last block) grows its windows as one whose first came
+ * with the header: 1 MiB, 4 MiB, then the rest of the object, up to the
+ * block held. */
 static void test_prefetch_first_window_once(void **state)
 {
 	struct mock *m = *state;
@@ -974,9 +974,9 @@ static void test_prefetch_first_window_once(void **state)
 	for (uint64_t at = 0; at < h.end - BLK; at += 128 * KIB)
 		check_read(c, &h, at, 128 * KIB);
 	nrs_bcache_drain(c);
-	assert_int_equal(mock_gets(m), gets + 2);
-	assert_int_equal(m->get_len[gets], MIB);
-	assert_int_equal(m->get_len[gets + 1], 16 * MIB - MIB - BLK);
+	assert_int_equal(mock_gets(m), gets + 3);
+	expect_get_lens(m, gets, (const size_t[]){ MIB, 4 * MIB,
+						   11 * MIB - BLK }, 3);
 	nrs_bcache_close(c);
 }
 
@@ -1540,7 +1540,7 @@ int main(void)
 		T(test_header_once),
 		T(test_header_with_first_run),
 		T(test_prefetch_window),
-		T(test_prefetch_overlaps_next),
+		T(test_prefetch_stops_early),
 		T(test_prefetch_first_window_once),
 		T(test_prefetch_follow_evicts_header),
 		T(test_corrupt_block),

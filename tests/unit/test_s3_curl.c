@@ -7,7 +7,7 @@
  * request libcurl signs: a tiny HTTP server on loopback (one thread)
  * captures it, and the test recomputes the AWS4-HMAC-SHA256 signature
  * from the captured request with OpenSSL's HMAC, for a region, a token
- * and either style.  Also: the TLS library is GnuTLS (libs3's libcurl's),
+ * and either style; a GET into a sink (SR4).  Also: the TLS library is GnuTLS (libs3's libcurl's),
  * and a conditional PUT whose first answer was lost (objstore_s3_v4.c
  * S4C1) against the same server.
  */
@@ -765,6 +765,67 @@ static void test_retry_transient(void **state)
 	nrs_s3c_free(c);
 }
 
+struct sink_got {
+	char b[8];
+	size_t n;
+	int calls, fail;
+};
+
+static int sink_collect(void *arg, uint64_t pos, const void *buf, size_t n)
+{
+	struct sink_got *s = arg;
+
+	s->calls++;
+	if (s->fail)
+		return s->fail;
+	assert_true(pos + n <= sizeof(s->b));
+	memcpy(s->b + pos, buf, n);
+	if (pos + n > s->n)
+		s->n = (size_t)(pos + n);
+	return 0;
+}
+
+/* A GET with a sink: the body goes to it as it comes, the error body of
+ * an attempt sent again (503) never does; a sink's error ends the
+ * operation at once, with no attempt more (objstore.h nrs_obj_sink_fn). */
+static void test_get_sink(void **state)
+{
+	static const char answer[] =
+		"HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\n"
+		"Connection: close\r\n\r\nxyz";
+	struct capture cp = { .nanswers = 3 };
+	struct sink_got got = { .n = 0 };
+	char host[64];
+	struct nrs_s3c *c;
+	struct nrs_s3c_resp o;
+	struct nrs_s3c_req r = {
+		.method = NRS_S3C_GET, .key = "k", .off = 7, .dst_len = 3,
+		.sink = sink_collect, .sink_arg = &got,
+	};
+
+	(void)state;
+	cp.answers[0] = err_reply(0, "503 Slow Down", "SlowDown");
+	cp.answers[1] = answer;
+	cp.answers[2] = answer;
+	cap_start(&cp);
+	snprintf(host, sizeof(host), "127.0.0.1:%d", cp.port);
+	c = client(false, NULL, host, 10000);
+	assert_int_equal(nrs_s3c_run(c, &r, &o), 0);
+	assert_int_equal(o.cls, NRS_S3C_OK);
+	assert_int_equal(o.attempts, 2);
+	assert_int_equal(o.got, 3);
+	assert_int_equal(o.sink_err, 0);
+	assert_int_equal(got.n, 3);
+	assert_memory_equal(got.b, "xyz", 3);
+	got.fail = -ENOSPC;
+	assert_int_equal(nrs_s3c_run(c, &r, &o), 0);
+	cap_stop(&cp);
+	assert_int_equal(o.sink_err, -ENOSPC);
+	assert_int_equal(o.attempts, 1);
+	assert_int_equal(cp.served, 3);
+	nrs_s3c_free(c);
+}
+
 /* SR1: a 403 is never sent again; its code and message are read. */
 static void test_no_retry_403(void **state)
 {
@@ -1091,6 +1152,7 @@ int main(void)
 		cmocka_unit_test(test_signed_put_path),
 		cmocka_unit_test(test_signed_put_virtual),
 		cmocka_unit_test(test_signed_get),
+		cmocka_unit_test(test_get_sink),
 		cmocka_unit_test(test_retry_transient),
 		cmocka_unit_test(test_no_retry_403),
 		cmocka_unit_test(test_region_error),
