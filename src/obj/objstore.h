@@ -241,6 +241,12 @@ int nrs_objstore_dir_adopt(struct nrs_objstore *s, const char *key,
  */
 int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
 			   uint64_t off, uint64_t len);
+/*
+ * Make the holes punched in key durable (OD9: fdatasync of the file): 0;
+ * -ENOENT; -EOPNOTSUPP (no embedded store); -EROFS; or the errno of the
+ * sync.  One call covers every punch of the file before it.
+ */
+int nrs_objstore_dir_punch_sync(struct nrs_objstore *s, const char *key);
 
 /*
  * The highest segment number adopted under w/ in the embedded store s
