@@ -247,6 +247,13 @@ int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
  * sync.  One call covers every punch of the file before it.
  */
 int nrs_objstore_dir_punch_sync(struct nrs_objstore *s, const char *key);
+/*
+ * The size in bytes of adopted file key and its number of names (2 while
+ * the WAL's name of the segment is there, OD7) into *size and *links:
+ * 0, -EOPNOTSUPP (no embedded store), -ENOENT, or the errno of stat.
+ */
+int nrs_objstore_dir_adopted_stat(struct nrs_objstore *s, const char *key,
+				  uint64_t *size, uint64_t *links);
 
 /*
  * The highest segment number adopted under w/ in the embedded store s

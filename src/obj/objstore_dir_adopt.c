@@ -198,6 +198,25 @@ int nrs_objstore_dir_punch_sync(struct nrs_objstore *s, const char *key)
 	return rc;
 }
 
+int nrs_objstore_dir_adopted_stat(struct nrs_objstore *s, const char *key,
+				  uint64_t *size, uint64_t *links)
+{
+	struct dir_store *d = nrs_dirstore_of(s);
+	struct stat st;
+
+	if (!d)
+		return -EOPNOTSUPP;
+	if (!nrs_objkey_is_valid(key))
+		return -EINVAL;
+	if (fstatat(d->rootfd, key, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENOENT;
+	*size = (uint64_t)st.st_size;
+	*links = (uint64_t)st.st_nlink;
+	return 0;
+}
+
 /* OD8: a name nrs_objfmt_adopt_key makes (16 lower-case hex digits). */
 static bool seg_name(const char *name, uint64_t *no)
 {

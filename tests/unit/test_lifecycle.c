@@ -441,16 +441,7 @@ static uint64_t adopted(struct bgfake *f, uint64_t id, unsigned int k,
  * 0xab, at path (the WAL's name), adopted by the store as w/<SEG>. */
 static void segment_file(struct bgfake *f, const char *path)
 {
-	char key[NRS_OBJKEY_MAX];
-	static unsigned char buf[64 + 4 * REC];
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-
-	assert_true(fd >= 0);
-	memset(buf, 0xab, sizeof(buf));
-	assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
-	assert_int_equal(close(fd), 0);
-	nrs_objfmt_adopt_key(key, SEG);
-	assert_int_equal(nrs_objstore_dir_adopt(f->store.real, key, path), 0);
+	bg_adopted_segment(f, path, SEG, 64 + 4 * REC);
 }
 
 /* The path of segment SEG's file in the store, into path. */
