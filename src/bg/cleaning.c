@@ -119,7 +119,8 @@ void nrs_mat_clean_choose(struct nrs_mat *m)
 	for (size_t i = 0; i < n; i++)
 		if (v[i].seg)
 			v[k++] = v[i];
-	qsort(v, k, sizeof(*v), by_seg);
+	if (k > 1)
+		qsort(v, k, sizeof(*v), by_seg);
 	seg = choose(m, v, k, &cursor);
 	free(v);
 	pthread_mutex_lock(&m->lock);
