@@ -8,7 +8,8 @@
  *     and stored as one new generation, published with the replaced ones
  *     moving to draining in the same transaction (meta.h); reads that hold
  *     the old ones finish on them, and GC deletes them after its grace
- *     period (lifecycle.c G2).  Same MZ2-MZ4 path, same proof.
+ *     period (lifecycle.c G2).  Same MZ2-MZ4 path, same proof.  The
+ *     cleaning of adopted files (cleaning.c) takes the same path (CP3).
  */
 #include "config.h"
 
@@ -37,9 +38,12 @@
  *    publisher needs (pipeline_publish.c PL4), at every idle tick.
  * CP3 Only copied objects (NRS_TARGET_OBJ) join a run: an adopted
  *    generation (NRS_TARGET_ADOPT, write once: a WAL record left in place
- *    in the embedded store) is never copied by compaction, whatever its
- *    size -- writing it again is what adoption saved -- and ends a run as
- *    a WAL entry does.
+ *    in the embedded store) ends a run as a WAL entry does, and is copied
+ *    only by the cleaning rule (cleaning.c CL1-CL3): a generation of the
+ *    file chosen for cleaning is rewritten alone, as one copied object of
+ *    what is left of it (from the stream's start, if a trim cut into it),
+ *    replacing it.  Any other adopted generation stays where it is,
+ *    whatever its size: writing it again is what adoption saved.
  */
 static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 			 uint64_t *a, uint64_t *b, struct olds *olds)
@@ -58,6 +62,12 @@ static bool plan_compact(const struct nrs_mat *m, const struct nrs_stream *st,
 		olds->n = 0;
 		olds->bytes = 0;
 		*a = *b = e->start;
+		if (nrs_mat_clean_wants(m, e)) {	/* CP3, CL3 */
+			olds->gen[olds->n++] = e->gen;
+			olds->bytes = e->oend - e->ostart;	/* its payload */
+			*b = e->end;
+			return true;
+		}
 		for (; j < n && olds->n < MAX_COMPACT; j++) {
 			const struct nrs_index_ent *x = &st->index.v[j];
 			uint64_t len = x->oend - x->ostart;
@@ -114,6 +124,7 @@ bool nrs_mat_compact_some(struct worker *w)
 
 	if (m->o.compact_size == NRS_COMPACT_OFF)
 		return false;
+	nrs_mat_clean_choose(m);	/* CL3 */
 	nrs_streams_each(m->svc->streams, consider_compact, &p);
 	if (!p.best || !(st = nrs_streams_get(m->svc->streams, p.best)))
 		return false;

@@ -56,6 +56,16 @@
  *     draining and the punch is tried again next pass, logged at debug
  *     level only (waiting for walgc is normal, not a fault).  A file
  *     already gone (a crash after G7's delete) leaves nothing to punch.
+ *     The punch goes through the services' punch upcall (the embedded
+ *     store's own call: svc->store may be a fencing wrapper that has no
+ *     holes to punch).
+ *  G8 A hole is durable before its row is retired: a file that stays
+ *     (another row still names it, G7) is synced once after the pass's
+ *     punches of it (nrs_objstore_dir_punch_sync, OD9), and only then are
+ *     its punched rows retired; a failed sync leaves them draining, to be
+ *     punched and synced again next pass.  Without it a power loss could
+ *     bring back bytes whose row is retired, and nobody would punch them
+ *     again.  A file G7 deletes needs no sync (the delete is durable).
  *  G7 The file itself is deleted once no row names it any more: after the
  *     punches of a pass, one listing of the rows; a file whose every
  *     prepared, committed or draining row was punched in this pass goes
@@ -305,7 +315,7 @@ static void retire(struct nrs_lc *l, const struct nrs_obj_row *o, int64_t now)
 
 /* What G2 does next with an adopted row whose record is out (G6). */
 enum out_state {
-	OUT_WAITS,	/* its file could not be deleted: not retired yet */
+	OUT_WAITS,	/* its file not deleted (G7) or synced (G8): not retired */
 	OUT_GONE,	/* no file to punch: retired */
 	OUT_PUNCHED,	/* punched, its file had no other name: G7, retired */
 };
@@ -352,9 +362,10 @@ static int punch_adopted(struct nrs_lc *l, const struct nrs_obj_row *o,
 	else
 		err = nrs_failpoint(NRS_FP_GC_BEFORE_DELETE);
 	if (!err)
-		err = nrs_objstore_dir_punch(l->svc->store, key,
-					     o->off - NRS_OBJ_ADOPT_HDR,
-					     o->length);
+		err = l->svc->punch ? l->svc->punch(l->svc->ctx, o->seg,
+						    o->off - NRS_OBJ_ADOPT_HDR,
+						    o->length)
+				    : -EOPNOTSUPP;
 	if (err == -EBUSY) {
 		nrs_debug("gc: generation %" PRIu64 " in %s: the WAL still "
 			  "names the file, punched later", o->gen, key);
@@ -407,6 +418,22 @@ static void seg_to(const struct rows *r, struct adopted *a, uint64_t seg,
 			a->v[j].st = st;
 }
 
+/* G8: the holes punched in adopted file key made durable; 0 or the
+ * errno (logged; no file left is 0: nothing of it to come back). */
+static int sync_holes(struct nrs_lc *l, uint64_t seg, const char *key)
+{
+	const struct nrs_services *svc = l->svc;
+	int err = svc->punch_sync ? svc->punch_sync(svc->ctx, seg)
+				  : -EOPNOTSUPP;
+
+	if (err == -ENOENT || err == -EOPNOTSUPP)
+		return 0;
+	if (err)
+		nrs_warn("gc: %s: cannot make its holes durable yet: %s", key,
+			 strerror(-err));
+	return err;
+}
+
 /* G7, then G2's last step for the rows a holds (of the pass's rows r). */
 static void retire_adopted(struct nrs_lc *l, const struct rows *r,
 			   struct adopted *a, int64_t now)
@@ -428,7 +455,9 @@ static void retire_adopted(struct nrs_lc *l, const struct rows *r,
 		listed = true;
 		nrs_objfmt_adopt_key(key, o->seg);
 		if (seg_named(&all, r, a, o->seg)) {
-			seg_to(r, a, o->seg, OUT_GONE);	/* the file stays */
+			/* the file stays: G8, its holes durable first */
+			seg_to(r, a, o->seg, sync_holes(l, o->seg, key) == 0 ?
+					     OUT_GONE : OUT_WAITS);
 			continue;
 		}
 		err = nrs_obj_del(l->svc->store, key);

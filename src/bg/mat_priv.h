@@ -10,7 +10,8 @@
  *                   publication (MZ2-MZ4)
  *   mat_adopt.c     write once: WAL records adopted in place as
  *                   generations, and their orphans (MZ10-MZ12)
- *   compaction.c    compaction (CP1-CP2)
+ *   compaction.c    compaction (CP1-CP3)
+ *   cleaning.c      which adopted file compaction cleans (CL1-CL3)
  */
 #ifndef NRS_MAT_PRIV_H
 #define NRS_MAT_PRIV_H
@@ -57,6 +58,12 @@ struct nrs_mat {
 	/* write once (mat_adopt.c): MZ12's lock, held across a link and
 	 * across an orphan's look at the rows and its file's deletion */
 	pthread_mutex_t adopt_lock;
+	/* cleaning.c (CL3): the adopted segment whose live generations
+	 * compaction copies out, 0: none */
+	_Atomic uint64_t clean_seg;
+	int64_t clean_at_ns;		/* protected by lock: the last choice */
+	uint64_t clean_cursor;		/* protected by lock: segments at or
+					 * below it were looked at */
 	bool adopt_off;			/* protected by adopt_lock: a link
 					 * was refused for good (MZ11) */
 };
@@ -146,5 +153,11 @@ int nrs_mat_adopt_orphan(struct nrs_mat *m, size_t i);
 
 /* compaction.c */
 bool nrs_mat_compact_some(struct worker *w);
+
+/* cleaning.c: choose the adopted file to clean (CL1-CL3), at most every
+ * second; is e a generation of it? */
+void nrs_mat_clean_choose(struct nrs_mat *m);
+bool nrs_mat_clean_wants(const struct nrs_mat *m,
+			 const struct nrs_index_ent *e);
 
 #endif

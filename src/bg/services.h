@@ -49,6 +49,13 @@
  *             -errno (-EXDEV: another file system; any error: the caller
  *             copies instead).  NULL: write once is off, every record is
  *             copied (-o write_once=off, S3, objects on another disk).
+ *   punch     free bytes [off, off + len) of the adopted file of segment
+ *             seg in the embedded store (objstore.h
+ *             nrs_objstore_dir_punch, OD7; lifecycle G6), refused once
+ *             fenced as every write.  0 or -errno; NULL: no embedded
+ *             store (as -EOPNOTSUPP).
+ *   punch_sync make the holes punched in seg's file durable (OD9,
+ *             lifecycle G8).  0 or -errno; NULL with punch.
  */
 #ifndef NRS_SERVICES_H
 #define NRS_SERVICES_H
@@ -86,6 +93,9 @@ struct nrs_services {
 	int (*adopt)(void *ctx, uint64_t seg);			/* NULL ok */
 	bool owal_adopt;	/* write once for object-wal streams: the
 				 * embedded store (mat_adopt.c MZ13) */
+	int (*punch)(void *ctx, uint64_t seg, uint64_t off,
+		     uint64_t len);				/* NULL ok */
+	int (*punch_sync)(void *ctx, uint64_t seg);		/* NULL ok */
 };
 
 #endif

@@ -334,6 +334,29 @@ static int svc_adopt(void *ctx, uint64_t seg)
 	return nrs_objstore_dir_adopt(c->store, key, path);
 }
 
+/* G6: punch bytes of adopted file seg, through no fencing wrapper (the
+ * embedded store's own call) but refused as every write once fenced. */
+static int svc_punch(void *ctx, uint64_t seg, uint64_t off, uint64_t len)
+{
+	struct nrs_core *c = ctx;
+	char key[NRS_OBJKEY_MAX];
+
+	if (nrs_core_is_fenced(c))
+		return -ESTALE;
+	nrs_objfmt_adopt_key(key, seg);
+	return nrs_objstore_dir_punch(c->store, key, off, len);
+}
+
+/* G8: the holes of adopted file seg durable. */
+static int svc_punch_sync(void *ctx, uint64_t seg)
+{
+	struct nrs_core *c = ctx;
+	char key[NRS_OBJKEY_MAX];
+
+	nrs_objfmt_adopt_key(key, seg);
+	return nrs_objstore_dir_punch_sync(c->store, key);
+}
+
 /* An -o value of checkpoint_*: 0 the default, UINT64_MAX off (0). */
 static uint64_t ckpt_opt(uint64_t v, uint64_t dflt)
 {
@@ -378,6 +401,9 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 		.adopt = o->write_once && c->obj_same_fs && !o->s3_url ?
 			 svc_adopt : NULL,
 		.owal_adopt = o->write_once && !o->s3_url,	/* CO4 */
+		/* G6, G8: rows adopted by an earlier mount too */
+		.punch = o->s3_url ? NULL : svc_punch,
+		.punch_sync = o->s3_url ? NULL : svc_punch_sync,
 	};
 	return nrs_mat_start(&c->svc, &mo, &c->mat) ?:
 	       nrs_lc_start(&c->svc, o->gc_grace_ms, &c->lc) ?:

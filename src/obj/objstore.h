@@ -269,6 +269,19 @@ int nrs_objstore_dir_adopt(struct nrs_objstore *s, const char *key,
  */
 int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
 			   uint64_t off, uint64_t len);
+/*
+ * Make the holes punched in key durable (OD9: fdatasync of the file): 0;
+ * -ENOENT; -EOPNOTSUPP (no embedded store); -EROFS; or the errno of the
+ * sync.  One call covers every punch of the file before it.
+ */
+int nrs_objstore_dir_punch_sync(struct nrs_objstore *s, const char *key);
+/*
+ * The size in bytes of adopted file key and its number of names (2 while
+ * the WAL's name of the segment is there, OD7) into *size and *links:
+ * 0, -EOPNOTSUPP (no embedded store), -ENOENT, or the errno of stat.
+ */
+int nrs_objstore_dir_adopted_stat(struct nrs_objstore *s, const char *key,
+				  uint64_t *size, uint64_t *links);
 
 /*
  * The highest segment number adopted under w/ in the embedded store s

@@ -30,10 +30,16 @@
  *      file with a second link (the WAL's own name of the segment: its
  *      scan would take a hole for damage, wal_local_seg.c WD2) is
  *      refused, -EBUSY, nothing freed; the caller tries again once that
- *      name is gone.  A range past the end is -EINVAL.  Not synced: a hole
- *      a crash loses is punched again by the caller's retry (it is space,
- *      never content; the caller punches only bytes no one reads any more,
- *      after the read gate, I5).
+ *      name is gone.  A range past the end is -EINVAL.  The caller punches
+ *      only bytes no one reads any more, after the read gate (I5).  A
+ *      punch is not synced by itself (OD9).
+ *  OD9 Durable holes.  punch_sync(key) fdatasyncs the file: every hole
+ *      punched in it before is then durable.  Without it a power loss may
+ *      bring the punched bytes back, and nobody punches them again once
+ *      the caller has recorded them as freed (lifecycle.c G6 retires its
+ *      rows only after this sync), so the space would stay taken until
+ *      the whole file goes.  One sync covers any number of punches: the
+ *      caller punches a file's dead records, then syncs it once.
  *  OD8 Numbers.  adopted_max() answers the highest segment number under
  *      w/ (names of 16 lower-case hex digits; anything else there is
  *      ignored), 0 for none, so that the WAL never numbers a new segment
@@ -124,13 +130,13 @@ int nrs_objstore_dir_adopt(struct nrs_objstore *s, const char *key,
 	return rc;
 }
 
-int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
-			   uint64_t off, uint64_t len)
+/* key of the writable embedded store s, opened for writing into a
+ * descriptor, its store into *dp (if dp); or a negative errno. */
+static int open_object(struct nrs_objstore *s, const char *key,
+		       struct dir_store **dp)
 {
 	struct dir_store *d = nrs_dirstore_of(s);
-	struct stat st;
-	uint64_t size;
-	int fd, rc = 0;
+	int fd;
 
 	if (!d)
 		return -EOPNOTSUPP;
@@ -141,6 +147,21 @@ int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
 	fd = openat(d->rootfd, key, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return errno == ENOTDIR || errno == ELOOP ? -ENOENT : -errno;
+	if (dp)
+		*dp = d;
+	return fd;
+}
+
+int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
+			   uint64_t off, uint64_t len)
+{
+	struct dir_store *d;
+	struct stat st;
+	uint64_t size;
+	int fd = open_object(s, key, &d), rc = 0;
+
+	if (fd < 0)
+		return fd;
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		goto out_close;
@@ -163,6 +184,37 @@ int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
 out_close:
 	close(fd);
 	return rc;
+}
+
+int nrs_objstore_dir_punch_sync(struct nrs_objstore *s, const char *key)
+{
+	int fd = open_object(s, key, NULL), rc = 0;
+
+	if (fd < 0)
+		return fd;
+	if (fdatasync(fd) < 0)	/* OD9 (the caller logs a failure) */
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+int nrs_objstore_dir_adopted_stat(struct nrs_objstore *s, const char *key,
+				  uint64_t *size, uint64_t *links)
+{
+	struct dir_store *d = nrs_dirstore_of(s);
+	struct stat st;
+
+	if (!d)
+		return -EOPNOTSUPP;
+	if (!nrs_objkey_is_valid(key))
+		return -EINVAL;
+	if (fstatat(d->rootfd, key, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENOENT;
+	*size = (uint64_t)st.st_size;
+	*links = (uint64_t)st.st_nlink;
+	return 0;
 }
 
 /* OD8: a name nrs_objfmt_adopt_key makes (16 lower-case hex digits). */

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -10,10 +11,12 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "bgfake.h"
 #include "fixture.h"
+#include "obj/objfmt.h"
 #include "util/clock.h"
 #include "wal/wal.h"
 #include "wal/walrec.h"
@@ -265,6 +268,23 @@ void bg_adopting(struct bgfake *f)
 {
 	f->svc.adopt = up_adopt;
 	f->reader.store = f->store.real;
+}
+
+void bg_adopted_segment(struct bgfake *f, const char *path, uint64_t seg,
+			size_t size)
+{
+	char key[NRS_OBJKEY_MAX];
+	unsigned char *buf = malloc(size);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+	assert_non_null(buf);
+	assert_true(fd >= 0);
+	memset(buf, 0xab, size);
+	assert_int_equal(write(fd, buf, size), (ssize_t)size);
+	assert_int_equal(close(fd), 0);
+	free(buf);
+	nrs_objfmt_adopt_key(key, seg);
+	assert_int_equal(nrs_objstore_dir_adopt(f->store.real, key, path), 0);
 }
 
 struct mat_until {

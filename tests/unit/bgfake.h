@@ -103,6 +103,10 @@ void bg_open(struct bgfake *f, const char *name, bool with_wal);
 /* Write once on (mat_adopt.c): the adopt upcall set, the reader reading
  * adopted segments from the directory store. */
 void bg_adopting(struct bgfake *f);
+/* A fake WAL segment of size bytes of 0xab at path (the WAL's name of
+ * it), adopted by the directory store as nrs_objfmt_adopt_key(seg). */
+void bg_adopted_segment(struct bgfake *f, const char *path, uint64_t seg,
+			size_t size);
 /* Close everything and remove the directory. */
 void bg_close(struct bgfake *f);
 

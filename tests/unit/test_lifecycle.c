@@ -14,12 +14,15 @@
  * that never ends), G3 (a failed delete is retried, the row retired only
  * after it), G6 (an adopted record is punched out of its file, not before
  * the WAL's own name of the file is gone), G7 (the file goes with the last
- * row that names it), G9 (a WAL object's slice is punched only once the
- * object WAL's floor is past the object).  G5 (retired rows forgotten
- * after an hour, looked at once a minute) is out of a unit test's reach.
+ * row that names it), G8 (rows retired only after their file's holes were
+ * synced, once per file and pass), G9 (a WAL object's slice is punched
+ * only once the object WAL's floor is past the object).  G5 (retired rows
+ * forgotten after an hour, looked at once a minute) is out of a unit
+ * test's reach.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -443,16 +446,7 @@ static uint64_t adopted(struct bgfake *f, uint64_t id, unsigned int k,
  * 0xab, at path (the WAL's name), adopted by the store as w/<SEG>. */
 static void segment_file(struct bgfake *f, const char *path)
 {
-	char key[NRS_OBJKEY_MAX];
-	static unsigned char buf[64 + 4 * REC];
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-
-	assert_true(fd >= 0);
-	memset(buf, 0xab, sizeof(buf));
-	assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
-	assert_int_equal(close(fd), 0);
-	nrs_objfmt_adopt_key(key, SEG);
-	assert_int_equal(nrs_objstore_dir_adopt(f->store.real, key, path), 0);
+	bg_adopted_segment(f, path, SEG, 64 + 4 * REC);
 }
 
 /* The path of segment SEG's file in the store, into path. */
@@ -487,6 +481,51 @@ static bool adopted_file(struct bgfake *f)
 	return stat(adopted_path(f, path, sizeof(path)), &sb) == 0;
 }
 
+/* The punch upcalls (services.h), as the core's: the real directory
+ * store's punch; its sync counted, answering sync_err. */
+static struct {
+	atomic_uint punches, syncs;
+	atomic_int sync_err;
+} pu;
+
+static int up_punch(void *ctx, uint64_t seg, uint64_t off, uint64_t len)
+{
+	struct bgfake *f = ctx;
+	char key[NRS_OBJKEY_MAX];
+
+	nrs_objfmt_adopt_key(key, seg);
+	atomic_fetch_add(&pu.punches, 1);
+	return nrs_objstore_dir_punch(f->store.real, key, off, len);
+}
+
+static int up_punch_sync(void *ctx, uint64_t seg)
+{
+	struct bgfake *f = ctx;
+	char key[NRS_OBJKEY_MAX];
+	int err = atomic_load(&pu.sync_err);
+
+	nrs_objfmt_adopt_key(key, seg);
+	atomic_fetch_add(&pu.syncs, 1);
+	return err ? err : nrs_objstore_dir_punch_sync(f->store.real, key);
+}
+
+/* bg_open, then the punch upcalls wired, their record cleared. */
+static void open_punching(struct bgfake *f)
+{
+	bg_open(f, "test_lifecycle", false);
+	f->svc.punch = up_punch;
+	f->svc.punch_sync = up_punch_sync;
+	atomic_store(&pu.punches, 0);
+	atomic_store(&pu.syncs, 0);
+	atomic_store(&pu.sync_err, 0);
+}
+
+static bool synced_twice(void *ctx)
+{
+	(void)ctx;
+	return atomic_load(&pu.syncs) >= 2;
+}
+
 /* G6: adopted generations past their grace are punched out of their file
  * only once the WAL's name of it is gone (till then they stay draining);
  * the file stays while a row still names it.  G7: it goes with the last. */
@@ -501,8 +540,7 @@ static void test_lc_adopted(void **state)
 	struct until u = { &f, 0, NRS_OBJ_RETIRED, 2 * REC };
 
 	(void)state;
-	bg_open(&f, "test_lifecycle", false);
-	f.svc.store = f.store.real;	/* punch is the embedded store's */
+	open_punching(&f);
 	st = bg_stream(&f, "s", NULL);
 	bg_head(&f, st, 3000, 0);
 	snprintf(wal_name, sizeof(wal_name), "%s/seg", f.dir);
@@ -539,6 +577,55 @@ static void test_lc_adopted(void **state)
 	bg_close(&f);
 }
 
+/* G8: the rows of a file that stays are retired only after its holes
+ * were synced, one sync for the pass's punches of the file; a failed sync
+ * leaves them draining, punched and synced again next pass. */
+static void test_lc_adopted_sync(void **state)
+{
+	struct bgfake f;
+	struct nrs_stream *st;
+	struct nrs_lc *l;
+	char wal_name[4200];
+	uint64_t g[3];
+	int64_t old = nrs_now_real_ns() - HOUR_NS;
+	struct until u = { &f, 0, NRS_OBJ_RETIRED, 0 };
+
+	(void)state;
+	open_punching(&f);
+	st = bg_stream(&f, "s", NULL);
+	bg_head(&f, st, 3000, 0);
+	snprintf(wal_name, sizeof(wal_name), "%s/seg", f.dir);
+	segment_file(&f, wal_name);
+	assert_int_equal(unlink(wal_name), 0);	/* walgc has let it go */
+	for (unsigned int k = 0; k < 3; k++)
+		g[k] = adopted(&f, st->id, k, old);
+	for (unsigned int k = 0; k < 2; k++)
+		assert_int_equal(nrs_meta_obj_set_state(f.meta, g[k],
+							NRS_OBJ_COMMITTED,
+							NRS_OBJ_DRAINING, old),
+				 0);
+	atomic_store(&pu.sync_err, -EIO);
+	l = lc_start(&f, 1000);
+	assert_true(bg_wait(synced_twice, NULL));	/* two passes */
+	nrs_lc_stop(l);
+	assert_int_equal(row_state(&f, g[0]), NRS_OBJ_DRAINING);
+	assert_int_equal(row_state(&f, g[1]), NRS_OBJ_DRAINING);
+	assert_true(atomic_load(&pu.punches) >= 4);	/* punched again */
+	atomic_store(&pu.sync_err, 0);
+	atomic_store(&pu.syncs, 0);
+	l = lc_start(&f, 1000);
+	u.gen = g[1];
+	assert_true(bg_wait(in_state, &u));
+	u.gen = g[0];
+	assert_true(bg_wait(in_state, &u));
+	nrs_lc_stop(l);
+	assert_int_equal(atomic_load(&pu.syncs), 1);	/* one for both */
+	assert_true(adopted_file(&f));		/* g[2] names it */
+	assert_false(stored_at(&f, 4096));
+	assert_int_equal(row_state(&f, g[2]), NRS_OBJ_COMMITTED);
+	bg_close(&f);
+}
+
 /* ---- slices of WAL objects (G9) ------------------------------------------ */
 
 #define OWSEG	((uint64_t)1 << 40 | 3)	/* run 1, seq 3 */
@@ -569,8 +656,7 @@ static void test_lc_adopted_owal(void **state)
 	int fd;
 
 	(void)state;
-	bg_open(&f, "test_lifecycle", false);
-	f.svc.store = f.store.real;
+	open_punching(&f);
 	f.svc.owal = &owal;
 	owal_floor = OWSEG;		/* the WAL still scans it */
 	seg_of = NRS_ADOPT_OWAL | OWSEG;
@@ -622,6 +708,7 @@ int main(void)
 		cmocka_unit_test(test_lc_unneeded),
 		cmocka_unit_test(test_lc_adopted),
 		cmocka_unit_test(test_lc_adopted_owal),
+		cmocka_unit_test(test_lc_adopted_sync),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
