@@ -352,9 +352,8 @@ static int punch_adopted(struct nrs_lc *l, const struct nrs_obj_row *o,
 	else
 		err = nrs_failpoint(NRS_FP_GC_BEFORE_DELETE);
 	if (!err)
-		err = nrs_objstore_dir_punch(l->svc->store, key,
-					     o->off - NRS_OBJ_ADOPT_HDR,
-					     o->length);
+		err = nrs_obj_punch(l->svc->store, key,
+				    o->off - NRS_OBJ_ADOPT_HDR, o->length);
 	if (err == -EBUSY) {
 		nrs_debug("gc: generation %" PRIu64 " in %s: the WAL still "
 			  "names the file, punched later", o->gen, key);

@@ -117,6 +117,11 @@ struct nrs_objstore_ops {
 		       void *buf, size_t len);
 	/* Remove the object; 0 also if it did not exist. */
 	int (*del)(struct nrs_objstore *s, const char *key);
+	/* nrs_objstore_dir_punch (below); NULL: the store has none, and
+	 * nrs_obj_punch fails -EOPNOTSUPP.  A store wrapping another passes
+	 * it on (owner_store.c OS2). */
+	int (*punch)(struct nrs_objstore *s, const char *key, uint64_t off,
+		     uint64_t len);
 	void (*close)(struct nrs_objstore *s);
 };
 
@@ -241,6 +246,16 @@ int nrs_objstore_dir_adopt(struct nrs_objstore *s, const char *key,
  */
 int nrs_objstore_dir_punch(struct nrs_objstore *s, const char *key,
 			   uint64_t off, uint64_t len);
+
+/* The punch of s or of the store it wraps (the embedded store's,
+ * nrs_objstore_dir_punch); -EOPNOTSUPP for a store without one. */
+static inline int nrs_obj_punch(struct nrs_objstore *s, const char *key,
+				uint64_t off, uint64_t len)
+{
+	if (!s->ops->punch)
+		return -EOPNOTSUPP;
+	return s->ops->punch(s, key, off, len);
+}
 
 /*
  * The highest segment number adopted under w/ in the embedded store s

@@ -598,6 +598,7 @@ static const struct nrs_objstore_ops dir_ops = {
 	.head = dir_head,
 	.get = dir_get,
 	.del = dir_del,
+	.punch = nrs_objstore_dir_punch,
 	.close = dir_close,
 };
 

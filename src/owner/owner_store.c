@@ -3,11 +3,18 @@
  * fenced (owner.h nrs_owner_store_wrap), the store the materializer and
  * the lifecycle get.
  *
- *  OS1 Once the owner is fenced (owner.c OR2), put, put_cond and del fail
- *      -ESTALE before they reach the store: a fenced daemon's GC must not
- *      delete what the new owner needs, nor its materializer write what
- *      the new owner does not know of.  head and get go on (reads of the
- *      bytes this daemon acknowledged while it owned the bucket).
+ *  OS1 Once the owner is fenced (owner.c OR2), put, put_cond, del and
+ *      punch fail -ESTALE before they reach the store: a fenced daemon's
+ *      GC must not delete what the new owner needs, nor its materializer
+ *      write what the new owner does not know of.  head and get go on
+ *      (reads of the bytes this daemon acknowledged while it owned the
+ *      bucket).
+ *  OS2 The inner store's punch (objstore.h nrs_obj_punch: the embedded
+ *      store's holes in adopted files, lifecycle.c G6, G9) is passed on,
+ *      so that the lifecycle, which gets this store, frees the bytes of
+ *      retired adopted records: without it every punch failed
+ *      -EOPNOTSUPP and a WAL object kept every slice's bytes until its
+ *      last row went (G7).
  *
  * The check is made as each request starts: a request already sent when
  * the fence came finishes (the new owner's recovery reads only what is
@@ -86,6 +93,17 @@ static int os_del(struct nrs_objstore *s, const char *key)
 	return nrs_obj_del(o->inner, key);
 }
 
+/* OS1, OS2 */
+static int os_punch(struct nrs_objstore *s, const char *key, uint64_t off,
+		    uint64_t len)
+{
+	struct owner_store *o = os_of(s);
+
+	if (refuses(o))
+		return -ESTALE;
+	return nrs_obj_punch(o->inner, key, off, len);
+}
+
 static void os_close(struct nrs_objstore *s)
 {
 	free(os_of(s));
@@ -99,6 +117,7 @@ static const struct nrs_objstore_ops owner_store_ops = {
 	.head = os_head,
 	.get = os_get,
 	.del = os_del,
+	.punch = os_punch,			/* OS2 */
 	.close = os_close,
 };
 
