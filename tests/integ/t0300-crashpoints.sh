@@ -26,17 +26,6 @@ verify_all () {
 	nrs_verify_records $vflags $acks $streams
 }
 
-# nrs_mount_fp SPEC [args]: mount with NRS_FAILPOINTS=SPEC for the daemon only.
-nrs_mount_fp () {
-	NRS_FAILPOINTS=$1
-	export NRS_FAILPOINTS
-	shift
-	nrs_mount "$@"
-	fp_rc=$?
-	unset NRS_FAILPOINTS
-	return $fp_rc
-}
-
 # Wait up to $1 seconds for the daemon to die by itself.
 wait_daemon_death () {
 	local i=0

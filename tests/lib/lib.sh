@@ -347,6 +347,18 @@ nrs_remount () {
 	nrs_umount && nrs_mount "$@"
 }
 
+# nrs_mount_fp SPEC [args]: mount with NRS_FAILPOINTS=SPEC (src/util/
+# failpoint.c) for the daemon only.
+nrs_mount_fp () {
+	NRS_FAILPOINTS=$1
+	export NRS_FAILPOINTS
+	shift
+	nrs_mount "$@"
+	fp_rc=$?
+	unset NRS_FAILPOINTS
+	return $fp_rc
+}
+
 # kill -9 the daemon, then detach its dead mount.
 nrs_kill9 () {
 	if [ -z "$NRS_PID" ]; then
