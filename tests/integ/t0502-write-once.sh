@@ -29,13 +29,7 @@ no_wal_left () {
 
 # every stream's index has adopt: entries and nothing else
 all_adopted () {
-	for s in $STREAMS; do
-		nrs_xattr "$s" user.nereus.index >"$TRASH/index" || return 1
-		grep -q " adopt:w/" "$TRASH/index" || { cat "$TRASH/index"; return 1; }
-		if grep -v " adopt:w/" "$TRASH/index" | grep -q .; then
-			cat "$TRASH/index"; return 1
-		fi
-	done
+	nrs_all_adopted w/ $STREAMS
 }
 
 # bytes the daemon wrote with write(2)-like calls (/proc/PID/io wchar)

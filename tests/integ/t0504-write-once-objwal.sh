@@ -22,13 +22,7 @@ STREAMS="$K/s0 $K/s1"
 
 # every stream's index names adopted WAL-object slices and nothing else
 all_adopted () {
-	for s in $STREAMS; do
-		nrs_xattr "$s" user.nereus.index >"$TRASH/index" || return 1
-		grep -q " adopt:owal/" "$TRASH/index" || { cat "$TRASH/index"; return 1; }
-		if grep -v " adopt:owal/" "$TRASH/index" | grep -q .; then
-			cat "$TRASH/index"; return 1
-		fi
-	done
+	nrs_all_adopted owal/ $STREAMS
 }
 
 # bytes the daemon wrote to storage (/proc/PID/io)

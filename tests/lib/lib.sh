@@ -510,6 +510,21 @@ nrs_settled () {
 		END { exit pairs > 0 }' && nrs_materialized "$1"
 }
 
+# nrs_all_adopted KIND FILE...: every FILE's index names adopted records
+# of KIND (w/: local WAL segments; owal/: WAL-object slices) and nothing
+# else; prints the index that is not.
+nrs_all_adopted () {
+	local kind=$1 f
+	shift
+	for f in "$@"; do
+		nrs_xattr "$f" user.nereus.index >"$TRASH/index" || return 1
+		grep -q " adopt:$kind" "$TRASH/index" || { cat "$TRASH/index"; return 1; }
+		if grep -v " adopt:$kind" "$TRASH/index" | grep -q .; then
+			cat "$TRASH/index"; return 1
+		fi
+	done
+}
+
 # I4 for each FILE: st_size == user.nereus.head.
 nrs_check_head () {
 	local f s h

@@ -442,6 +442,20 @@ static uint64_t adopted(struct bgfake *f, uint64_t id, unsigned int k,
 	return o.gen;
 }
 
+/* Rows for records 0-2 of stream id into g, committed at old; 0 and 1
+ * then draining since old (their grace over), 2 still committed. */
+static void three_adopted(struct bgfake *f, uint64_t id, uint64_t g[3],
+			  int64_t old)
+{
+	for (unsigned int k = 0; k < 3; k++)
+		g[k] = adopted(f, id, k, old);
+	for (unsigned int k = 0; k < 2; k++)
+		assert_int_equal(nrs_meta_obj_set_state(f->meta, g[k],
+							NRS_OBJ_COMMITTED,
+							NRS_OBJ_DRAINING, old),
+				 0);
+}
+
 /* The fake WAL segment: 64 header bytes and 4 records of REC bytes of
  * 0xab, at path (the WAL's name), adopted by the store as w/<SEG>. */
 static void segment_file(struct bgfake *f, const char *path)
@@ -545,13 +559,7 @@ static void test_lc_adopted(void **state)
 	bg_head(&f, st, 3000, 0);
 	snprintf(wal_name, sizeof(wal_name), "%s/seg", f.dir);
 	segment_file(&f, wal_name);
-	for (unsigned int k = 0; k < 3; k++)
-		g[k] = adopted(&f, st->id, k, old);
-	for (unsigned int k = 0; k < 2; k++)
-		assert_int_equal(nrs_meta_obj_set_state(f.meta, g[k],
-							NRS_OBJ_COMMITTED,
-							NRS_OBJ_DRAINING, old),
-				 0);
+	three_adopted(&f, st->id, g, old);
 	l = lc_start(&f, 1000);
 	assert_true(bg_wait(draining_bytes, &u));	/* a pass: -EBUSY */
 	assert_int_equal(row_state(&f, g[0]), NRS_OBJ_DRAINING);
@@ -597,13 +605,7 @@ static void test_lc_adopted_sync(void **state)
 	snprintf(wal_name, sizeof(wal_name), "%s/seg", f.dir);
 	segment_file(&f, wal_name);
 	assert_int_equal(unlink(wal_name), 0);	/* walgc has let it go */
-	for (unsigned int k = 0; k < 3; k++)
-		g[k] = adopted(&f, st->id, k, old);
-	for (unsigned int k = 0; k < 2; k++)
-		assert_int_equal(nrs_meta_obj_set_state(f.meta, g[k],
-							NRS_OBJ_COMMITTED,
-							NRS_OBJ_DRAINING, old),
-				 0);
+	three_adopted(&f, st->id, g, old);
 	atomic_store(&pu.sync_err, -EIO);
 	l = lc_start(&f, 1000);
 	assert_true(bg_wait(synced_twice, NULL));	/* two passes */
