@@ -410,12 +410,14 @@ int nrs_core_obj_start(struct nrs_core *c, const struct nrs_core_opts *o)
 	       nrs_ckpt_start(&c->svc, &ko, &c->ckpt);
 }
 
+/* The checkpoint service last: the materializer's walgc asks it what the
+ * last checkpoint covers (walgc.c MZ8, nrs_ckpt_covered) until it stops. */
 void nrs_core_obj_close(struct nrs_core *c)
 {
-	nrs_ckpt_stop(c->ckpt);
-	c->ckpt = NULL;
 	nrs_lc_stop(c->lc);
 	c->lc = NULL;
 	nrs_mat_stop(c->mat);
 	c->mat = NULL;
+	nrs_ckpt_stop(c->ckpt);
+	c->ckpt = NULL;
 }
