@@ -44,6 +44,24 @@ int nrs_fsync_dir(const char *dir)
 	return err;
 }
 
+int nrs_mkdir_durable(const char *dir)
+{
+	char parent[4096];
+	char *slash;
+
+	if (snprintf(parent, sizeof(parent), "%s", dir) >= (int)sizeof(parent))
+		return -ENAMETOOLONG;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)		/* DM1 */
+		return -errno;
+	slash = strrchr(parent, '/');
+	if (!slash)
+		return nrs_fsync_dir(".");
+	if (slash == parent)
+		slash++;
+	*slash = '\0';
+	return nrs_fsync_dir(parent);
+}
+
 int nrs_file_replace(const char *path, const char *tmp, const char *dir,
 		     const void *buf, size_t len)
 {

@@ -27,6 +27,13 @@ ssize_t nrs_pread_full(int fd, void *buf, size_t len, uint64_t off);
  * removed in it durable).  0 or a negative errno. */
 int nrs_fsync_dir(const char *dir);
 
+/* mkdir(2) of the state directory dir (0700, DM1) if it is not there,
+ * then fsync(2) of its parent, also when dir existed: a daemon that
+ * crashed after its mkdir may have left the name only in the page cache,
+ * and a power cut would then take dir away with every file in it.
+ * 0 or a negative errno. */
+int nrs_mkdir_durable(const char *dir);
+
 /*
  * Replace the file path with the len bytes of buf so that a crash leaves
  * the old file or the new one whole: write them to tmp (created 0600,

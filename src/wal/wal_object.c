@@ -160,6 +160,7 @@
 #include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/failpoint.h"
+#include "util/fileio.h"
 #include "util/le.h"
 #include "util/log.h"
 #include "util/metrics.h"
@@ -812,9 +813,8 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->dir = strdup(o->dir);
 	w->workers = calloc(w->inflight_max, sizeof(*w->workers));
 	err = !w->state_path || !w->dir || !w->workers ? -ENOMEM : 0;
-	if (!err && !o->read_only && mkdir(o->dir, 0700) < 0 &&
-	    errno != EEXIST)
-		err = -errno;
+	if (!err && !o->read_only)
+		err = nrs_mkdir_durable(o->dir);		/* OW6 */
 	if (!err)
 		err = ow_state_read(w->state_path, &w->floor, &w->last_run);
 	for (unsigned int i = 0; !err && !o->read_only && i < w->inflight_max;

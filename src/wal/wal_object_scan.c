@@ -9,7 +9,10 @@
  *        24 u32 CRC32C of [0, 24)   28 u32 0
  *      It is replaced whole (a temporary file, fsync, rename, fsync of
  *      the directory) before a run's first PUT (OW3) and before a reclaim
- *      deletes anything (OW7).  A state file that fails its checks is
+ *      deletes anything (OW7); DIR's own name is made durable (its
+ *      parent fsynced, nrs_mkdir_durable) at every open that may write:
+ *      else a power cut takes DIR away with the state file, and the next
+ *      mount scans nothing (t0403).  A state file that fails its checks is
  *      damage: the open fails (-EUCLEAN) rather than start from a guess,
  *      which could reuse a key or miss objects.
  *  OW8 Scan.  For each run from the floor's to the last, keys are probed
@@ -589,11 +592,13 @@ int ow_scan(struct nrs_wal *wal, nrs_wal_scan_cb cb, void *ctx)
 int nrs_wal_object_state_init(const char *dir, uint64_t floor)
 {
 	char path[4096];
+	int err;
 
 	if (snprintf(path, sizeof(path), "%s/state", dir) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
+	err = nrs_mkdir_durable(dir);			/* OW6 */
+	if (err)
+		return err;
 	if (access(path, F_OK) == 0)
 		return -EEXIST;
 	/* last run: floor's; run 1 when nothing was covered */

@@ -108,6 +108,11 @@
 #                    default options: what a new user's data looks like.
 #                    Target: cold >= 0.8x.  Where the bytes were at each
 #                    read (still in the WAL or in objects) is noted.
+#   owal8 read       (issue 16; dir store only, row owal8) the same cold and
+#                    warm reads of an object-wal stream written beside 7
+#                    others at once, adopted in the WAL objects they share
+#                    (tests/bench/read_owal.sh says how).  Target: cold >=
+#                    0.8x.
 # Every measurement is printed with the highest 1-minute load average seen
 # just before one of its runs: other work on the machine shows there.
 #
@@ -1114,7 +1119,7 @@ obj_bench() {
 			mat_runs "$store" "$n"
 		done
 		read_runs "$store"
-		[ "$store" = dir ] && read8_runs
+		if [ "$store" = dir ]; then read8_runs; readowal_runs; fi
 	done
 	[ -n "$pr_pid" ] && unmount "$work/pr-mnt" "$pr_pid"
 	pr_pid=
@@ -1171,7 +1176,7 @@ obj_report() {
 	echo
 	echo "sequential read, dd bs=1M, of object-resident data vs passthrough_ll -o cache=always, same size"
 	printf '%-6s %-6s %12s %15s %7s %6s  %s\n' store cache nereusfs_MB/s passthrough_MB/s ratio load "target (issue 4): met?"
-	for store in $STORES dir8; do
+	for store in $STORES dir8 owal8; do
 		[ -n "${RD[$store,n,warm]:-}" ] || continue
 		for c in cold warm; do
 			v=${RD[$store,n,$c]:-}
@@ -1199,8 +1204,13 @@ obj_report() {
 	done
 	[ -n "${RD[dir8,n,warm]:-}" ] &&
 		echo "dir8: the dir store, a stream written by 8 interleaved writers with the default options (issue 16: cold >= 0.8x)"
+	[ -n "${RD[owal8,n,warm]:-}" ] &&
+		echo "owal8: the dir store, an object-wal stream written beside $((OWAL_STREAMS - 1)) others, adopted in the WAL objects they share (issue 16: cold >= 0.8x)"
 	return 0
 }
+
+# The owal8 case (issue 16).
+. "$(dirname "$0")/read_owal.sh"
 
 want objects && obj_bench
 

@@ -409,6 +409,39 @@ EOF
 	chmod +x "$1"
 }
 
+# nrs_holes_hold STORE ROWS: for each "seg|off|length" line of file ROWS
+# (retired adopted rows, lifecycle.c G6), the bytes [off, off + length)
+# of the store's file nrs_objfmt_adopt_key(seg) under directory STORE are
+# all zeros (a hole), if that file still exists (G7 may have deleted it);
+# prints "# retired slices in files that stay: N".  Status 1 when one is
+# not.
+nrs_holes_hold () {
+	python3 - "$1" "$2" <<-\PY
+	import os, sys
+	d, rows = sys.argv[1], sys.argv[2]
+	owal = 1 << 62
+	kept = 0
+	for line in open(rows):
+	    seg, off, length = (int(x) for x in line.split("|"))
+	    if seg & owal:
+	        seg &= ~owal
+	        key = "owal/%06x/%010x" % (seg >> 40, seg & ((1 << 40) - 1))
+	    else:
+	        key = "w/%016x" % seg
+	    path = os.path.join(d, key)
+	    if not os.path.exists(path):
+	        continue
+	    kept += 1
+	    with open(path, "rb") as f:
+	        f.seek(off)
+	        b = f.read(length)
+	    if b.count(0) != len(b):
+	        sys.exit("%s: bytes %d + %d of a retired row are back after the power loss"
+	                 % (key, off, length))
+	print("# retired slices in files that stay: %d" % kept)
+	PY
+}
+
 # ---- background processes ---------------------------------------------
 
 # nrs_bg CMD...: run CMD in the background (redirect at the call site);
