@@ -119,7 +119,8 @@ static int check_tiling(uint64_t start)
 		fprintf(stderr, "check: %s: %s\n", path, nrs_errname(errno));
 		return 1;
 	}
-	qsort(recs, n, sizeof(recs[0]), by_offset);
+	if (n)
+		qsort(recs, n, sizeof(recs[0]), by_offset);
 	for (size_t i = 0; i < n; i++) {
 		const struct rec *r = &recs[i];
 

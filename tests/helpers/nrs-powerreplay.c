@@ -502,7 +502,8 @@ static void pass2(size_t k, const char *out, bool unsynced)
 {
 	bool *made = xcalloc(dur.n, sizeof(*made));
 
-	qsort(dur.v, dur.n, sizeof(*dur.v), cmp_entry);
+	if (dur.n)	/* a cut before the first name: nothing, and no array */
+		qsort(dur.v, dur.n, sizeof(*dur.v), cmp_entry);
 	for (size_t i = 0; i < dur.n; i++) {
 		const struct entry *e = &dur.v[i];
 		char path[8192], first[8192];

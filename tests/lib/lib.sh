@@ -153,6 +153,7 @@ nrs_cleanup () {
 	set +e
 	trap - EXIT
 	[ -n "${nrs_watchdog_pid:-}" ] && kill "$nrs_watchdog_pid" 2>/dev/null
+	[ "${nrs_in_step:-0}" = 1 ] && cat "$TRASH/step.out" 2>/dev/null
 	if [ -f "$TRASH/timed-out" ]; then
 		cat "$TRASH/timed-out"
 		nrs_show_log
@@ -683,21 +684,38 @@ test_expect_success () {
 	test_count=$((test_count + 1))
 	nrs_set_timeout
 	echo "# --- $test_count: $nrs_desc"
-	nrs_eval_body
+	# The step's output goes through a file (appended: a process it
+	# leaves running may still write), shown once the step ends, or by
+	# nrs_cleanup if the script dies in it.
+	: >"$TRASH/step.out"
+	nrs_in_step=1
+	nrs_eval_body >>"$TRASH/step.out" 2>&1
 	nrs_rc=$?
-	if [ $nrs_rc -eq 0 ] && nrs_post_check; then
+	if [ $nrs_rc -eq 0 ]; then
+		nrs_post_check >>"$TRASH/step.out" 2>&1 || nrs_rc=$?
+	fi
+	nrs_in_step=0
+	cat "$TRASH/step.out"
+	if [ $nrs_rc -eq 0 ]; then
 		echo "ok $test_count - $nrs_desc"
 	else
 		test_failures=$((test_failures + 1))
+		[ -f "$TRASH/first-failure" ] ||
+			{ echo "first failed step: $test_count - $nrs_desc"
+			  tail -n 25 "$TRASH/step.out"; } >"$TRASH/first-failure"
 		echo "not ok $test_count - $nrs_desc (status $nrs_rc)"
 		echo "$nrs_body" | sed 's/^/#	/'
 		nrs_show_log
 	fi
 }
 
+# A failing script ends by repeating the end of what its first failed
+# step printed: a CI report that keeps only the tail of a long log still
+# says why.
 test_done () {
 	echo "1..$test_count"
 	if [ $test_failures -ne 0 ]; then
+		sed 's/^/# /' "$TRASH/first-failure" 2>/dev/null
 		echo "# $this_test: failed $test_failures of $test_count"
 		exit 1
 	fi
