@@ -9,11 +9,20 @@
  *
  * Data directory layout (DESIGN.md section 7), every file 0600 and every
  * directory 0700 (fileio.h DM1), the directory itself refused at start if
- * anyone else may read or write it (DM2):
+ * anyone else may read or write it (DM2), and its own name made durable
+ * at every start (DM3):
  *   DIR/lock      flock(2)ed by the daemon that owns the directory
  *   DIR/meta.db   the metadata store (meta_sqlite.c)
  *   DIR/wal/      local WAL segments (wal_local.c)
  *   DIR/objects/  the embedded object store (objstore_dir.c), unless -o s3
+ *
+ *  DM3 The data directory's name is durable before anything in it is
+ *     acknowledged: it is made (or found) and its parent fsynced at every
+ *     start (nrs_mkdir_durable), since a run that made it may have died
+ *     before that sync, and a power cut would then take the directory
+ *     and every acknowledged byte in it.  A parent the daemon may not
+ *     read (EACCES, EPERM: an operator's choice) is logged and the mount
+ *     goes on, if the directory exists.
  *
  * Clean close (U1).  nrs_core_close() stops every thread, then makes the
  * data directory durable before it reports success, so that a power loss
@@ -66,6 +75,13 @@ void nrs_core_set_inval(struct nrs_core *c, nrs_inval_fn fn, void *ctx)
 {
 	c->inval = fn;
 	c->inval_ctx = ctx;
+}
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 static int lock_data_dir(const char *dir, int *fd_out)
@@ -174,8 +190,14 @@ int nrs_core_new(const struct nrs_core_opts *o, struct nrs_core **out)
 		err = -ENOMEM;
 		goto out_free;
 	}
-	if (mkdir(o->data_dir, 0700) < 0 && errno != EEXIST) {
-		err = -errno;
+	err = nrs_mkdir_durable(o->data_dir);			/* DM3 */
+	if ((err == -EACCES || err == -EPERM) && is_dir(o->data_dir)) {
+		nrs_warn("cannot sync the directory holding %s (%s): a power"
+			 " cut soon after its creation may lose it",
+			 o->data_dir, strerror(-err));
+		err = 0;
+	}
+	if (err) {
 		nrs_err("cannot create data directory %s: %s", o->data_dir,
 			strerror(-err));
 		goto out_free;

@@ -59,7 +59,8 @@
  *     at a cut however much the later processes relied on it.
  *
  * -L PREFIX is the negative control: a disk that lies, ignoring every sync
- * of a file whose path starts with PREFIX (say "wal/").  A test runs it to
+ * of a file whose path starts with PREFIX (say "wal/"); PREFIX "/" means
+ * the recorded directory itself, and nothing below it.  A test runs it to
  * show that its checks do catch lost acknowledged data.
  *
  * The model ignores what only a broken disk does (reordering synced
@@ -152,6 +153,16 @@ static uint64_t rnd(void)
 static const char *rec_path(const struct pf_hdr *h)
 {
 	return (const char *)(h + 1);
+}
+
+/* -L: is this sync one the lying disk ignores? */
+static bool lies_about(const struct pf_hdr *h)
+{
+	size_t n = strlen(liar);
+
+	if (strcmp(liar, "/") == 0)
+		return h->path_len == 0;
+	return h->path_len >= n && memcmp(rec_path(h), liar, n) == 0;
 }
 
 /* Split the journal into whole records. */
@@ -406,8 +417,7 @@ static void pass1(size_t k)
 			rec_obj[i] = o;
 			if (h->type != PF_SYNC)
 				break;
-			if (liar && h->path_len >= strlen(liar) &&
-			    memcmp(rec_path(h), liar, strlen(liar)) == 0)
+			if (liar && lies_about(h))
 				break;
 			if (!objs[o].is_dir) {
 				objs[o].last_sync = (long)i;	/* PR1 */
@@ -421,7 +431,8 @@ static void pass1(size_t k)
 			break;
 		}
 		/* a SYNC of the top directory: path "", no object */
-		if (h->type == PF_SYNC && h->path_len == 0 && (h->flags & PF_F_DIR))
+		if (h->type == PF_SYNC && h->path_len == 0 &&
+		    (h->flags & PF_F_DIR) && !(liar && lies_about(h)))
 			sync_dir(i, "");
 	}
 }
@@ -512,8 +523,11 @@ static void pass2(size_t k, const char *out, bool unsynced)
 		const char *other;
 		int fd;
 
-		/* PR3: a durable name under a directory that is not */
-		if (par[0] && (!pe || !objs[pe->obj].is_dir)) {
+		/* PR3: a durable name under a directory that is not, or
+		 * under one whose own parent is not (sorted: parents come
+		 * first, and made[] says whether they were written) */
+		if (par[0] && (!pe || !objs[pe->obj].is_dir ||
+			       !made[pe - dur.v])) {
 			free(par);
 			continue;
 		}

@@ -333,12 +333,8 @@ check_cut () {
 }
 
 records=$(journal_records)
-points=$({
-	awk -v s="$seed" -v n="$records" -v c="$cuts" \
-		'BEGIN { srand(s); for (i = 0; i < c && n > 0; i++) print int(rand() * n) }'
-	for k in $landmarks; do echo "$k"; done
-	echo "$records"
-} | sort -n -u)
+# shellcheck disable=SC2086 # the landmarks are words
+points=$(nrs_cut_points "$seed" "$records" "$cuts" $landmarks)
 for k in $points; do
 	test_expect_success "power cut before record $k of $records (phase $(phase_of $k))" '
 		check_cut $k

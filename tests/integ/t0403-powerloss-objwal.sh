@@ -207,11 +207,8 @@ verify_cut () {
 }
 
 records=$(journal_records)
-points=$({
-	python3 -c "import random, sys; r = random.Random($seed); [print(r.randrange($records)) for i in range($cuts) if $records > 0]"
-	for k in $landmarks; do echo "$k"; done
-	echo "$records"
-} | sort -n -u)
+# shellcheck disable=SC2086 # the landmarks are words
+points=$(nrs_cut_points "$seed" "$records" "$cuts" $landmarks)
 for k in $points; do
 	test_expect_success "power cut before record $k of $records" '
 		check_cut $k

@@ -410,6 +410,20 @@ EOF
 	chmod +x "$1"
 }
 
+# nrs_cut_points SEED RECORDS CUTS [K...]: the cut points of a power-loss
+# replay, sorted, each once: CUTS pseudo-random ones in 0..RECORDS-1 from
+# SEED, every K (the landmarks a test took), and RECORDS (the very end).
+nrs_cut_points () {
+	local seed=$1 n=$2 c=$3 k
+	shift 3
+	{
+		awk -v s="$seed" -v n="$n" -v c="$c" \
+			'BEGIN { srand(s); for (i = 0; i < c && n > 0; i++) print int(rand() * n) }'
+		for k in "$@"; do echo "$k"; done
+		echo "$n"
+	} | sort -n -u
+}
+
 # nrs_holes_hold STORE ROWS: for each "seg|off|length" line of file ROWS
 # (retired adopted rows, lifecycle.c G6), the bytes [off, off + length)
 # of the store's file nrs_objfmt_adopt_key(seg) under directory STORE are
