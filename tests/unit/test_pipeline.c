@@ -1311,6 +1311,39 @@ static void test_group_failure(void **state)
 					 "later"), NULL), -EIO);
 }
 
+/* PL21: a batch whose sync failed (PL2) waits at the publisher behind a
+ * good one: it is published alone, with its error, never in the good
+ * one's group (whose error, none, it would take, and whose transaction
+ * would move heads over bytes the WAL cut). */
+static void test_group_stops_at_failed_batch(void **state)
+{
+	struct fix *f = *state;
+	struct treq *t[5], *e;
+	uint64_t off;
+
+	group_start(f, &t[0], &t[1], &e);
+	pthread_mutex_lock(&f->wal.lock);
+	f->wal.fail_sync = -EIO;		/* c's, by this thread */
+	pthread_mutex_unlock(&f->wal.lock);
+	lead_batch(f, t[2] = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				      "ccc"));
+	lead_batch(f, t[3] = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				      "dd"));
+	rec_release();
+	assert_int_equal(wait_req(e, NULL), -ESPIPE);
+	assert_int_equal(wait_req(t[0], NULL), 0);
+	assert_int_equal(wait_req(t[1], &off), 0);
+	assert_int_equal(off, 1);
+	assert_int_equal(wait_req(t[2], NULL), -EIO);
+	assert_int_equal(wait_req(t[3], &off), 0);
+	assert_int_equal(off, 0);
+	assert_false(nrs_pipeline_failed(f->p));
+	assert_int_equal(f->st[0]->head, 3);	/* a and b, not c */
+	t[4] = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "e");
+	assert_int_equal(wait_req(t[4], &off), 0);
+	assert_int_equal(off, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1347,6 +1380,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_group_failure, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_group_stops_at_failed_batch,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
