@@ -1,7 +1,8 @@
 /*
  * pipeline_priv.h - private to src/commit/: the commit pipeline's state
- * and the functions its files share.  The rules (PL1-PL6, PW1) are in
- * pipeline.c's top comment; each file implements some of them:
+ * and the functions its files share.  The rules (PL1-PL9, PL20, PL21,
+ * PW1) are in pipeline.c's top comment; each file implements some of
+ * them:
  *
  *   pipeline.c          the queue, the commit role, leading, the committer
  *                       thread, WAL floors and PL6's seal, start and stop
