@@ -80,7 +80,8 @@
  *     chain from the same head, and recovery could re-publish the first over
  *     the second (losing acknowledged bytes, I1).  So the pipeline then
  *     fails this and every later batch with -EIO and refuses new appends
- *     ("failed"); a remount recovers (DESIGN.md section 6, I3).
+ *     ("failed"); a remount recovers (DESIGN.md section 6, I3).  Batches
+ *     that wait for the publisher together are published as one (PL20).
  *  PL4 Apply (publisher).  The published view of each stream (head,
  *     version, epoch, index entries) is updated under the stream lock:
  *     readers see the new bytes only now, and only bytes the metadata store
@@ -145,6 +146,26 @@
  *     bucket, proven (wal_object.c OW1) -- and published; a failed batch
  *     cuts its record with the others (OW4: never brought back).
  *     Recovery raises the epoch from it (recovery.c RC9).
+ *
+ *  PL20 Group publication (publisher).  When the publisher finds several
+ *     synced batches waiting (up to NBUF, in batch order, up to one that
+ *     PL2 failed, which is published alone with its error), it publishes
+ *     them all with ONE metadata transaction: one head update per stream
+ *     of the group, whose CAS goes from the stream's view before its first
+ *     batch of the group and whose values are those after its last
+ *     (pipeline_group.c; each batch's CAS starts where the one before it
+ *     left the stream, PL1).  The transaction syncs if ANY batch of the
+ *     group holds a fence (PL3).  Then PL4 and PL5 run for each batch, in
+ *     batch order.  Under many writers the store's cost per WAL frame and
+ *     per row is paid once per group, not per batch; publications_total
+ *     counts the transactions (batches_total / publications_total is the
+ *     grouping).  Where the merge finds no memory, each batch is published
+ *     alone, as before.
+ *  PL21 A group's failure.  A lost CAS, -EUCLEAN or an error that outlives
+ *     PL3's retries leaves nothing of the group published (meta.h MC5),
+ *     so every batch of the group fails with -EIO, as PL3 fails the batch
+ *     and every later one (the pipeline is "failed"); and no request of
+ *     the group is replied to before its transaction committed.
  *
  * Appends to one stream are therefore published in the order they were
  * submitted, and a request is completed only after both its WAL write is
@@ -471,6 +492,8 @@ static void pipeline_free(struct nrs_pipeline *p)
 	pthread_mutex_destroy(&p->qlock);
 	for (int i = 0; i < NBUF; i++)
 		batch_free(&p->b[i]);
+	free(p->group.upds);
+	free(p->group.keys);
 	free(p);
 }
 

@@ -1,14 +1,17 @@
 /*
  * pipeline_priv.h - private to src/commit/: the commit pipeline's state
- * and the functions its files share.  The rules (PL1-PL6, PW1) are in
- * pipeline.c's top comment; each file implements some of them:
+ * and the functions its files share.  The rules (PL1-PL9, PL20, PL21,
+ * PW1) are in pipeline.c's top comment; each file implements some of
+ * them:
  *
  *   pipeline.c          the queue, the commit role, leading, the committer
  *                       thread, WAL floors and PL6's seal, start and stop
  *   pipeline_batch.c    PL1 (order) and PL2's write: a batch built and written
  *   pipeline_sync.c     PL2's sync, by the commit role or the syncer thread,
  *                       its failure rule, and the hand-off to the publisher
- *   pipeline_publish.c  PL3 to PL5 (publish, apply, reply), the publisher
+ *   pipeline_publish.c  PL3 to PL5 (publish, apply, reply), the publisher,
+ *                       and PL20/PL21's group publication
+ *   pipeline_group.c    PL20's merge of a group's head updates
  */
 #ifndef NRS_PIPELINE_PRIV_H
 #define NRS_PIPELINE_PRIV_H
@@ -73,6 +76,15 @@ struct batch {
 	_Atomic uint64_t floor;
 };
 
+/* PL20: the publisher's merged head updates of a group of batches. */
+struct pl_gkey;
+struct pl_group {
+	struct nrs_head_update *upds;	/* one per stream of the group */
+	size_t n, cap_upds;
+	struct pl_gkey *keys;		/* scratch: the batches' updates */
+	size_t cap_keys;
+};
+
 struct nrs_pipeline {
 	struct nrs_pipeline_cfg cfg;
 	bool multi;			/* PW1: more than one WAL */
@@ -116,6 +128,7 @@ struct nrs_pipeline {
 	bool full[NBUF];
 	int pub_next;
 	bool committer_done;
+	struct pl_group group;		/* the publisher's (PL20) */
 	struct batch b[NBUF];	/* b[i] belongs to the commit role while
 				 * neither busy_buf[i] nor full[i], is read by
 				 * the syncer while busy_buf[i], belongs to
@@ -146,5 +159,10 @@ void pl_complete(struct nrs_pipeline *p, struct nrs_req *r, int err);
 /* Stage 2: PL3, PL4 and PL5 of b. */
 void pl_stage_publish(struct nrs_pipeline *p, struct batch *b);
 void *pl_publisher(void *arg);
+
+/* pipeline_group.c */
+/* PL20: g->upds = the updates of bs[0..n) (batch order), one per stream:
+ * the first batch's CAS, the last one's values.  0 or -ENOMEM. */
+int pl_group_merge(struct pl_group *g, struct batch *const *bs, int n);
 
 #endif

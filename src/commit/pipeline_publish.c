@@ -3,7 +3,8 @@
  * with one metadata transaction (retried while the error is transient; a
  * lost CAS fails the pipeline), the published view applied around the
  * commit hook, and every request completed; the publisher thread that does
- * it in batch order.
+ * it in batch order, for every batch waiting at once with one transaction
+ * (PL20, PL21; the merge of their updates is pipeline_group.c's).
  */
 #include "config.h"
 
@@ -51,26 +52,29 @@ void pl_complete(struct nrs_pipeline *p, struct nrs_req *r, int err)
 		p->cfg.put(st);
 }
 
-/* PL3 */
-static int publish(struct nrs_pipeline *p, struct batch *b)
+/*
+ * PL3 (PL20: of a group): the n updates u in one metadata transaction,
+ * retried while the error is transient; synced if durable.
+ */
+static int publish(struct nrs_pipeline *p, const struct nrs_head_update *u,
+		   size_t n, bool durable)
 {
-	int64_t now = nrs_now_real_ns();
 	long backoff = PUBLISH_BACKOFF_NS;
 	int err = 0;
 
-	if (b->nupds == 0)
+	if (n == 0)
 		return 0;
-	for (size_t i = 0; i < b->nupds; i++)
-		b->upds[i].mtime_ns = now;
 	for (int attempt = 0; attempt < PUBLISH_RETRIES; attempt++) {
 		struct timespec ts;
 
-		err = nrs_meta_publish(p->cfg.meta, b->upds, b->nupds, b->durable);
+		err = nrs_meta_publish(p->cfg.meta, u, n, durable);
+		if (err == 0 && p->cfg.metrics)
+			nrs_count(&p->cfg.metrics->publications, 1);
 		if (err == 0 || err == -ESTALE || err == -EUCLEAN)
 			break;		/* retrying would not change them */
 		if (p->cfg.metrics)
 			nrs_count(&p->cfg.metrics->publish_errors, 1);
-		nrs_warn("publishing %zu heads failed (%s), retrying", b->nupds,
+		nrs_warn("publishing %zu heads failed (%s), retrying", n,
 			 strerror(-err));
 		ts.tv_sec = backoff / 1000000000L;
 		ts.tv_nsec = backoff % 1000000000L;
@@ -161,21 +165,11 @@ static void fail_pipeline(struct nrs_pipeline *p, int err)
 			err == -ESTALE ? "lost head CAS" : strerror(-err));
 }
 
-/* Stage 2: PL3, PL4 and PL5, in the publisher thread. */
-void pl_stage_publish(struct nrs_pipeline *p, struct batch *b)
+/* PL4 and PL5 of b, whose publication ended with err. */
+static void finish(struct nrs_pipeline *p, struct batch *b, int err)
 {
 	struct nrs_metrics *m = p->cfg.metrics;
-	int err = b->err;
 
-	if (!err && atomic_load(&p->failed))
-		err = -EIO;	/* a batch before this one was not published */
-	if (!err) {
-		err = publish(p, b);
-		if (err) {
-			fail_pipeline(p, err);
-			err = -EIO;
-		}
-	}
 	if (!err) {
 		apply_reads(b);
 		/* before the head moves for stat (see apply_reads), and before
@@ -202,26 +196,101 @@ void pl_stage_publish(struct nrs_pipeline *p, struct batch *b)
 	b->list = NULL;
 }
 
+/*
+ * PL3 to PL5 of the group bs[0..n) (PL20, PL21): one transaction for all,
+ * then each batch applied and replied to, in batch order, and handed to
+ * done (may be NULL).  A batch PL2 failed (its err set) is a group of one.
+ */
+static void publish_group(struct nrs_pipeline *p, struct batch *const *bs,
+			  int n, void (*done)(struct nrs_pipeline *p,
+					      struct batch *b))
+{
+	const struct nrs_head_update *u = bs[0]->upds;
+	size_t nu = bs[0]->nupds;
+	int64_t now = nrs_now_real_ns();
+	bool durable = false;
+	int err = bs[0]->err;
+
+	if (!err && atomic_load(&p->failed))
+		err = -EIO;	/* a batch before this one was not published */
+	for (int k = 0; !err && k < n; k++) {
+		for (size_t i = 0; i < bs[k]->nupds; i++)
+			bs[k]->upds[i].mtime_ns = now;
+		durable = durable || bs[k]->durable;	/* PL20: any fence */
+	}
+	if (!err && n > 1) {
+		if (pl_group_merge(&p->group, bs, n)) {
+			/* no room to merge them: one transaction each */
+			for (int k = 0; k < n; k++)
+				publish_group(p, &bs[k], 1, done);
+			return;
+		}
+		u = p->group.upds;
+		nu = p->group.n;
+	}
+	if (!err) {
+		err = publish(p, u, nu, durable);
+		if (err) {	/* PL21: every batch of the group, and later */
+			fail_pipeline(p, err);
+			err = -EIO;
+		}
+	}
+	for (int k = 0; k < n; k++) {
+		finish(p, bs[k], err);
+		if (done)
+			done(p, bs[k]);
+	}
+}
+
+/* Stage 2: PL3, PL4 and PL5 of b alone. */
+void pl_stage_publish(struct nrs_pipeline *p, struct batch *b)
+{
+	publish_group(p, &b, 1, NULL);
+}
+
+/*
+ * PL20: the batches waiting at the publisher from b[i] on, in batch order,
+ * into bs; a batch PL2 failed only alone.  hlock held.  Their count.
+ */
+static int waiting_group(struct nrs_pipeline *p, int i, struct batch **bs)
+{
+	int n = 0;
+
+	do {
+		bs[n++] = &p->b[i];
+		i = (i + 1) % NBUF;
+	} while (n < NBUF && p->full[i] && !p->b[i].err && !bs[0]->err);
+	return n;
+}
+
+/* Give b's buffer back to the commit role: the publisher is past it. */
+static void release_buf(struct nrs_pipeline *p, struct batch *b)
+{
+	int i = (int)(b - p->b);
+
+	pthread_mutex_lock(&p->hlock);
+	p->full[i] = false;
+	p->pub_next = (i + 1) % NBUF;
+	pthread_cond_broadcast(&p->hcond);
+	pthread_mutex_unlock(&p->hlock);
+}
+
 void *pl_publisher(void *arg)
 {
 	struct nrs_pipeline *p = arg;
-	int i;
+	struct batch *bs[NBUF];
+	int n;
 
 	for (;;) {
 		pthread_mutex_lock(&p->hlock);
 		while (!p->full[p->pub_next] && !p->committer_done)
 			pthread_cond_wait(&p->hcond, &p->hlock);
-		i = p->pub_next;
-		if (!p->full[i]) {	/* done, and nothing left */
+		if (!p->full[p->pub_next]) {	/* done, and nothing left */
 			pthread_mutex_unlock(&p->hlock);
 			return NULL;
 		}
+		n = waiting_group(p, p->pub_next, bs);
 		pthread_mutex_unlock(&p->hlock);
-		pl_stage_publish(p, &p->b[i]);
-		pthread_mutex_lock(&p->hlock);
-		p->full[i] = false;
-		p->pub_next = (i + 1) % NBUF;
-		pthread_cond_broadcast(&p->hcond);
-		pthread_mutex_unlock(&p->hlock);
+		publish_group(p, bs, n, release_buf);
 	}
 }

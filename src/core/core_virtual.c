@@ -210,8 +210,10 @@ static int render_status(struct nrs_core *c, char **buf, size_t *len)
 		(uint64_t)nrs_counter(&m->owal_retries));
 	space_status(c, f);
 	fprintf(f, "  \"pipeline\": {\"failed\": %s, \"batches\": %" PRIu64
-		"},\n", g.pipeline_failed ? "true" : "false",
-		(uint64_t)nrs_counter(&m->batches));
+		", \"publications\": %" PRIu64 "},\n",
+		g.pipeline_failed ? "true" : "false",
+		(uint64_t)nrs_counter(&m->batches),
+		(uint64_t)nrs_counter(&m->publications));
 	fprintf(f, "  \"objects\": {\"store\": \"%s\", \"same_fs_as_wal\": %s"
 		", \"write_once\": \"%s\", \"adopting\": %s, \"adopted\": %"
 		PRIu64 ", \"adopted_bytes\": %" PRIu64

@@ -160,6 +160,10 @@ ssize_t nrs_metrics_render(struct nrs_metrics *m,
 		nrs_counter(&m->fences));
 	counter(&t, "batches_total", "Group commits (WAL write + sync + publish).",
 		nrs_counter(&m->batches));
+	counter(&t, "publications_total",
+		"Head publications (metadata transactions) of the commit "
+		"pipeline, each for every batch waiting to publish.",
+		nrs_counter(&m->publications));
 	counter(&t, "wal_group_syncs_total",
 		"WAL syncs by the syncer thread, each for the large batches "
 		"written since the last one.", nrs_counter(&m->group_syncs));

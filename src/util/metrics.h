@@ -43,6 +43,7 @@ struct nrs_metrics {
 	atomic_uint_fast64_t espipe;		/* conditional appends refused */
 	atomic_uint_fast64_t estale;		/* fenced appends refused */
 	atomic_uint_fast64_t batches;
+	atomic_uint_fast64_t publications;	/* pipeline.c PL20 */
 	atomic_uint_fast64_t group_syncs;	/* pipeline.c PL2 */
 	atomic_uint_fast64_t wal_errors;	/* failed WAL writes or syncs */
 	atomic_uint_fast64_t publish_errors;	/* failed head publications */

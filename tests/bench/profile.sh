@@ -105,12 +105,12 @@ case_args() { # CASE -> nrs-bench arguments of the nereusfs load
 n=0
 for c in $CASES; do
 	n=$((n + 1))
-	a0=$(metric appends_total) b0=$(metric batches_total)
+	a0=$(metric appends_total) b0=$(metric batches_total) q0=$(metric publications_total)
 	read -r -a args <<<"$(case_args "$c")"
 	case $MODE in
 	ops)
 		line=$(bench "$work/mnt/$c" "${args[@]}") || { note "$c failed"; continue; }
-		a1=$(metric appends_total) b1=$(metric batches_total)
+		a1=$(metric appends_total) b1=$(metric batches_total) q1=$(metric publications_total)
 		case $c in
 			1k-64) base=$(bench "$work/plain/$c" --writers 64 --sync) ; bl=b ;;
 			cond-*|fo-*|pw-*) base=$(bench "$work/mnt/$c-append" --writers "${c#*-}" --name c) ; bl=append ;;
@@ -123,7 +123,7 @@ for c in $CASES; do
 		callgrind_control --zero "$nrs_pid" >/dev/null 2>&1 || die "callgrind_control -z failed"
 		line=$(bench "$work/mnt/$c" "${args[@]}") || { note "$c failed"; continue; }
 		callgrind_control --dump="$c" "$nrs_pid" >/dev/null 2>&1 || die "callgrind_control -d failed"
-		a1=$(metric appends_total) b1=$(metric batches_total)
+		a1=$(metric appends_total) b1=$(metric batches_total) q1=$(metric publications_total)
 		ops=$(field "$line" ops)
 		f=$work/callgrind.out.$nrs_pid.$n	# the n-th dump
 		[ -f "$f" ] || die "no callgrind dump $f"
@@ -155,14 +155,17 @@ for c in $CASES; do
 			-- sleep "$SECS" 2>"$work/perf.log" &
 		perf_pid=$!
 		line=$(bench "$work/mnt/$c" "${args[@]}") || note "$c failed"
-		a1=$(metric appends_total) b1=$(metric batches_total)
+		a1=$(metric appends_total) b1=$(metric batches_total) q1=$(metric publications_total)
 		wait "$perf_pid" 2>/dev/null; perf_pid=
 		echo "$c: $line"
 		perf report -i "$work/perf.$c.data" --no-children --sort symbol --stdio 2>/dev/null |
 			grep -E '^ +[0-9.]+%' | head -30
 		;;
 	esac
-	awk -v a="$((a1 - a0))" -v b="$((b1 - b0))" \
-		'BEGIN { printf "        (%d appends in %d batches on nereusfs, %.1f per batch)\n", a, b, b ? a / b : 0 }'
+	# publications_total (PL20): absent from a daemon before it
+	awk -v a="$((a1 - a0))" -v b="$((b1 - b0))" -v q0="$q0" -v q1="$q1" \
+		'BEGIN { printf "        (%d appends in %d batches on nereusfs, %.1f per batch", a, b, b ? a / b : 0
+			if (q1 != "") printf "; %d head publications, %.2f batches each", q1 - q0, (q1 > q0) ? b / (q1 - q0) : 0
+			printf ")\n" }'
 	rm -rf "$work/mnt/$c" "$work/mnt/$c-append" "$work/plain/$c"
 done

@@ -16,6 +16,8 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,7 +259,10 @@ struct treq {
 	char data[64];
 	struct mock_wal *check;	/* if set: its synced bytes at the ack */
 	size_t synced_at_ack;
+	unsigned int seq;	/* its place among all replies, from 1 */
 };
+
+static atomic_uint reply_seq;
 
 static void treq_done(struct nrs_req *r, int err)
 {
@@ -269,6 +274,7 @@ static void treq_done(struct nrs_req *r, int err)
 		pthread_mutex_unlock(&t->check->lock);
 	}
 	pthread_mutex_lock(&t->lock);
+	t->seq = atomic_fetch_add(&reply_seq, 1) + 1;
 	t->err = err;
 	t->done = true;
 	pthread_cond_signal(&t->cond);
@@ -1047,6 +1053,297 @@ static void test_sync_failure_cuts_each_wal(void **state)
 	assert_false(nrs_pipeline_failed(f->p));
 }
 
+/* ---- PL20, PL21: group publication ---------------------------------- */
+
+/*
+ * A recording metadata store: the SQLite one, with publish wrapped.  Its
+ * calls are recorded; while hold is set a call waits (saying so); fail_at
+ * (1-based) answers that call with fail instead of publishing.
+ */
+#define REC_CALLS	8
+#define REC_UPDS	4
+
+struct rec_call {
+	size_t n;
+	bool durable;
+	struct nrs_head_update u[REC_UPDS];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	const struct nrs_meta_ops *real;
+	struct nrs_meta_ops ops;
+	struct rec_call calls[REC_CALLS];
+	unsigned int ncalls, fail_at;
+	int fail;
+	bool hold, waiting;
+} rec = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static int rec_publish(struct nrs_meta *m, const struct nrs_head_update *u,
+		       size_t n, bool durable)
+{
+	struct rec_call *c;
+	unsigned int k;
+
+	pthread_mutex_lock(&rec.lock);
+	k = ++rec.ncalls;
+	assert_true(k <= REC_CALLS);
+	c = &rec.calls[k - 1];
+	c->n = n;
+	c->durable = durable;
+	memcpy(c->u, u, (n < REC_UPDS ? n : REC_UPDS) * sizeof(*u));
+	rec.waiting = true;
+	pthread_cond_broadcast(&rec.cond);
+	while (rec.hold)
+		pthread_cond_wait(&rec.cond, &rec.lock);
+	rec.waiting = false;
+	pthread_mutex_unlock(&rec.lock);
+	if (k == rec.fail_at)
+		return rec.fail;
+	return rec.real->publish(m, u, n, durable);
+}
+
+/* Wrap f's store (until it is closed); the first publish is held. */
+static void rec_wrap(struct fix *f)
+{
+	pthread_mutex_lock(&rec.lock);
+	rec.real = f->meta->ops;
+	rec.ops = *rec.real;
+	rec.ops.publish = rec_publish;
+	rec.ncalls = rec.fail_at = 0;
+	rec.fail = 0;
+	rec.hold = true;
+	rec.waiting = false;
+	pthread_mutex_unlock(&rec.lock);
+	f->meta->ops = &rec.ops;
+}
+
+static void rec_release(void)
+{
+	pthread_mutex_lock(&rec.lock);
+	rec.hold = false;
+	pthread_cond_broadcast(&rec.cond);
+	pthread_mutex_unlock(&rec.lock);
+}
+
+/* The update of stream id in call c (failing the test if none). */
+static const struct nrs_head_update *rec_upd(const struct rec_call *c,
+					     uint64_t id)
+{
+	for (size_t i = 0; i < c->n && i < REC_UPDS; i++)
+		if (c->u[i].id == id)
+			return &c->u[i];
+	fail_msg("no update of stream %llu", (unsigned long long)id);
+	return NULL;
+}
+
+/* Submit t as a batch of its own, led by this thread: handed to the
+ * publisher (which is busy) by the time this returns. */
+static void lead_batch(struct fix *f, struct treq *t)
+{
+	while (!nrs_pipeline_try_lead(f->p))
+		sched_yield();		/* the committer gives the role back */
+	nrs_pipeline_submit(f->p, &t->req);
+	nrs_pipeline_lead(f->p, &t->req);
+}
+
+/*
+ * Hold the publisher in the transaction of *a (stream 0, "a", a batch of
+ * its own, by the committer) alone: the request queued behind it so that
+ * the committer hands it on (a conditional append that fails -ESPIPE,
+ * with nothing to write or publish) joins the next group, whenever the
+ * publisher takes it (*e: the caller waits for it, after rec_release).
+ * Then *b (stream 0, "bb") as the next batch, led by this thread; the
+ * caller leads more, then rec_release().
+ */
+static void group_start(struct fix *f, struct treq **a, struct treq **b,
+			struct treq **e)
+{
+	restart(f, true, 0);
+	rec_wrap(f);
+	hold(f, &f->wal.write_gate, true);
+	*a = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "a");
+	wait_held(f, &f->wal.write_gate);
+	*e = submit(f, 0, NRS_REQ_APPEND, 0, 100, "x");
+	hold(f, &f->wal.write_gate, false);
+	pthread_mutex_lock(&rec.lock);
+	while (!rec.waiting)
+		pthread_cond_wait(&rec.cond, &rec.lock);
+	assert_int_equal(rec.ncalls, 1);
+	assert_int_equal(rec.calls[0].n, 1);
+	assert_int_equal(rec.calls[0].u[0].head, 1);	/* a's, alone */
+	pthread_mutex_unlock(&rec.lock);
+	lead_batch(f, *b = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				    "bb"));
+}
+
+static unsigned int seq_of(struct treq *t)
+{
+	unsigned int seq;
+
+	pthread_mutex_lock(&t->lock);
+	while (!t->done)
+		pthread_cond_wait(&t->cond, &t->lock);
+	seq = t->seq;
+	pthread_mutex_unlock(&t->lock);
+	return seq;
+}
+
+/*
+ * PL20: three synced batches waiting at the publisher (stream 0, 1, 0)
+ * are published with one transaction, one update per stream: stream 0's
+ * CAS from its view before the first of them, its values after the last;
+ * no fence, no sync; the replies follow in batch order.
+ */
+static void test_group_publication(void **state)
+{
+	struct fix *f = *state;
+	struct treq *t[4], *e;
+	const struct nrs_head_update *u;
+	struct nrs_stream_row row;
+	uint64_t off, b0 = nrs_counter(&f->metrics.batches);
+	uint64_t p0 = nrs_counter(&f->metrics.publications);
+	unsigned int seq[4];
+
+	group_start(f, &t[0], &t[1], &e);
+	lead_batch(f, t[2] = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				      "ccc"));
+	lead_batch(f, t[3] = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				      "dddd"));
+	for (int i = 0; i < 4; i++)
+		assert_false(req_done(t[i]));	/* nothing before its publish */
+	rec_release();
+	assert_int_equal(wait_req(e, NULL), -ESPIPE);	/* failed in PL1 */
+	for (int i = 0; i < 4; i++)
+		seq[i] = seq_of(t[i]);
+	for (int i = 1; i < 4; i++)
+		assert_true(seq[i] > seq[i - 1]);	/* PL5 in batch order */
+	assert_int_equal(wait_req(t[0], &off), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(wait_req(t[1], &off), 0);
+	assert_int_equal(off, 1);
+	assert_int_equal(wait_req(t[2], &off), 0);
+	assert_int_equal(off, 0);
+	assert_int_equal(wait_req(t[3], &off), 0);
+	assert_int_equal(off, 3);
+	assert_int_equal(rec.ncalls, 2);	/* a's, then the group's */
+	assert_int_equal(rec.calls[1].n, 2);	/* one update per stream */
+	assert_false(rec.calls[1].durable);
+	u = rec_upd(&rec.calls[1], f->st[0]->id);
+	assert_int_equal(u->old_version, 1);	/* after a */
+	assert_int_equal(u->version, 3);
+	assert_int_equal(u->head, 7);
+	u = rec_upd(&rec.calls[1], f->st[1]->id);
+	assert_int_equal(u->old_version, 0);
+	assert_int_equal(u->head, 3);
+	/* e's batch, unless it went with b's */
+	assert_in_range(nrs_counter(&f->metrics.batches) - b0, 4, 5);
+	assert_int_equal(nrs_counter(&f->metrics.publications) - p0, 2);
+	/* applied: memory and the store agree */
+	assert_int_equal(f->st[0]->head, 7);
+	assert_int_equal(f->st[0]->version, 3);
+	assert_int_equal(f->st[1]->head, 3);
+	assert_int_equal(nrs_meta_stream_get(f->meta, f->st[0]->id, &row), 0);
+	assert_int_equal(row.head, 7);
+	assert_int_equal(row.version, 3);
+	assert_int_equal(row.last_lsn, f->st[0]->last_lsn);
+	assert_true(nrs_index_check(&f->st[0]->index));
+	assert_false(nrs_pipeline_failed(f->p));
+}
+
+/* PL20: a group syncs if any of its batches holds a fence, not only its
+ * first: here the middle one of three. */
+static void test_group_fence_syncs(void **state)
+{
+	struct fix *f = *state;
+	struct treq *t[4], *e;
+	struct nrs_stream_row row;
+
+	group_start(f, &t[0], &t[1], &e);
+	lead_batch(f, t[2] = make_req(f, 1, NRS_REQ_FENCE, 3, 0, NULL));
+	lead_batch(f, t[3] = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				      "dddd"));
+	rec_release();
+	assert_int_equal(wait_req(e, NULL), -ESPIPE);	/* failed in PL1 */
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(wait_req(t[i], NULL), 0);
+	assert_int_equal(rec.ncalls, 2);
+	assert_false(rec.calls[0].durable);	/* a's: no fence */
+	assert_int_equal(rec.calls[1].n, 2);
+	assert_true(rec.calls[1].durable);
+	assert_int_equal(rec_upd(&rec.calls[1], f->st[1]->id)->epoch, 3);
+	assert_int_equal(f->st[1]->epoch, 3);
+	assert_int_equal(nrs_meta_stream_get(f->meta, f->st[1]->id, &row), 0);
+	assert_int_equal(row.epoch, 3);
+}
+
+/* PL21: a group whose transaction fails (a lost CAS) fails every batch of
+ * it, and every later one; nothing of it is applied. */
+static void test_group_failure(void **state)
+{
+	struct fix *f = *state;
+	struct treq *t[4], *e;
+	struct nrs_stream_row row;
+
+	group_start(f, &t[0], &t[1], &e);
+	lead_batch(f, t[2] = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				      "ccc"));
+	lead_batch(f, t[3] = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				      "dddd"));
+	pthread_mutex_lock(&rec.lock);
+	rec.fail_at = 2;
+	rec.fail = -ESTALE;
+	pthread_mutex_unlock(&rec.lock);
+	rec_release();
+	assert_int_equal(wait_req(e, NULL), -ESPIPE);	/* failed in PL1 */
+	assert_int_equal(wait_req(t[0], NULL), 0);
+	for (int i = 1; i < 4; i++)
+		assert_int_equal(wait_req(t[i], NULL), -EIO);
+	assert_int_equal(rec.ncalls, 2);
+	assert_int_equal(rec.calls[1].n, 2);
+	assert_true(nrs_pipeline_failed(f->p));
+	assert_int_equal(f->st[0]->head, 1);	/* a's only */
+	assert_int_equal(f->st[1]->head, 0);
+	assert_int_equal(nrs_meta_stream_get(f->meta, f->st[0]->id, &row), 0);
+	assert_int_equal(row.head, 1);
+	assert_int_equal(wait_req(submit(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+					 "later"), NULL), -EIO);
+}
+
+/* PL21: a batch whose sync failed (PL2) waits at the publisher behind a
+ * good one: it is published alone, with its error, never in the good
+ * one's group (whose error, none, it would take, and whose transaction
+ * would move heads over bytes the WAL cut). */
+static void test_group_stops_at_failed_batch(void **state)
+{
+	struct fix *f = *state;
+	struct treq *t[5], *e;
+	uint64_t off;
+
+	group_start(f, &t[0], &t[1], &e);
+	pthread_mutex_lock(&f->wal.lock);
+	f->wal.fail_sync = -EIO;		/* c's, by this thread */
+	pthread_mutex_unlock(&f->wal.lock);
+	lead_batch(f, t[2] = make_req(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				      "ccc"));
+	lead_batch(f, t[3] = make_req(f, 1, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY,
+				      "dd"));
+	rec_release();
+	assert_int_equal(wait_req(e, NULL), -ESPIPE);
+	assert_int_equal(wait_req(t[0], NULL), 0);
+	assert_int_equal(wait_req(t[1], &off), 0);
+	assert_int_equal(off, 1);
+	assert_int_equal(wait_req(t[2], NULL), -EIO);
+	assert_int_equal(wait_req(t[3], &off), 0);
+	assert_int_equal(off, 0);
+	assert_false(nrs_pipeline_failed(f->p));
+	assert_int_equal(f->st[0]->head, 3);	/* a and b, not c */
+	t[4] = submit(f, 0, NRS_REQ_APPEND, 0, NRS_EXPECT_ANY, "e");
+	assert_int_equal(wait_req(t[4], &off), 0);
+	assert_int_equal(off, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1077,6 +1374,14 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lost_cas_fails_pipeline, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_group_publication, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_group_fence_syncs, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_group_failure, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_group_stops_at_failed_batch,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
