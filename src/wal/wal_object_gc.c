@@ -340,7 +340,7 @@ static int reclaim(struct wal_object *w, uint64_t below, uint64_t *bytes)
 	plan(w, below, &floor, &nnew);
 	if (floor <= w->floor)
 		return n;
-	if (nnew)			/* OWG3: owed before the floor moves */
+	if (nnew > 0)			/* OWG3: owed before the floor moves */
 		err = ow_gc_write(w->gc_path, w->dir, floor, w->owed,
 				  w->n_owed + nnew);
 	if (err) {
