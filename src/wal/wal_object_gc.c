@@ -173,9 +173,9 @@ static void owed_settle(struct wal_object *w, uint64_t floor, bool changed)
 			 "DELETEs are sent again)", w->gc_path,
 			 strerror(-err));
 		w->gc_stale = true;
-	}
-	else
+	} else {
 		w->gc_stale = false;
+	}
 	pthread_mutex_lock(&w->lock);
 	w->owed_due_ns = k || err ? nrs_now_mono_ns() +
 			 OW_OWED_RETRY_MS * 1000000ull : 0;
@@ -360,7 +360,9 @@ static int reclaim(struct wal_object *w, uint64_t below, uint64_t *bytes)
 	if (err) {
 		pthread_mutex_unlock(&w->lock);
 		/* the record names objects above the floor: harmless (OWG4),
-		 * and replaced by the next one */
+		 * and rewritten by the next reclaim */
+		if (nnew > 0)
+			w->gc_stale = true;
 		nrs_warn("object WAL: cannot record floor %016" PRIx64 " in %s:"
 			 " %s", floor, w->state_path, strerror(-err));
 		return err;
