@@ -35,6 +35,9 @@
  *     bound not moving is no reason to skip a reclaim: one runs again
  *     once the stats' reclaim_due_ns is past, with the bound as it is
  *     then (MZ5 and MZ8 still hold) and after the same drain (I5).
+ *     reclaim_due_ns also tells of DELETEs the object WAL owes (its
+ *     OWG3: a reclaim that a crash or a failing store cut short): one
+ *     runs for them then, even when the WAL holds no object.
  *  MZ7 Seal (issue 12).  MZ5 never deletes the segment appends go to, so on
  *     an idle mount the space of its dead records would stay taken for
  *     good.  When the current segment holds a record, the pipeline holds
@@ -145,10 +148,14 @@ void nrs_walgc_reclaim(struct nrs_walgc *g)
 		below = keep;
 
 	pthread_mutex_lock(&g->lock);
-	/* nothing but the current segment; or nothing new since last time
-	 * (with no current segment, `below` says nothing: no appends yet)
-	 * and no WAL object whose grace has run out since (OWG1) */
-	if (ws.segments <= (ws.cur_seg ? 1u : 0u) ||
+	/* nothing but the current segment (but DELETEs the object WAL owes
+	 * are due, OWG3: sent even with no object held); or nothing new
+	 * since last time (with no current segment, `below` says nothing:
+	 * no appends yet) and no WAL object whose grace has run out since
+	 * (OWG1) */
+	if ((ws.segments <= (ws.cur_seg ? 1u : 0u) &&
+	     !(g->object && ws.reclaim_due_ns &&		/* OWG3 */
+	       nrs_now_mono_ns() >= ws.reclaim_due_ns)) ||
 	    ((ws.cur_seg || g->object) && below <= g->reclaimed_below &&
 	     (!ws.reclaim_due_ns || nrs_now_mono_ns() < ws.reclaim_due_ns))) {
 		pthread_mutex_unlock(&g->lock);

@@ -152,10 +152,12 @@
  *   F32 No WAL object of the object WAL is stored below the floor its
  *       state file records (wal_object_gc.c OW7 moves the floor, then
  *       deletes what is under it): one still there is a DELETE that
- *       failed or a crash between the two, an orphan no scan reads and
- *       nothing will delete.  A warning (the exit status is kept: no
- *       byte anyone needs is wrong or missing), with the count and the
- *       keys (the first 16, escaped); delete them by hand.
+ *       failed or a crash between the two, which no scan reads.  The
+ *       next mount deletes those its gc record owes (wal_object_gc.c
+ *       OWG3); one a damaged record named is an orphan nothing will
+ *       delete.  A warning (the exit status is kept: no byte anyone
+ *       needs is wrong or missing), with the count and the keys (the
+ *       first 16, escaped), to delete by hand once a mount has run.
  *       Found by listing the embedded store (as F26; a bucket is not
  *       listed, which F32 says with -v).  The markers and seals of runs
  *       (wal_object_seal.c) are kept by design and are not reported;

@@ -411,11 +411,12 @@ static void report_leftovers(const struct listing *l)
 	nrs_fsck_say(f, NRS_FSCK_WARNING, "F32 %" PRIu64 " WAL object%s of the"
 		     " object WAL below its floor %016" PRIx64 " still stored (a"
 		     " DELETE of its GC failed, or a crash came between the"
-		     " floor and the DELETE): %s%s; no scan reads %s and"
-		     " nothing will delete %s: delete %s by hand", n,
+		     " floor and the DELETE): %s%s; no scan reads %s; the next"
+		     " mount deletes what its gc record (owal/gc) owes, any"
+		     " other stays: delete %s by hand then", n,
 		     n == 1 ? "" : "s", f->owal_floor, l->below,
 		     n > OWAL_SHOW_MAX ? ", ..." : "", n == 1 ? "it" : "them",
-		     n == 1 ? "it" : "them", n == 1 ? "it" : "them");
+		     n == 1 ? "it" : "them");
 }
 
 /* Is name the key of a row (any state: a retired one's is F25's)? */

@@ -98,9 +98,10 @@
  *                           over (OWG1), before the new floor is recorded
  *                           (OW6): nothing recorded, nothing deleted.
  *   owal.before_delete      after the floor is recorded, before each WAL
- *                           object's DELETE: it failed having sent
- *                           nothing (the object stays, an orphan below
- *                           the floor that no scan reads).
+ *                           object's DELETE, also of one owed from
+ *                           before (OWG3): it failed having sent
+ *                           nothing (the object stays below the floor,
+ *                           owed: sent again by a later reclaim).
  *   owal.after_delete       after each DELETE returned: its answer was
  *                           lost (the object is gone).
  *

@@ -106,7 +106,9 @@ struct nrs_wal_stats {
 				 * the WAL's (wal_object_gc.c OW7, OW18) */
 	uint64_t reclaim_due_ns;	/* object WAL: the monotonic time the first
 					 * object waiting out its GC grace may
-					 * go (wal_object_gc.c OWG1); 0: none
+					 * go (wal_object_gc.c OWG1), or the
+					 * DELETEs it owes are sent again
+					 * (OWG3), whichever is first; 0: none
 					 * waits */
 };
 

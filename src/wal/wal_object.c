@@ -745,8 +745,11 @@ static void ow_close(struct nrs_wal *wal)
 	}
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
+	pthread_mutex_destroy(&w->gc_lock);
 	free(w->workers);
 	free(w->views);
+	free(w->owed);
+	free(w->gc_path);
 	free(w->state_path);
 	free(w->dir);
 	free(w);
@@ -767,18 +770,41 @@ static const struct nrs_wal_ops object_ops = {
 	.close = ow_close,
 };
 
+/*
+ * OWG3: the DELETEs a reclaim of an earlier run owed, sent again by the
+ * first reclaim of this one.  A damaged record is reported and ignored:
+ * its objects stay in the store, orphans (nereusfs-fsck F32), and nothing
+ * needed is deleted.
+ */
+static void read_owed(struct wal_object *w)
+{
+	int err = ow_gc_read(w->gc_path, w->last_run, w->owed, &w->n_owed);
+
+	if (err) {
+		nrs_err("object WAL: gc record %s is damaged or unreadable "
+			"(%s, OWG3): ignored; the WAL objects it owed the "
+			"DELETE stay in the store (nereusfs-fsck F32 names "
+			"them)", w->gc_path, strerror(-err));
+		w->n_owed = 0;
+		w->gc_stale = true;
+	}
+	if (w->n_owed || w->gc_stale)
+		w->owed_due_ns = 1;		/* the first reclaim: at once */
+}
+
 int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 			struct nrs_wal **out)
 {
 	struct wal_object *w;
-	char path[4096];
+	char path[4096], gc[4096];
 	int err;
 
 	if (!o->store || !o->dir ||
 	    o->inflight_max > NRS_WAL_OBJECT_INFLIGHT_MAX)	/* OW14 */
 		return -EINVAL;
 	if (snprintf(path, sizeof(path), "%s/state", o->dir) >=
-	    (int)sizeof(path))
+	    (int)sizeof(path) ||
+	    snprintf(gc, sizeof(gc), "%s/gc", o->dir) >= (int)sizeof(gc))
 		return -ENAMETOOLONG;
 	w = calloc(1, sizeof(*w));
 	if (!w)
@@ -809,14 +835,20 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->progress = o->progress;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
+	pthread_mutex_init(&w->gc_lock, NULL);
 	w->state_path = strdup(path);
+	w->gc_path = strdup(gc);
 	w->dir = strdup(o->dir);
 	w->workers = calloc(w->inflight_max, sizeof(*w->workers));
-	err = !w->state_path || !w->dir || !w->workers ? -ENOMEM : 0;
+	w->owed = calloc(OW_OWED_MAX, sizeof(*w->owed));
+	err = !w->state_path || !w->gc_path || !w->dir || !w->workers ||
+	      !w->owed ? -ENOMEM : 0;
 	if (!err && !o->read_only)
 		err = nrs_mkdir_durable(o->dir);		/* OW6 */
 	if (!err)
 		err = ow_state_read(w->state_path, &w->floor, &w->last_run);
+	if (!err)
+		read_owed(w);					/* OWG3 */
 	for (unsigned int i = 0; !err && !o->read_only && i < w->inflight_max;
 	     i++) {
 		err = -pthread_create(&w->workers[i], NULL, ow_worker, w);

@@ -12,9 +12,9 @@
  * first reclaim of the new run: a crash only makes WAL objects live
  * longer, never shorter.
  *
- *  OW7 Reclaim.  reclaim(below) first records durably (OW6) the new
- *      floor -- the lowest segment still held, at most below -- then
- *      deletes the objects under it.  An object still being PUT is kept
+ *  OW7 Reclaim.  reclaim(below) first records durably the DELETEs it
+ *      will owe (OWG3), then (OW6) the new floor -- the lowest segment
+ *      still held, at most below -- then deletes the objects under it.  An object still being PUT is kept
  *      (its key may yet be filled), and so holds the floor down.  A
  *      quarantined or damaged object is never deleted (an operator looks
  *      at it), but does not hold the floor.
@@ -42,15 +42,46 @@
  *      OS1, but only once it knows it is fenced, and the floor would move
  *      over objects that stay.)
  *
+ *  OWG3 Owed DELETEs are recorded.  Before a reclaim records its floor,
+ *      it records durably the DELETEs that floor makes owed -- every
+ *      proven object under it that no generation names (OW18's are not
+ *      owed: G9 deletes them), with those still owed from before -- in
+ *      the gc record, DIR/gc (wal_object_gcrec.c has its format and
+ *      checks).  An entry goes once its DELETE succeeded (a DELETE of a
+ *      missing key succeeds), and the record with the last one.  What
+ *      is still owed -- a DELETE that failed, or all of them after a
+ *      crash (the record is read at open) -- is sent again by the next
+ *      reclaim, first, before any floor moves: at once after an open,
+ *      else OW_OWED_RETRY_MS after the failure (stats()'
+ *      reclaim_due_ns says when, and walgc.c calls then even with no
+ *      object held).  named() is asked again first: an object a
+ *      generation names now is G9's, dropped, and an error of it keeps
+ *      the entry for later.  A record holds OW_OWED_MAX entries at
+ *      most: a reclaim that would owe more stops its floor under the
+ *      first that does not fit (held, the next reclaim takes it).  A
+ *      damaged record is reported, ignored and removed: the objects it
+ *      owed leak (nereusfs-fsck's F32 names them), nothing is deleted
+ *      on its word.  OWG2 holds for the resent DELETEs too: none while
+ *      fenced, the gate asked before each.
+ *  OWG4 Only under the recorded floor.  An owed entry at or above the
+ *      floor of the state file (OW6) is never deleted but dropped: the
+ *      reclaim that wrote it crashed (or failed) before its floor, so
+ *      the object is held again, scanned, and its grace starts over
+ *      (OWG1) -- deleting it would leave a gap a scan ends at (OW8).
+ *
  * STEPS, and what a crash at each leaves (the failpoints name them,
- * util/failpoint.c): owal.before_floor -- grace over, nothing recorded:
- * the next run holds every object and starts their grace again;
- * owal.before_delete -- the floor recorded, the Nth DELETE not sent: the
- * objects below the floor not yet deleted stay, orphans that no scan
- * reads (nothing deletes them later: only a listing would find them);
- * owal.after_delete -- the Nth object gone (they go highest first).  No
- * step deletes an object at or above the floor a scan starts from, and
- * none moves the floor over an object a slice above `below` needs.
+ * util/failpoint.c): owal.before_floor -- grace over, the owed DELETEs
+ * recorded, the floor not: the next run holds every object and starts
+ * their grace again, and its first reclaim drops the entries at or above
+ * its floor unsent (OWG4); owal.before_delete -- the floor recorded, the
+ * Nth DELETE not sent: the objects below the floor not yet deleted stay
+ * until the next run's first reclaim deletes them, being owed (OWG3);
+ * owal.after_delete -- the Nth object gone (they go highest first), its
+ * entry still in the record: sent again, a DELETE of nothing.  A crash
+ * after the last DELETE, before the record is removed, sends them all
+ * again.  The resent DELETEs go through the same two points.  No step
+ * deletes an object at or above the floor a scan starts from, and none
+ * moves the floor over an object a slice above `below` needs.
  */
 #include "config.h"
 
@@ -106,7 +137,7 @@ static uint64_t new_floor(struct wal_object *w, uint64_t below, uint64_t now)
 
 uint64_t ow_reclaim_due(const struct wal_object *w)
 {
-	uint64_t due = 0;
+	uint64_t due = w->owed_due_ns;				/* OWG3 */
 
 	for (const struct ow_obj *o = w->head; o; o = o->next) {
 		uint64_t t;
@@ -121,73 +152,223 @@ uint64_t ow_reclaim_due(const struct wal_object *w)
 	return due;
 }
 
-/* Delete the objects of gone, freeing them; the count of proven ones. */
+/*
+ * OWG3: drop the owed entries marked 0, then make the gc record say what
+ * is left (removed when nothing is; gc_lock held).  What is left was not
+ * deleted (a failure, or fenced): another reclaim comes for it later.
+ */
+static void owed_settle(struct wal_object *w, uint64_t floor, bool changed)
+{
+	size_t k = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < w->n_owed; i++)
+		if (w->owed[i])
+			w->owed[k++] = w->owed[i];
+	w->n_owed = k;
+	if (changed || w->gc_stale)
+		err = ow_gc_write(w->gc_path, w->dir, floor, w->owed, k);
+	if (err) {
+		nrs_warn("object WAL: cannot update the gc record %s: %s (its "
+			 "DELETEs are sent again)", w->gc_path,
+			 strerror(-err));
+		w->gc_stale = true;
+	} else {
+		w->gc_stale = false;
+	}
+	pthread_mutex_lock(&w->lock);
+	w->owed_due_ns = k || err ? nrs_now_mono_ns() +
+			 OW_OWED_RETRY_MS * 1000000ull : 0;
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* OWG2, OWG3: the DELETE of owed object seg; 0 or -errno. */
+static int delete_owed(struct wal_object *w, uint64_t seg)
+{
+	char key[NRS_OBJKEY_MAX];
+	int err;
+
+	ow_key(key, seg);
+	err = nrs_failpoint(NRS_FP_OWAL_BEFORE_DELETE);
+	if (!err && !may_delete(w))
+		err = -ESTALE;					/* OWG2 */
+	if (!err)
+		err = nrs_obj_del(w->store, key);	/* a missing key: 0 */
+	if (!err)
+		err = nrs_failpoint(NRS_FP_OWAL_AFTER_DELETE);
+	if (err)
+		nrs_warn("object WAL: delete of %s: %s (sent again later, "
+			 "OWG3)", key, strerror(-err));
+	return err;
+}
+
+/*
+ * OWG3, OWG4: send again the DELETEs owed by an earlier reclaim (of this
+ * run, or of one a crash ended; gc_lock held); the count sent.  Only an
+ * owed object below the recorded floor is deleted: one at or above it is
+ * owed by a reclaim that crashed before its floor, is held and scanned
+ * again, and is dropped from the record.
+ */
+static int resend(struct wal_object *w)
+{
+	uint64_t floor;
+	bool failed = false, changed = false;
+	int n = 0;
+
+	if (!w->n_owed && !w->gc_stale)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	floor = w->floor;
+	pthread_mutex_unlock(&w->lock);
+	for (size_t i = 0; i < w->n_owed; i++) {
+		uint64_t seg = w->owed[i];
+		int named = 0;
+
+		if (seg >= floor) {				/* OWG4 */
+			w->owed[i] = 0;
+			changed = true;
+			continue;
+		}
+		if (w->named)
+			named = w->named(w->named_ctx, seg);	/* OW18 */
+		if (named > 0) {
+			w->owed[i] = 0;		/* G9's now, not owed */
+			changed = true;
+		} else if (named < 0 || failed) {
+			failed = true;		/* asked again later */
+		} else if (delete_owed(w, seg) == 0) {
+			w->owed[i] = 0;
+			changed = true;
+			n++;
+		} else {
+			failed = true;
+		}
+	}
+	owed_settle(w, floor, changed);
+	return n;
+}
+
+/*
+ * Delete the objects of gone (highest first) that are owed (the ascending
+ * owed[0, n_owed); gc_lock held), freeing every one; the count deleted.
+ * A deleted one's entry becomes 0; one whose DELETE fails stays owed
+ * (OWG3), and the rest are not sent.
+ */
 static int delete_all(struct wal_object *w, struct ow_obj *gone,
 		      uint64_t *bytes)
 {
+	size_t j = w->n_owed;
+	bool failed = false;
 	int n = 0;
 
 	while (gone) {
 		struct ow_obj *o = gone;
-		char key[NRS_OBJKEY_MAX];
-		int err = 0;
+		bool owed;
 
 		gone = o->next;
-		ow_key(key, o->seg);
-		if (o->state == OW_PROVEN && w->named &&
-		    w->named(w->named_ctx, o->seg) != 0) {	/* OW18 */
-			nrs_debug("object WAL: %s stays: a generation names"
-				  " it", key);
-		} else if (o->state == OW_PROVEN) {
-			err = nrs_failpoint(NRS_FP_OWAL_BEFORE_DELETE);
-			if (!err && !may_delete(w))
-				err = -ESTALE;			/* OWG2 */
-			if (!err)
-				err = nrs_obj_del(w->store, key);
-			if (!err)
-				err = nrs_failpoint(NRS_FP_OWAL_AFTER_DELETE);
-			*bytes += o->size;
-			n++;
+		while (j > 0 && w->owed[j - 1] > o->seg)
+			j--;
+		owed = j > 0 && w->owed[j - 1] == o->seg;
+		if (o->state == OW_PROVEN && !owed)
+			nrs_debug("object WAL: %016" PRIx64 " stays: a "
+				  "generation names it", o->seg);  /* OW18 */
+		if (owed) {
+			j--;
+			if (!failed && delete_owed(w, o->seg) == 0) {
+				w->owed[j] = 0;
+				*bytes += o->size;
+				n++;
+			} else {
+				failed = true;	/* sent again later */
+			}
 		}
-		if (err)	/* below the floor: an orphan, left */
-			nrs_warn("object WAL: delete of %s: %s", key,
-				 strerror(-err));
 		free(o->buf);
 		free(o);
 	}
 	return n;
 }
 
-/* OW7, OWG1, OWG2 */
-int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes)
+/*
+ * OW7, OW18, OWG3: the floor a reclaim below `below` moves to, and the
+ * DELETEs it owes, appended (not yet counted) at owed[n_owed]: every
+ * proven object under it no generation names.  *floor == w->floor: none.
+ * gc_lock held, not lock; *nnew the count appended.
+ */
+static void plan(struct wal_object *w, uint64_t below, uint64_t *floor,
+		 size_t *nnew)
 {
-	struct wal_object *w = (struct wal_object *)wal;
+	size_t room = OW_OWED_MAX - w->n_owed, c = 0, k = 0;
+	uint64_t *add = w->owed + w->n_owed, f;
+
+	*nnew = 0;
+	pthread_mutex_lock(&w->lock);
+	f = new_floor(w, below, nrs_now_mono_ns());
+	*floor = w->floor;
+	if (f <= w->floor) {
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	for (struct ow_obj *o = w->head; o && o->seg < f; o = o->next) {
+		if (o->state != OW_PROVEN)
+			continue;
+		if (c == room) {	/* the record is full: stop under o */
+			f = o->seg;
+			break;
+		}
+		add[c++] = o->seg;
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (f <= *floor)
+		return;
+	*floor = f;
+	/* OW18, without the lock: objects under f stay as they are (only
+	 * this reclaim, under gc_lock, takes them; none is PUT) */
+	for (size_t i = 0; i < c; i++)
+		if (!w->named || w->named(w->named_ctx, add[i]) == 0)
+			add[k++] = add[i];
+	*nnew = k;
+}
+
+/* OW7, OWG1-OWG4 (gc_lock held) */
+static int reclaim(struct wal_object *w, uint64_t below, uint64_t *bytes)
+{
 	struct ow_obj *gone = NULL, **pp;
 	uint64_t floor;
-	int err;
+	size_t nnew;
+	int n = resend(w), err = 0;
 
-	*bytes = 0;
-	if (w->read_only)
-		return -EROFS;
-	if (!may_delete(w))
-		return 0;					/* OWG2 */
-	pthread_mutex_lock(&w->lock);
-	floor = new_floor(w, below, nrs_now_mono_ns());
-	if (floor <= w->floor) {
-		pthread_mutex_unlock(&w->lock);
-		return 0;
+	plan(w, below, &floor, &nnew);
+	if (floor <= w->floor)
+		return n;
+	if (nnew > 0)			/* OWG3: owed before the floor moves */
+		err = ow_gc_write(w->gc_path, w->dir, floor, w->owed,
+				  w->n_owed + nnew);
+	if (err) {
+		nrs_warn("object WAL: cannot record the DELETEs under floor "
+			 "%016" PRIx64 " in %s: %s", floor, w->gc_path,
+			 strerror(-err));
+		w->gc_stale = true;
+		return err;
 	}
+	if (nnew)
+		w->gc_stale = false;
+	pthread_mutex_lock(&w->lock);
 	err = nrs_failpoint(NRS_FP_OWAL_BEFORE_FLOOR);
 	if (!err)
 		err = ow_state_write(w->state_path, w->dir, floor,
 				     w->last_run);
 	if (err) {
 		pthread_mutex_unlock(&w->lock);
+		/* the record names objects above the floor: harmless (OWG4),
+		 * and rewritten by the next reclaim */
+		if (nnew > 0)
+			w->gc_stale = true;
 		nrs_warn("object WAL: cannot record floor %016" PRIx64 " in %s:"
 			 " %s", floor, w->state_path, strerror(-err));
 		return err;
 	}
 	w->floor = floor;
+	w->n_owed += nnew;
 	pp = &w->head;
 	while (*pp && (*pp)->seg < floor) {
 		struct ow_obj *o = *pp;
@@ -202,5 +383,24 @@ int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes)
 	if (!w->head)
 		w->tail = NULL;
 	pthread_mutex_unlock(&w->lock);
-	return delete_all(w, gone, bytes);
+	n += delete_all(w, gone, bytes);
+	owed_settle(w, floor, nnew > 0);
+	return n;
+}
+
+/* OW7, OWG1-OWG4 */
+int ow_reclaim(struct nrs_wal *wal, uint64_t below, uint64_t *bytes)
+{
+	struct wal_object *w = (struct wal_object *)wal;
+	int n;
+
+	*bytes = 0;
+	if (w->read_only)
+		return -EROFS;
+	if (!may_delete(w))
+		return 0;				/* OWG2, OWG3 */
+	pthread_mutex_lock(&w->gc_lock);
+	n = reclaim(w, below, bytes);
+	pthread_mutex_unlock(&w->gc_lock);
+	return n;
 }

@@ -8,6 +8,7 @@
  *   wal_object_put.c   the workers: PUT, proof (OW1) and retries (OW2)
  *   wal_object_gc.c    reclaim (OW7) after the GC grace (OWG1), never
  *                      while fenced (OWG2)
+ *   wal_object_gcrec.c the gc record: the DELETEs a reclaim owes (OWG3)
  *   wal_object_scan.c  the state file (OW6) and the recovery scan (OW8)
  *   wal_object_seal.c  the seal of a past run (SL1-SL4)
  *
@@ -33,6 +34,9 @@
 #define OW_SEQ_MAX	((1ull << OW_SEQ_BITS) - 1)
 #define OW_SEAL_HOLES_MAX 128		/* SL1: gaps one seal names */
 #define OW_RUN_MAX	((1ull << (64 - OW_SEQ_BITS)) - 1)
+#define OW_OWED_MAX	8192		/* OWG3: DELETEs one gc record holds */
+#define OW_OWED_RETRY_MS 10000		/* OWG3: owed DELETEs that failed are
+					 * sent again this much later */
 
 static inline uint64_t ow_seg(uint64_t run, uint64_t seq)
 {
@@ -119,6 +123,7 @@ struct wal_object {
 	struct nrs_wal base;
 	struct nrs_objstore *store;
 	char *state_path;		/* DIR/state (OW6) */
+	char *gc_path;			/* DIR/gc (OWG3) */
 	char *dir;
 	unsigned int inflight_max;	/* unproven objects at most (OW5) */
 	uint64_t timeout_ns;		/* OW2 */
@@ -165,6 +170,15 @@ struct wal_object {
 	uint64_t srtt_ns, rttvar_ns;	/* OW10: PUT latency */
 	uint64_t lat_samples;
 	bool stop;
+	/* OWG3: one reclaim at a time.  Guarded by it: the DELETEs owed
+	 * (segments, ascending; the array holds OW_OWED_MAX), and whether
+	 * the gc record on disk says something else (damaged, or more). */
+	pthread_mutex_t gc_lock;
+	uint64_t *owed;
+	size_t n_owed;
+	bool gc_stale;
+	uint64_t owed_due_ns;		/* OWG3: when the owed are sent again
+					 * (monotonic; 0: none owed); lock */
 	pthread_t *workers;
 	unsigned int nworkers;
 };
@@ -181,6 +195,15 @@ int ow_state_read(const char *path, uint64_t *floor, uint64_t *last_run);
 /* OW6: replace it durably; 0 or -errno. */
 int ow_state_write(const char *path, const char *dir, uint64_t floor,
 		   uint64_t last_run);
+
+/* OWG3: read the gc record at path (absent: *n = 0) into segs[OW_OWED_MAX];
+ * 0, -EUCLEAN (damaged: wal_object_gcrec.c) or -errno. */
+int ow_gc_read(const char *path, uint64_t last_run, uint64_t *segs,
+	       size_t *n);
+/* OWG3: replace it durably with the n (<= OW_OWED_MAX) ascending segs, all
+ * below floor; n 0 removes it.  0 or -errno. */
+int ow_gc_write(const char *path, const char *dir, uint64_t floor,
+		const uint64_t *segs, size_t n);
 
 /* Insert o in seg order (lock held). */
 void ow_insert(struct wal_object *w, struct ow_obj *o);
