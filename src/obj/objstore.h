@@ -265,9 +265,12 @@ int nrs_objstore_dir_adopt(struct nrs_objstore *s, const char *key,
  * get() of [off, off + len) of an adopted file key by the reader of a WAL
  * record in it, who wants its bytes up to object offset until and no
  * further (objstore_dir_adopt.c OD10: the kernel reads [off, until) ahead
- * and nothing past it).  The bytes read (short only at the object's end),
- * or get()'s errors.  A store that is not the embedded one: its get().
+ * and nothing past it), or NRS_OBJ_SLICE_ALL: on to the bytes after it
+ * (the kernel's readahead, as get()).  The bytes read (short only at the
+ * object's end), or get()'s errors.  A store that is not the embedded
+ * one: its get().
  */
+#define NRS_OBJ_SLICE_ALL	UINT64_MAX
 ssize_t nrs_objstore_dir_get_slice(struct nrs_objstore *s, const char *key,
 				   uint64_t off, void *buf, size_t len,
 				   uint64_t until);

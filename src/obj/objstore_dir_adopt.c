@@ -45,15 +45,17 @@
  *      kernel's readahead off on that descriptor (POSIX_FADV_RANDOM) and
  *      [off, until) asked for at once instead (POSIX_FADV_WILLNEED, one
  *      large read): until is where the caller's reader stops wanting bytes
- *      of this file (reader.c: the end of the record, and of the
- *      records of the same stream that follow it there closely).  A WAL object or
+ *      of this file (reader.c: the end of the record).  A WAL object or
  *      segment interleaves records of several streams, and the kernel's
  *      own readahead (up to the device's read_ahead_kb, 8 MiB on some
  *      disks) would read the other streams' records with each one (issue
- *      16: twice the bytes it returned).  The advice is a hint: its
- *      failure changes nothing but the speed, and is not reported; an
- *      until at or before off + len asks for nothing more than the read.
- *      A store that is not the embedded one is read with its get().
+ *      16: twice the bytes it returned).  until NRS_OBJ_SLICE_ALL (the
+ *      reader's stream goes on right after it in the file) gives no
+ *      advice: the kernel's readahead then reads what the reader wants
+ *      next.  The advice is a hint: its failure changes nothing but the
+ *      speed, and is not reported; an until at or before off + len asks
+ *      for nothing more than the read.  A store that is not the embedded
+ *      one is read with its get().
  *  OD8 Numbers.  adopted_max() answers the highest segment number under
  *      w/ (names of 16 lower-case hex digits; anything else there is
  *      ignored), 0 for none, so that the WAL never numbers a new segment
@@ -250,12 +252,15 @@ ssize_t nrs_objstore_dir_get_slice(struct nrs_objstore *s, const char *key,
 		close(fd);
 		return 0;
 	}
-	if (until > size)
-		until = size;
-	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);	/* OD10 */
-	if (until > off && until - off > len)
-		(void)posix_fadvise(fd, (off_t)(OBJ_HDR + off),
-				    (off_t)(until - off), POSIX_FADV_WILLNEED);
+	if (until != NRS_OBJ_SLICE_ALL) {	/* OD10 */
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+		if (until > size)
+			until = size;
+		if (until > off && until - off > len)
+			(void)posix_fadvise(fd, (off_t)(OBJ_HDR + off),
+					    (off_t)(until - off),
+					    POSIX_FADV_WILLNEED);
+	}
 	n = nrs_pread_full(fd, buf, len, OBJ_HDR + off);
 	close(fd);
 	if (n < 0)

@@ -29,13 +29,12 @@
  *
  * An adopted file (a WAL object, or a segment) holds the records of
  * several streams side by side, so the store is told where the reader's
- * wants end in it (objstore_dir_adopt.c OD10): at the end of the record;
- * for a read that runs to the record's end (a sequential reader goes on
- * into the next), at the end of the last of the stream's records that
- * follow it in the same file, each within ADOPT_GAP bytes of the one
- * before, at most ADOPT_WINDOW bytes from the record's start.  A stream
- * written alone is read in large reads; one written among others, record
- * by record, its own bytes only.
+ * wants end in it (objstore_dir_adopt.c OD10): at the end of the record,
+ * unless the stream's next record follows it in the same file within
+ * ADOPT_GAP bytes (a stream written alone, or by several writers at
+ * once): then the kernel's readahead reads on into bytes of this stream
+ * and is left alone.  A stream written among others is read record by
+ * record, its own bytes only.
  */
 #include "config.h"
 
@@ -57,9 +56,7 @@
 
 #define ENTS_PER_ROUND	64
 #define SMALL_RECORD	(128u << 10)
-#define ADOPT_WINDOW	(8u << 20)	/* OD10 */
-#define ADOPT_GAP	(64u << 10)
-#define ADOPT_FOLLOW	16		/* records looked at after one */
+#define ADOPT_GAP	(64u << 10)	/* OD10 */
 
 /* Where a WAL record is read from: the WAL, or the segment file the
  * embedded store adopted (store and key set; pos.off an offset in it, and
@@ -81,6 +78,8 @@ static int read_full(const struct rec_src *src, struct nrs_wal_pos pos,
 		n = pos.off < NRS_OBJ_FIXED ? -EUCLEAN
 			: nrs_objstore_dir_get_slice(src->store, src->key,
 				      pos.off - NRS_OBJ_FIXED, buf, len,
+				      src->until == NRS_OBJ_SLICE_ALL ?
+				      NRS_OBJ_SLICE_ALL :
 				      src->until - NRS_OBJ_FIXED);
 	else
 		n = nrs_wal_read(src->wal, pos, buf, len);
@@ -223,33 +222,23 @@ static uint64_t rec_bytes(const struct nrs_index_ent *e)
 	return nrs_walrec_hdr_len(len) + len;
 }
 
-/* OD10: the offset in adopted entry e's file where a reader of st whose
- * read of e ends at logical b stops wanting its bytes (the top comment).
- * Takes st->lock. */
+/* OD10: the offset in adopted entry e's file where a reader of st stops
+ * wanting its bytes: the record's end, or NRS_OBJ_SLICE_ALL when the
+ * stream's next record follows it there within ADOPT_GAP bytes (the top
+ * comment).  Takes st->lock. */
 static uint64_t adopt_until(struct nrs_stream *st,
-			    const struct nrs_index_ent *e, uint64_t b)
+			    const struct nrs_index_ent *e)
 {
-	struct nrs_index_ent nx[ADOPT_FOLLOW];
-	uint64_t until = e->off + rec_bytes(e), at = e->end;
+	struct nrs_index_ent x;
+	uint64_t until = e->off + rec_bytes(e);
 	size_t n;
 
-	if (b < e->end)
-		return until;
 	pthread_mutex_lock(&st->lock);
-	n = nrs_index_collect(&st->index, at, at + ADOPT_WINDOW, nx,
-			      ADOPT_FOLLOW);
+	n = nrs_index_collect(&st->index, e->end, e->end + 1, &x, 1);
 	pthread_mutex_unlock(&st->lock);
-	for (size_t k = 0; k < n; k++) {
-		const struct nrs_index_ent *x = &nx[k];
-
-		if (x->kind != NRS_TARGET_ADOPT || x->seg != e->seg ||
-		    x->start != at || x->off < until ||
-		    x->off - until > ADOPT_GAP ||
-		    x->off + rec_bytes(x) - e->off > ADOPT_WINDOW)
-			break;
-		until = x->off + rec_bytes(x);
-		at = x->end;
-	}
+	if (n == 1 && x.kind == NRS_TARGET_ADOPT && x.seg == e->seg &&
+	    x.start == e->end && x.off >= until && x.off - until <= ADOPT_GAP)
+		return NRS_OBJ_SLICE_ALL;
 	return until;
 }
 
@@ -268,7 +257,7 @@ static int read_ent(const struct nrs_reader *r, struct nrs_wal *wal,
 		if (!r->store)
 			return -EUCLEAN;
 		src.store = r->store;
-		src.until = adopt_until(st, e, b);		/* OD10 */
+		src.until = adopt_until(st, e);		/* OD10 */
 		nrs_objfmt_adopt_key(src.key, e->seg);
 		return read_record(&src, st, e, a, b, dst);
 	}
