@@ -262,6 +262,19 @@ int nrs_objstore_dir_adopt(struct nrs_objstore *s, const char *key,
  * NRS_OBJ_ADOPT_HDR) is its byte X (the store's header, the segment's). */
 #define NRS_OBJ_ADOPT_HDR	64
 /*
+ * get() of [off, off + len) of an adopted file key by the reader of a WAL
+ * record in it, who wants its bytes up to object offset until and no
+ * further (objstore_dir_adopt.c OD10: the kernel reads [off, until) ahead
+ * and nothing past it), or NRS_OBJ_SLICE_ALL: on to the bytes after it
+ * (the kernel's readahead, as get()).  The bytes read (short only at the
+ * object's end), or get()'s errors.  A store that is not the embedded
+ * one: its get().
+ */
+#define NRS_OBJ_SLICE_ALL	UINT64_MAX
+ssize_t nrs_objstore_dir_get_slice(struct nrs_objstore *s, const char *key,
+				   uint64_t off, void *buf, size_t len,
+				   uint64_t until);
+/*
  * Free the object bytes [off, off + len) of key (file bytes 64 + off on),
  * keeping its size (OD7): 0; -EBUSY while the file has another name (the
  * WAL's), nothing freed; -EINVAL for a range past the end; -ENOENT;

@@ -80,7 +80,9 @@
  * starting with '.', such names are skipped at every depth.
  *
  * Files adopted in place (a WAL segment taken as an object without a
- * copy, OD6) and the holes punched in them (OD7): objstore_dir_adopt.c.
+ * copy, OD6), the holes punched in them (OD7) and the reads of a record
+ * in one without the kernel reading ahead into others (OD10):
+ * objstore_dir_adopt.c.
  *
  * One process opens a store directory at a time (the daemon holds the data
  * directory's lock): open() empties DIR/.tmp, which would break another
@@ -373,9 +375,9 @@ static int dir_put(struct nrs_objstore *s, const char *key, const void *buf,
 	return rc;
 }
 
-/* Open the object file under key; its byte count in *len (from the file
- * size).  -ENOENT when key names no regular file. */
-static int open_object(struct dir_store *d, const char *key, uint64_t *len)
+/* objstore_dir_priv.h: the object file under key, for reading. */
+int nrs_dirstore_open_read(struct dir_store *d, const char *key,
+			   uint64_t *len)
 {
 	struct stat st;
 	int fd;
@@ -424,7 +426,7 @@ static int dir_head(struct nrs_objstore *s, const char *key,
 	struct nrs_obj_meta m = { 0 };
 	uint64_t hdr_len;
 	ssize_t n;
-	int fd = open_object(d, key, &m.length);
+	int fd = nrs_dirstore_open_read(d, key, &m.length);
 
 	if (fd < 0)
 		return fd;
@@ -522,7 +524,7 @@ static ssize_t dir_get(struct nrs_objstore *s, const char *key, uint64_t off,
 	struct dir_store *d = dir_of(s);
 	uint64_t size = 0;
 	ssize_t n;
-	int fd = open_object(d, key, &size);
+	int fd = nrs_dirstore_open_read(d, key, &size);
 
 	if (fd < 0)
 		return fd;

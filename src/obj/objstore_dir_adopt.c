@@ -1,7 +1,7 @@
 /*
  * objstore_dir_adopt.c - files the embedded store (objstore_dir.c) takes
- * in place instead of copying them, and the holes punched in them once
- * parts of them are dead: the store's half of writing once (README,
+ * in place instead of copying them, the reads of a record in one, and the
+ * holes punched in them once parts of them are dead: the store's half of writing once (README,
  * Architecture: a sealed WAL segment on the store's file system becomes an
  * object without its bytes being written again).
  *
@@ -40,6 +40,22 @@
  *      rows only after this sync), so the space would stay taken until
  *      the whole file goes.  One sync covers any number of punches: the
  *      caller punches a file's dead records, then syncs it once.
+ *  OD10 No read ahead across records.  get_slice(key, off, len, until)
+ *      reads [off, off + len) of an adopted file as get() does, with the
+ *      kernel's readahead off on that descriptor (POSIX_FADV_RANDOM) and
+ *      [off, until) asked for at once instead (POSIX_FADV_WILLNEED, one
+ *      large read): until is where the caller's reader stops wanting bytes
+ *      of this file (reader.c: the end of the record).  A WAL object or
+ *      segment interleaves records of several streams, and the kernel's
+ *      own readahead (up to the device's read_ahead_kb, 8 MiB on some
+ *      disks) would read the other streams' records with each one (issue
+ *      16: twice the bytes it returned).  until NRS_OBJ_SLICE_ALL (the
+ *      reader's stream goes on right after it in the file) gives no
+ *      advice: the kernel's readahead then reads what the reader wants
+ *      next.  The advice is a hint: its failure changes nothing but the
+ *      speed, and is not reported; an until at or before off + len asks
+ *      for nothing more than the read.  A store that is not the embedded
+ *      one is read with its get().
  *  OD8 Numbers.  adopted_max() answers the highest segment number under
  *      w/ (names of 16 lower-case hex digits; anything else there is
  *      ignored), 0 for none, so that the WAL never numbers a new segment
@@ -59,6 +75,7 @@
 
 #include "obj/objstore.h"
 #include "obj/objstore_dir_priv.h"
+#include "util/fileio.h"
 #include "util/log.h"
 
 #define OBJ_HDR		64	/* objstore_dir.c: get() reads at 64 + off */
@@ -215,6 +232,41 @@ int nrs_objstore_dir_adopted_stat(struct nrs_objstore *s, const char *key,
 	*size = (uint64_t)st.st_size;
 	*links = (uint64_t)st.st_nlink;
 	return 0;
+}
+
+ssize_t nrs_objstore_dir_get_slice(struct nrs_objstore *s, const char *key,
+				   uint64_t off, void *buf, size_t len,
+				   uint64_t until)
+{
+	struct dir_store *d = nrs_dirstore_of(s);
+	uint64_t size = 0;
+	ssize_t n;
+	int fd;
+
+	if (!d)
+		return nrs_obj_get(s, key, off, buf, len);
+	fd = nrs_dirstore_open_read(d, key, &size);
+	if (fd < 0)
+		return fd;
+	if (off >= size) {
+		close(fd);
+		return 0;
+	}
+	if (until != NRS_OBJ_SLICE_ALL) {	/* OD10 */
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+		if (until > size)
+			until = size;
+		if (until > off && until - off > len)
+			(void)posix_fadvise(fd, (off_t)(OBJ_HDR + off),
+					    (off_t)(until - off),
+					    POSIX_FADV_WILLNEED);
+	}
+	n = nrs_pread_full(fd, buf, len, OBJ_HDR + off);
+	close(fd);
+	if (n < 0)
+		nrs_warn("dir store %s: get %s at %" PRIu64 ": %s", d->dir, key,
+			 off, strerror((int)-n));
+	return n;
 }
 
 /* OD8: a name nrs_objfmt_adopt_key makes (16 lower-case hex digits). */

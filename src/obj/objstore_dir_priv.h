@@ -8,6 +8,7 @@
 #define NRS_OBJSTORE_DIR_PRIV_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "obj/objstore.h"
 
@@ -28,5 +29,14 @@ struct dir_store *nrs_dirstore_of(struct nrs_objstore *s);
  */
 int nrs_dirstore_place(struct dir_store *d, int srcfd, const char *name,
 		       const char *key, bool noreplace);
+
+/*
+ * Open the object file under key (in d) for reading: a descriptor the
+ * caller closes, the object's byte count in *len (the file's size less
+ * the 64 header bytes).  -EINVAL for a bad key, -ENOENT when key names no
+ * regular file, or the errno of a call.
+ */
+int nrs_dirstore_open_read(struct dir_store *d, const char *key,
+			   uint64_t *len);
 
 #endif

@@ -26,6 +26,15 @@
  *      read (EIO), as for a missing copy.  Its header must name the
  *      stream, base and length the index does, and every chunk touched
  *      passes its CRC32C, exactly as for a record read from the WAL.
+ *
+ * An adopted file (a WAL object, or a segment) holds the records of
+ * several streams side by side, so the store is told where the reader's
+ * wants end in it (objstore_dir_adopt.c OD10): at the end of the record,
+ * unless the stream's next record follows it in the same file within
+ * ADOPT_GAP bytes (a stream written alone, or by several writers at
+ * once): then the kernel's readahead reads on into bytes of this stream
+ * and is left alone.  A stream written among others is read record by
+ * record, its own bytes only.
  */
 #include "config.h"
 
@@ -47,13 +56,16 @@
 
 #define ENTS_PER_ROUND	64
 #define SMALL_RECORD	(128u << 10)
+#define ADOPT_GAP	(64u << 10)	/* OD10 */
 
 /* Where a WAL record is read from: the WAL, or the segment file the
- * embedded store adopted (store and key set; pos.off an offset in it). */
+ * embedded store adopted (store and key set; pos.off an offset in it, and
+ * until the file offset where the reader's wants end, OD10). */
 struct rec_src {
 	struct nrs_wal *wal;
 	struct nrs_objstore *store;
 	char key[NRS_OBJKEY_MAX];
+	uint64_t until;
 };
 
 /* Read exactly len bytes at pos, or fail: a short read is a missing copy. */
@@ -64,8 +76,11 @@ static int read_full(const struct rec_src *src, struct nrs_wal_pos pos,
 
 	if (src->store)	/* RA1: the file's byte X is the object's X - 64 */
 		n = pos.off < NRS_OBJ_FIXED ? -EUCLEAN
-			: nrs_obj_get(src->store, src->key,
-				      pos.off - NRS_OBJ_FIXED, buf, len);
+			: nrs_objstore_dir_get_slice(src->store, src->key,
+				      pos.off - NRS_OBJ_FIXED, buf, len,
+				      src->until == NRS_OBJ_SLICE_ALL ?
+				      NRS_OBJ_SLICE_ALL :
+				      src->until - NRS_OBJ_FIXED);
 	else
 		n = nrs_wal_read(src->wal, pos, buf, len);
 	if (n < 0)
@@ -199,8 +214,36 @@ static void hint_next(const struct nrs_reader *r, struct nrs_stream *st,
 		nrs_bcache_follow(r->bcache, &h, next, k);
 }
 
+/* The bytes of the WAL record of adopted entry e in its file. */
+static uint64_t rec_bytes(const struct nrs_index_ent *e)
+{
+	uint32_t len = (uint32_t)(e->end - e->start);
+
+	return nrs_walrec_hdr_len(len) + len;
+}
+
+/* OD10: the offset in adopted entry e's file where a reader of st stops
+ * wanting its bytes: the record's end, or NRS_OBJ_SLICE_ALL when the
+ * stream's next record follows it there within ADOPT_GAP bytes (the top
+ * comment).  Takes st->lock. */
+static uint64_t adopt_until(struct nrs_stream *st,
+			    const struct nrs_index_ent *e)
+{
+	struct nrs_index_ent x;
+	uint64_t until = e->off + rec_bytes(e);
+	size_t n;
+
+	pthread_mutex_lock(&st->lock);
+	n = nrs_index_collect(&st->index, e->end, e->end + 1, &x, 1);
+	pthread_mutex_unlock(&st->lock);
+	if (n == 1 && x.kind == NRS_TARGET_ADOPT && x.seg == e->seg &&
+	    x.start == e->end && x.off >= until && x.off - until <= ADOPT_GAP)
+		return NRS_OBJ_SLICE_ALL;
+	return until;
+}
+
 static int read_ent(const struct nrs_reader *r, struct nrs_wal *wal,
-		    const struct nrs_stream *st, const struct nrs_index_ent *e,
+		    struct nrs_stream *st, const struct nrs_index_ent *e,
 		    uint64_t a, uint64_t b, char *dst)
 {
 	struct nrs_objhdr h = { .stream_id = st->id, .start = e->ostart,
@@ -214,6 +257,7 @@ static int read_ent(const struct nrs_reader *r, struct nrs_wal *wal,
 		if (!r->store)
 			return -EUCLEAN;
 		src.store = r->store;
+		src.until = adopt_until(st, e);		/* OD10 */
 		nrs_objfmt_adopt_key(src.key, e->seg);
 		return read_record(&src, st, e, a, b, dst);
 	}
