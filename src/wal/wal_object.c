@@ -128,6 +128,20 @@
  *      job from there (OW10), so neither walks the objects held, which
  *      with materialization behind are thousands.  An object on the list
  *      is never freed: a reclaim keeps what is being PUT (OW7).
+ *  OW19 A change wakes who waits for it, and no waiter polls.  Three
+ *      condition variables under lock (CLOCK_MONOTONIC): "work" is
+ *      signalled, one idle worker, when an object is sealed, and when a
+ *      worker takes one while hedges are on (an idle worker then watches
+ *      the PUTs in flight, until the first one's hedge delay, OW10);
+ *      "done" is broadcast when an object is settled (proven or
+ *      quarantined), cut (OW4), the WAL is broken, or the open object
+ *      gets its first bytes: the sync, a write waiting for the window
+ *      (OW5), a worker's back-off (OW2: a hedge may settle its object)
+ *      and the close wait on it, each until its own deadline (the
+ *      linger, the timeout) and no longer; "nap" only for the stop, for
+ *      back-offs of markers and seals.  Each waiter checks what it waits
+ *      for under lock before it waits, and each change is made under
+ *      lock, so none is lost.
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
@@ -367,7 +381,7 @@ static int wait_window(struct wal_object *w, uint64_t deadline)
 	while (w->unproven >= w->inflight_max && !w->broken && !w->stop) {
 		if (nrs_now_mono_ns() >= deadline)
 			return -ETIMEDOUT;
-		(void)ow_nap(w, 5);
+		ow_wait_until(w, &w->done, deadline);		/* OW19 */
 	}
 	if (w->broken)
 		return -EIO;
@@ -402,10 +416,11 @@ static void seal_open(struct wal_object *w, struct ow_obj *o)
 		o->state = OW_BAD;
 		ow_unp_del(w, o);
 		w->broken = true;
+		pthread_cond_broadcast(&w->done);		/* OW19 */
 	} else {
 		o->state = OW_PUTTING;
+		pthread_cond_signal(&w->work);			/* OW19 */
 	}
-	pthread_cond_broadcast(&w->cond);
 }
 
 /* A new open object for the next seq of this run (lock held). */
@@ -532,6 +547,8 @@ static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
 	}
 	bytes = appends_bytes(o->buf + o->size, len);	/* OW15 */
 	o->appends = o->appends || bytes;
+	if (o->size == OW_HDR && len > 0)	/* OW19: a sync may wait on it */
+		pthread_cond_broadcast(&w->done);
 	o->size += len;
 	if (w->open_appends < 2 && bytes)		/* OW13, OW15 */
 		w->open_appends += single ? 1 : 2;
@@ -583,8 +600,8 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 					break;
 				if (w->open == o)
 					seal_open(w, o);
-			} else {
-				(void)ow_nap(w, 1);
+			} else {				/* OW19 */
+				ow_wait_until(w, &w->done, from + w->linger_ns);
 			}
 			continue;
 		}
@@ -601,7 +618,9 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 			err = -ETIMEDOUT;
 			break;
 		}
-		if (ow_nap(w, 2)) {
+		ow_wait_until(w, &w->done, wait->t_write_ns +
+			      w->timeout_ns);			/* OW19 */
+		if (w->stop) {
 			err = -ESHUTDOWN;
 			break;
 		}
@@ -651,6 +670,7 @@ static int ow_cut(struct nrs_wal *wal, struct nrs_wal_pos pos, int why)
 			 " to object %016" PRIx64 " abandoned (%s); the next "
 			 "object records it", r.lo_seg, r.lo_off, r.hi_seg,
 			 strerror(-why));
+		pthread_cond_broadcast(&w->done);	/* OW19: not needed */
 	}
 	pthread_mutex_unlock(&w->lock);
 	return err ? -EIO : 0;
@@ -725,14 +745,16 @@ static void ow_close(struct nrs_wal *wal)
 
 	pthread_mutex_lock(&w->lock);
 	/* a clean close lets PUTs in flight finish (OW2), within a deadline */
-	while (w->unproven > 0 && !w->broken &&
+	while (w->unproven > 0 && !w->broken && !w->stop &&
 	       nrs_now_mono_ns() < deadline)
-		(void)ow_nap(w, 10);
+		ow_wait_until(w, &w->done, deadline);		/* OW19 */
 	if (w->unproven > 0)
 		nrs_warn("object WAL: closing with %u objects not proven",
 			 w->unproven);
 	w->stop = true;
-	pthread_cond_broadcast(&w->cond);
+	pthread_cond_broadcast(&w->work);
+	pthread_cond_broadcast(&w->done);
+	pthread_cond_broadcast(&w->nap);
 	pthread_mutex_unlock(&w->lock);
 	for (unsigned int i = 0; i < w->nworkers; i++)
 		pthread_join(w->workers[i], NULL);
@@ -743,7 +765,9 @@ static void ow_close(struct nrs_wal *wal)
 		free(o->buf);
 		free(o);
 	}
-	pthread_cond_destroy(&w->cond);
+	pthread_cond_destroy(&w->work);
+	pthread_cond_destroy(&w->done);
+	pthread_cond_destroy(&w->nap);
 	pthread_mutex_destroy(&w->lock);
 	free(w->workers);
 	free(w->views);
@@ -771,6 +795,7 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 			struct nrs_wal **out)
 {
 	struct wal_object *w;
+	pthread_condattr_t ca;
 	char path[4096];
 	int err;
 
@@ -808,7 +833,12 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->damage_ctx = o->damage_ctx;
 	w->progress = o->progress;
 	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
+	pthread_condattr_init(&ca);			/* OW19: deadlines */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->work, &ca);
+	pthread_cond_init(&w->done, &ca);
+	pthread_cond_init(&w->nap, &ca);
+	pthread_condattr_destroy(&ca);
 	w->state_path = strdup(path);
 	w->dir = strdup(o->dir);
 	w->workers = calloc(w->inflight_max, sizeof(*w->workers));

@@ -139,7 +139,10 @@ struct wal_object {
 	struct nrs_wal_progress *progress;	/* RP1; may be NULL */
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;		/* an object's state changed; work */
+	pthread_cond_t work;		/* OW19: an object to PUT or hedge */
+	pthread_cond_t done;		/* OW19: an object settled, a window
+					 * freed, the open one changed */
+	pthread_cond_t nap;		/* back-offs: woken by the stop only */
 	struct ow_obj *head, *tail;	/* every object held, seg order */
 	struct ow_obj *open;		/* the one being filled, or NULL */
 	struct ow_obj *unp, *unp_tail;	/* OW17: the unproven, seg order */
@@ -196,8 +199,13 @@ int ow_pend_add(struct wal_object *w, const struct ow_range *add);
 /* Drop the bytes of the oldest proven objects past cache_bytes (lock held). */
 void ow_evict(struct wal_object *w);
 
-/* Wait ms on cond unless stopping (lock held); true if stopping. */
+/* Wait ms on nap unless stopping (lock held); true if stopping. */
 bool ow_nap(struct wal_object *w, unsigned int ms);
+/* OW19: wait once on cv (one of w's, CLOCK_MONOTONIC) until woken or
+ * the monotonic deadline (UINT64_MAX: none) passes (lock held).  The
+ * caller checks what it waits for again. */
+void ow_wait_until(struct wal_object *w, pthread_cond_t *cv,
+		   uint64_t deadline);
 /* OW11: store run's marker and prove it, retrying until deadline (no
  * lock held).  0, -ETIMEDOUT, -EIO (other bytes under its key). */
 int ow_put_marker(struct wal_object *w, uint64_t run, uint64_t deadline);
