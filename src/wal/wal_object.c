@@ -142,6 +142,18 @@
  *      back-offs of markers and seals.  Each waiter checks what it waits
  *      for under lock before it waits, and each change is made under
  *      lock, so none is lost.
+ *  OW20 A sync does not hold back the open object behind it.  The
+ *      pipeline syncs one segment after the other (one thread), so while
+ *      a sync waits for older objects to be proven, the batches written
+ *      since sit in the open object, which only the next sync would seal.
+ *      So a sync that waits also seals the open object past its end once
+ *      that one's linger is over (OW9, OW13) and the window has room
+ *      (OW5; it never waits for the window on the newer one's behalf):
+ *      objects not full are PUT one linger apart, several at once, not
+ *      one PUT and proof apart.  Only the PUT starts earlier: nothing is
+ *      acknowledged before its own sync finds it proven (OW1), and a cut
+ *      of those batches marks them abandoned (OW4) rather than dropping
+ *      them.
  *
  * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
@@ -560,6 +572,14 @@ static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
 	return 0;
 }
 
+/* OW9, OW13: when the linger of the open object o is over. */
+static uint64_t linger_end(const struct wal_object *w, const struct ow_obj *o)
+{
+	uint64_t from = w->lone ? w->t_sealed_ns : o->t_write_ns;
+
+	return from + w->linger_ns;
+}
+
 /* Whether o must be proven for a sync (lock held): not wholly cut. */
 static bool needed(const struct wal_object *w, const struct ow_obj *o)
 {
@@ -581,7 +601,7 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
 		struct ow_obj *wait = NULL, *o;
-		uint64_t now = nrs_now_mono_ns();
+		uint64_t now = nrs_now_mono_ns(), until;
 
 		if (w->broken) {
 			err = -EIO;
@@ -589,11 +609,10 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 		}
 		o = w->open;
 		if (o && o->seg <= end.seg && o->size > OW_HDR) {
-			uint64_t from = w->lone ? w->t_sealed_ns :
-					o->t_write_ns;		/* OW13 */
+			uint64_t due = linger_end(w, o);
 
 			if ((!o->appends && w->unproven == 0) ||	/* OW15 */
-			    now >= from + w->linger_ns || w->stop) {
+			    now >= due || w->stop) {
 				err = wait_window(w, o->t_write_ns +
 						  w->timeout_ns);
 				if (err)
@@ -601,7 +620,7 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 				if (w->open == o)
 					seal_open(w, o);
 			} else {				/* OW19 */
-				ow_wait_until(w, &w->done, from + w->linger_ns);
+				ow_wait_until(w, &w->done, due);
 			}
 			continue;
 		}
@@ -614,12 +633,23 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 		}
 		if (!wait)
 			break;
-		if (now >= wait->t_write_ns + w->timeout_ns) {
+		until = wait->t_write_ns + w->timeout_ns;
+		if (now >= until) {
 			err = -ETIMEDOUT;
 			break;
 		}
-		ow_wait_until(w, &w->done, wait->t_write_ns +
-			      w->timeout_ns);			/* OW19 */
+		o = w->open;
+		if (o && o->seg > end.seg && o->size > OW_HDR) {	/* OW20 */
+			uint64_t due = linger_end(w, o);
+
+			if (now >= due && w->unproven < w->inflight_max) {
+				seal_open(w, o);
+				continue;
+			}
+			if (now < due && due < until)
+				until = due;
+		}
+		ow_wait_until(w, &w->done, until);		/* OW19 */
 		if (w->stop) {
 			err = -ESHUTDOWN;
 			break;

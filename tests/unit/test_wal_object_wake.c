@@ -5,6 +5,9 @@
  * leaves its waiter asleep for a minute; each step must be over within
  * 5 s (a deadline far from what it takes, not a figure measured).
  *
+ * And a sync that waits does not hold back the open object behind it
+ * (OW20).
+ *
  * Over the real embedded directory store, wrapped: while the gate is
  * shut, a PUT of a WAL object (not a run's marker, OW11) waits for it.
  */
@@ -116,12 +119,13 @@ static int teardown(void **state)
 	return rc;
 }
 
-static struct nrs_wal *wopen(struct fx *f, unsigned int inflight)
+static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
+			     uint64_t linger_ms)
 {
 	struct nrs_wal_object_opts o = {
 		.store = &f->g.base, .dir = f->d.state,
 		.inflight_max = inflight, .timeout_ms = LONG_MS,
-		.linger_ms = LONG_MS,
+		.linger_ms = linger_ms,
 	};
 	struct nrs_wal *w = NULL;
 
@@ -220,7 +224,7 @@ static void assert_prompt(struct bg *b, struct nrs_wal *w)
 static void test_sync_woken(void **state)
 {
 	struct fx *f = *state;
-	struct nrs_wal *w = wopen(f, 2);
+	struct nrs_wal *w = wopen(f, 2, LONG_MS);
 	struct nrs_wal_pos pos, end;
 	struct bg s;
 
@@ -240,7 +244,7 @@ static void test_sync_woken(void **state)
 static void test_window_woken(void **state)
 {
 	struct fx *f = *state;
-	struct nrs_wal *w = wopen(f, 1);
+	struct nrs_wal *w = wopen(f, 1, LONG_MS);
 	struct nrs_wal_pos pos, end, none = { 0, 0 };
 	struct bg s, wr;
 
@@ -258,12 +262,39 @@ static void test_window_woken(void **state)
 	nrs_wal_close(w);
 }
 
+/* OW20, OW19: a sync waiting for an older object seals the open one
+ * once its linger (200 ms) is over: the batches written meanwhile are PUT
+ * while the first PUT still waits, with no sync of theirs yet (the open
+ * object's first bytes woke the waiting sync to time that linger). */
+static void test_open_sealed_behind(void **state)
+{
+	struct fx *f = *state;
+	struct nrs_wal *w = wopen(f, 4, 200);
+	struct nrs_wal_pos pos, end, pos2, end2;
+	struct bg s;
+
+	atomic_store(&f->g.shut, true);
+	assert_int_equal(put_batch(w, &pos, &end), 0);
+	bg_start(&s, w, false, end);	/* OW13: sealed at once, then waits */
+	assert_true(stalled_within(f, 1, PROMPT_MS));
+	assert_int_equal(put_batch(w, &pos2, &end2), 0);
+	assert_true(pos2.seg > pos.seg);
+	assert_true(stalled_within(f, 2, PROMPT_MS));
+	assert_false(atomic_load(&s.done));
+	atomic_store(&f->g.shut, false);
+	assert_prompt(&s, w);
+	assert_int_equal(nrs_wal_sync(w, end2), 0);
+	nrs_wal_close(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_sync_woken, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_window_woken, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_open_sealed_behind, setup,
 						teardown),
 	};
 
