@@ -155,7 +155,8 @@
  *      of those batches marks them abandoned (OW4) rather than dropping
  *      them.
  *
- * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
+ * (The append path, OW3-OW5, OW9, OW13 and OW15, is in wal_object_append.c;
+ * OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
  * the reclaim, OW7, OW18 and its grace period OWG1-OWG2, in wal_object_gc.c;
  * the seal of a past run, SL1-SL4, in wal_object_seal.c.)
@@ -356,222 +357,6 @@ void ow_evict(struct wal_object *w)
 
 
 
-/*
- * OW3, OW6: start this run (lock held; dropped while its marker is PUT):
- * take the next run number in the state file, then store the run's
- * marker (OW11) before any object of it, until deadline.
- */
-static int start_run(struct wal_object *w, uint64_t deadline)
-{
-	int err;
-
-	if (w->run == 0) {
-		uint64_t run = w->last_run + 1;
-
-		if (run > OW_RUN_MAX)
-			return -EOVERFLOW;
-		err = ow_state_write(w->state_path, w->dir, w->floor, run);
-		if (err) {
-			nrs_err("object WAL: cannot record run %" PRIu64 " in "
-				"%s: %s", run, w->state_path, strerror(-err));
-			return err;
-		}
-		w->run = w->last_run = run;
-		w->next_seq = 1;
-	}
-	pthread_mutex_unlock(&w->lock);
-	err = ow_put_marker(w, w->run, deadline);
-	pthread_mutex_lock(&w->lock);
-	if (!err)
-		w->run_marked = true;
-	return err;
-}
-
-/* Wait until fewer than inflight_max objects are unproven (OW5). */
-static int wait_window(struct wal_object *w, uint64_t deadline)
-{
-	while (w->unproven >= w->inflight_max && !w->broken && !w->stop) {
-		if (nrs_now_mono_ns() >= deadline)
-			return -ETIMEDOUT;
-		ow_wait_until(w, &w->done, deadline);		/* OW19 */
-	}
-	if (w->broken)
-		return -EIO;
-	return w->stop ? -ESHUTDOWN : 0;
-}
-
-/*
- * OW9: close the open object o to writes and hand it to the workers: its
- * header (with the abandoned ranges not yet recorded, OW4) and SHA-256
- * are made without the lock.  Lock held; dropped and taken again.
- */
-static void seal_open(struct wal_object *w, struct ow_obj *o)
-{
-	struct ow_hdr h = { .seg = o->seg, .rec_len = o->size - OW_HDR,
-			    .n_aband = w->n_pend };
-	int err;
-
-	memcpy(h.aband, w->pend, sizeof(h.aband));
-	o->state = OW_SEALING;
-	w->open = NULL;
-	ow_unp_add(w, o);				/* OW17 */
-	w->t_sealed_ns = nrs_now_mono_ns();		/* OW13 */
-	w->lone = w->open_appends <= 1;
-	w->open_appends = 0;
-	pthread_mutex_unlock(&w->lock);
-	ow_hdr_encode(&h, o->buf);
-	err = nrs_objfmt_digest(o->buf, o->size, o->sha256, NULL);
-	pthread_mutex_lock(&w->lock);
-	if (err) {		/* nothing was sent: the crypto library failed */
-		nrs_err("object WAL: digest of object %016" PRIx64 ": %s",
-			o->seg, strerror(-err));
-		o->state = OW_BAD;
-		ow_unp_del(w, o);
-		w->broken = true;
-		pthread_cond_broadcast(&w->done);		/* OW19 */
-	} else {
-		o->state = OW_PUTTING;
-		pthread_cond_signal(&w->work);			/* OW19 */
-	}
-}
-
-/* A new open object for the next seq of this run (lock held). */
-static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
-{
-	struct ow_obj *o;
-	int err = 0;
-
-	if (!w->run_marked) {
-		err = start_run(w, now + w->timeout_ns);
-		/* the object's first write is now, after its run's marker:
-		 * its sync's deadline (OW2) does not count the marker's PUT */
-		now = nrs_now_mono_ns();
-	}
-	if (!err && w->next_seq > OW_SEQ_MAX)
-		err = -EOVERFLOW;
-	if (err)
-		return err;
-	o = calloc(1, sizeof(*o));
-	if (!o)
-		return -ENOMEM;
-	o->cap = OW_HDR + (len > w->flush_bytes ? len : w->flush_bytes);
-	o->buf = malloc(o->cap);
-	if (!o->buf) {
-		free(o);
-		return -ENOMEM;
-	}
-	o->seg = ow_seg(w->run, w->next_seq++);
-	o->size = OW_HDR;
-	o->state = OW_OPEN;
-	o->aband_from = UINT64_MAX;
-	o->t_write_ns = now;
-	ow_insert(w, o);
-	w->open = o;
-	return 0;
-}
-
-/* OW13: is this batch one append: one record, of one append? */
-static bool one_append(const struct iovec *iov, int iovcnt, uint64_t len)
-{
-	struct nrs_walrec r;
-
-	return iovcnt > 0 &&
-	       nrs_walrec_decode_hdr(iov[0].iov_base, iov[0].iov_len, &r) == 0 &&
-	       r.n_appends == 1 && nrs_walrec_total_len(r.len) == len;
-}
-
-/* OW15: does the batch (len bytes of whole records) append a byte?  One
- * that cannot be told is taken to. */
-static bool appends_bytes(const unsigned char *p, uint64_t len)
-{
-	uint64_t off = 0;
-	struct nrs_walrec r;
-
-	while (off < len) {
-		if (nrs_walrec_decode_hdr(p + off, len - off, &r) != 0)
-			return true;
-		if (r.kind == NRS_WALREC_DATA && r.len > 0)
-			return true;
-		off += nrs_walrec_total_len(r.len);
-	}
-	return false;
-}
-
-/* OW9: a batch goes into the open object, which is sealed once it holds
- * flush_bytes; a batch never spans two objects. */
-static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
-		    struct nrs_wal_pos *pos)
-{
-	struct wal_object *w = wo(wal);
-	uint64_t now = nrs_now_mono_ns(), len = 0;
-	struct ow_obj *o;
-	unsigned char *p;
-	bool single, bytes;
-	int err;
-
-	if (w->read_only)
-		return -EROFS;
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len > OW_OBJ_MAX - len)
-			return -EINVAL;
-		len += iov[i].iov_len;
-	}
-	single = one_append(iov, iovcnt, len);
-	pthread_mutex_lock(&w->lock);
-	err = w->broken ? -EIO : 0;
-	o = w->open;
-	if (!err && o && o->size > OW_HDR && o->size - OW_HDR + len >
-	    w->flush_bytes) {
-		err = wait_window(w, now + w->timeout_ns);
-		if (!err && w->open == o)
-			seal_open(w, o);
-		o = w->open;
-	}
-	if (!err && !o) {
-		err = wait_window(w, now + w->timeout_ns);
-		if (!err)
-			err = new_open(w, len, now);
-		o = w->open;
-	}
-	if (!err && o->size + len > o->cap) {
-		uint64_t cap = o->size + len;
-
-		if (cap < 2 * o->cap && 2 * o->cap <= OW_HDR + OW_OBJ_MAX)
-			cap = 2 * o->cap;
-		p = realloc(o->buf, cap);
-		if (!p) {
-			err = -ENOMEM;
-		} else {
-			o->buf = p;
-			o->cap = cap;
-		}
-	}
-	if (err) {
-		pthread_mutex_unlock(&w->lock);
-		return err;
-	}
-	pos->seg = o->seg;
-	pos->off = o->size - OW_HDR;
-	p = o->buf + o->size;
-	for (int i = 0; i < iovcnt; i++) {
-		memcpy(p, iov[i].iov_base, iov[i].iov_len);
-		p += iov[i].iov_len;
-	}
-	bytes = appends_bytes(o->buf + o->size, len);	/* OW15 */
-	o->appends = o->appends || bytes;
-	if (o->size == OW_HDR && len > 0)	/* OW19: a sync may wait on it */
-		pthread_cond_broadcast(&w->done);
-	o->size += len;
-	if (w->open_appends < 2 && bytes)		/* OW13, OW15 */
-		w->open_appends += single ? 1 : 2;
-	w->held_bytes += len;
-	if (o->size - OW_HDR >= w->flush_bytes &&
-	    wait_window(w, now + w->timeout_ns) == 0 && w->open == o)
-		seal_open(w, o);
-	pthread_mutex_unlock(&w->lock);
-	return 0;
-}
-
 /* OW9, OW13: when the linger of the open object o is over. */
 static uint64_t linger_end(const struct wal_object *w, const struct ow_obj *o)
 {
@@ -613,12 +398,12 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 
 			if ((!o->appends && w->unproven == 0) ||	/* OW15 */
 			    now >= due || w->stop) {
-				err = wait_window(w, o->t_write_ns +
+				err = ow_wait_window(w, o->t_write_ns +
 						  w->timeout_ns);
 				if (err)
 					break;
 				if (w->open == o)
-					seal_open(w, o);
+					ow_seal_open(w, o);
 			} else {				/* OW19 */
 				ow_wait_until(w, &w->done, due);
 			}
@@ -643,7 +428,7 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 			uint64_t due = linger_end(w, o);
 
 			if (now >= due && w->unproven < w->inflight_max) {
-				seal_open(w, o);
+				ow_seal_open(w, o);
 				continue;
 			}
 			if (now < due && due < until)

@@ -2,9 +2,10 @@
  * wal_object_priv.h - private to src/wal/: the object WAL's state and the
  * functions its files share.
  *
- *   wal_object.c       the provider: the append path (OW1, OW3-OW5, OW9),
+ *   wal_object.c       the provider: the sync (OW1, OW9, OW20), cut (OW4),
  *                      reads, stats, open and close, the operations
- *                      table; the format of a WAL object
+ *                      table; the format of a WAL object and the rules
+ *   wal_object_append.c  the append path (OW3-OW5, OW9, OW13, OW15)
  *   wal_object_put.c   the workers: PUT, proof (OW1) and retries (OW2)
  *   wal_object_gc.c    reclaim (OW7) after the GC grace (OWG1), never
  *                      while fenced (OWG2)
@@ -212,6 +213,14 @@ int ow_put_marker(struct wal_object *w, uint64_t run, uint64_t deadline);
 /* OW11: the marker's bytes for run. */
 #define OW_MARKER_LEN	32
 void ow_marker_encode(uint64_t run, unsigned char out[OW_MARKER_LEN]);
+/* The append path (wal_object_append.c): the provider's write(); wait
+ * until fewer than inflight_max objects are unproven (OW5: 0, -ETIMEDOUT
+ * past deadline, -EIO, -ESHUTDOWN); seal the open object o and hand it to
+ * the workers (OW9; lock held, dropped and taken again). */
+int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
+	     struct nrs_wal_pos *pos);
+int ow_wait_window(struct wal_object *w, uint64_t deadline);
+void ow_seal_open(struct wal_object *w, struct ow_obj *o);
 /* A worker thread (wal_object_put.c); arg: the WAL. */
 void *ow_worker(void *arg);
 
