@@ -133,29 +133,10 @@ static struct nrs_wal *wopen(struct fx *f, unsigned int inflight,
 	return w;
 }
 
-/* A batch of one append of 1000 bytes; *end: just past it. */
 static int put_batch(struct nrs_wal *w, struct nrs_wal_pos *pos,
 		     struct nrs_wal_pos *end)
 {
-	const uint32_t plen = 1000;
-	struct nrs_walrec r = {
-		.kind = NRS_WALREC_DATA, .lsn = 1, .stream_id = 9, .len = plen,
-		.n_appends = 1, .epoch = 1,
-	};
-	size_t hl = nrs_walrec_hdr_len(plen), tl = nrs_walrec_total_len(plen);
-	unsigned char *buf = calloc(1, tl);
-	struct iovec iov = { buf, tl }, payload = { NULL, plen };
-	int err;
-
-	if (!buf)
-		return -ENOMEM;
-	payload.iov_base = buf + hl;
-	err = nrs_walrec_encode_hdr(&r, &payload, 1, buf, hl) == (ssize_t)hl ?
-	      nrs_wal_write(w, &iov, 1, pos) : -EINVAL;
-	*end = *pos;
-	end->off += tl;
-	free(buf);
-	return err;
+	return nrs_fixture_owal_batch(w, pos, end);
 }
 
 /* A sync, or a write, on a thread of its own. */
