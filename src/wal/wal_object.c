@@ -128,8 +128,35 @@
  *      job from there (OW10), so neither walks the objects held, which
  *      with materialization behind are thousands.  An object on the list
  *      is never freed: a reclaim keeps what is being PUT (OW7).
+ *  OW19 A change wakes who waits for it, and no waiter polls.  Three
+ *      condition variables under lock (CLOCK_MONOTONIC): "work" is
+ *      signalled, one idle worker, when an object is sealed, and when a
+ *      worker takes one while hedges are on (an idle worker then watches
+ *      the PUTs in flight, until the first one's hedge delay, OW10);
+ *      "done" is broadcast when an object is settled (proven or
+ *      quarantined), cut (OW4), the WAL is broken, or the open object
+ *      gets its first bytes: the sync, a write waiting for the window
+ *      (OW5), a worker's back-off (OW2: a hedge may settle its object)
+ *      and the close wait on it, each until its own deadline (the
+ *      linger, the timeout) and no longer; "nap" only for the stop, for
+ *      back-offs of markers and seals.  Each waiter checks what it waits
+ *      for under lock before it waits, and each change is made under
+ *      lock, so none is lost.
+ *  OW20 A sync does not hold back the open object behind it.  The
+ *      pipeline syncs one segment after the other (one thread), so while
+ *      a sync waits for older objects to be proven, the batches written
+ *      since sit in the open object, which only the next sync would seal.
+ *      So a sync that waits also seals the open object past its end once
+ *      that one's linger is over (OW9, OW13) and the window has room
+ *      (OW5; it never waits for the window on the newer one's behalf):
+ *      objects not full are PUT one linger apart, several at once, not
+ *      one PUT and proof apart.  Only the PUT starts earlier: nothing is
+ *      acknowledged before its own sync finds it proven (OW1), and a cut
+ *      of those batches marks them abandoned (OW4) rather than dropping
+ *      them.
  *
- * (OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
+ * (The append path, OW3-OW5, OW9, OW13 and OW15, is in wal_object_append.c;
+ * OW6, the state file, and OW8, the scan, are in wal_object_scan.c; the
  * workers that PUT, OW1's proof and OW2's retries, in wal_object_put.c;
  * the reclaim, OW7, OW18 and its grace period OWG1-OWG2, in wal_object_gc.c;
  * the seal of a past run, SL1-SL4, in wal_object_seal.c.)
@@ -330,217 +357,12 @@ void ow_evict(struct wal_object *w)
 
 
 
-/*
- * OW3, OW6: start this run (lock held; dropped while its marker is PUT):
- * take the next run number in the state file, then store the run's
- * marker (OW11) before any object of it, until deadline.
- */
-static int start_run(struct wal_object *w, uint64_t deadline)
+/* OW9, OW13: when the linger of the open object o is over. */
+static uint64_t linger_end(const struct wal_object *w, const struct ow_obj *o)
 {
-	int err;
+	uint64_t from = w->lone ? w->t_sealed_ns : o->t_write_ns;
 
-	if (w->run == 0) {
-		uint64_t run = w->last_run + 1;
-
-		if (run > OW_RUN_MAX)
-			return -EOVERFLOW;
-		err = ow_state_write(w->state_path, w->dir, w->floor, run);
-		if (err) {
-			nrs_err("object WAL: cannot record run %" PRIu64 " in "
-				"%s: %s", run, w->state_path, strerror(-err));
-			return err;
-		}
-		w->run = w->last_run = run;
-		w->next_seq = 1;
-	}
-	pthread_mutex_unlock(&w->lock);
-	err = ow_put_marker(w, w->run, deadline);
-	pthread_mutex_lock(&w->lock);
-	if (!err)
-		w->run_marked = true;
-	return err;
-}
-
-/* Wait until fewer than inflight_max objects are unproven (OW5). */
-static int wait_window(struct wal_object *w, uint64_t deadline)
-{
-	while (w->unproven >= w->inflight_max && !w->broken && !w->stop) {
-		if (nrs_now_mono_ns() >= deadline)
-			return -ETIMEDOUT;
-		(void)ow_nap(w, 5);
-	}
-	if (w->broken)
-		return -EIO;
-	return w->stop ? -ESHUTDOWN : 0;
-}
-
-/*
- * OW9: close the open object o to writes and hand it to the workers: its
- * header (with the abandoned ranges not yet recorded, OW4) and SHA-256
- * are made without the lock.  Lock held; dropped and taken again.
- */
-static void seal_open(struct wal_object *w, struct ow_obj *o)
-{
-	struct ow_hdr h = { .seg = o->seg, .rec_len = o->size - OW_HDR,
-			    .n_aband = w->n_pend };
-	int err;
-
-	memcpy(h.aband, w->pend, sizeof(h.aband));
-	o->state = OW_SEALING;
-	w->open = NULL;
-	ow_unp_add(w, o);				/* OW17 */
-	w->t_sealed_ns = nrs_now_mono_ns();		/* OW13 */
-	w->lone = w->open_appends <= 1;
-	w->open_appends = 0;
-	pthread_mutex_unlock(&w->lock);
-	ow_hdr_encode(&h, o->buf);
-	err = nrs_objfmt_digest(o->buf, o->size, o->sha256, NULL);
-	pthread_mutex_lock(&w->lock);
-	if (err) {		/* nothing was sent: the crypto library failed */
-		nrs_err("object WAL: digest of object %016" PRIx64 ": %s",
-			o->seg, strerror(-err));
-		o->state = OW_BAD;
-		ow_unp_del(w, o);
-		w->broken = true;
-	} else {
-		o->state = OW_PUTTING;
-	}
-	pthread_cond_broadcast(&w->cond);
-}
-
-/* A new open object for the next seq of this run (lock held). */
-static int new_open(struct wal_object *w, uint64_t len, uint64_t now)
-{
-	struct ow_obj *o;
-	int err = 0;
-
-	if (!w->run_marked) {
-		err = start_run(w, now + w->timeout_ns);
-		/* the object's first write is now, after its run's marker:
-		 * its sync's deadline (OW2) does not count the marker's PUT */
-		now = nrs_now_mono_ns();
-	}
-	if (!err && w->next_seq > OW_SEQ_MAX)
-		err = -EOVERFLOW;
-	if (err)
-		return err;
-	o = calloc(1, sizeof(*o));
-	if (!o)
-		return -ENOMEM;
-	o->cap = OW_HDR + (len > w->flush_bytes ? len : w->flush_bytes);
-	o->buf = malloc(o->cap);
-	if (!o->buf) {
-		free(o);
-		return -ENOMEM;
-	}
-	o->seg = ow_seg(w->run, w->next_seq++);
-	o->size = OW_HDR;
-	o->state = OW_OPEN;
-	o->aband_from = UINT64_MAX;
-	o->t_write_ns = now;
-	ow_insert(w, o);
-	w->open = o;
-	return 0;
-}
-
-/* OW13: is this batch one append: one record, of one append? */
-static bool one_append(const struct iovec *iov, int iovcnt, uint64_t len)
-{
-	struct nrs_walrec r;
-
-	return iovcnt > 0 &&
-	       nrs_walrec_decode_hdr(iov[0].iov_base, iov[0].iov_len, &r) == 0 &&
-	       r.n_appends == 1 && nrs_walrec_total_len(r.len) == len;
-}
-
-/* OW15: does the batch (len bytes of whole records) append a byte?  One
- * that cannot be told is taken to. */
-static bool appends_bytes(const unsigned char *p, uint64_t len)
-{
-	uint64_t off = 0;
-	struct nrs_walrec r;
-
-	while (off < len) {
-		if (nrs_walrec_decode_hdr(p + off, len - off, &r) != 0)
-			return true;
-		if (r.kind == NRS_WALREC_DATA && r.len > 0)
-			return true;
-		off += nrs_walrec_total_len(r.len);
-	}
-	return false;
-}
-
-/* OW9: a batch goes into the open object, which is sealed once it holds
- * flush_bytes; a batch never spans two objects. */
-static int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
-		    struct nrs_wal_pos *pos)
-{
-	struct wal_object *w = wo(wal);
-	uint64_t now = nrs_now_mono_ns(), len = 0;
-	struct ow_obj *o;
-	unsigned char *p;
-	bool single, bytes;
-	int err;
-
-	if (w->read_only)
-		return -EROFS;
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len > OW_OBJ_MAX - len)
-			return -EINVAL;
-		len += iov[i].iov_len;
-	}
-	single = one_append(iov, iovcnt, len);
-	pthread_mutex_lock(&w->lock);
-	err = w->broken ? -EIO : 0;
-	o = w->open;
-	if (!err && o && o->size > OW_HDR && o->size - OW_HDR + len >
-	    w->flush_bytes) {
-		err = wait_window(w, now + w->timeout_ns);
-		if (!err && w->open == o)
-			seal_open(w, o);
-		o = w->open;
-	}
-	if (!err && !o) {
-		err = wait_window(w, now + w->timeout_ns);
-		if (!err)
-			err = new_open(w, len, now);
-		o = w->open;
-	}
-	if (!err && o->size + len > o->cap) {
-		uint64_t cap = o->size + len;
-
-		if (cap < 2 * o->cap && 2 * o->cap <= OW_HDR + OW_OBJ_MAX)
-			cap = 2 * o->cap;
-		p = realloc(o->buf, cap);
-		if (!p) {
-			err = -ENOMEM;
-		} else {
-			o->buf = p;
-			o->cap = cap;
-		}
-	}
-	if (err) {
-		pthread_mutex_unlock(&w->lock);
-		return err;
-	}
-	pos->seg = o->seg;
-	pos->off = o->size - OW_HDR;
-	p = o->buf + o->size;
-	for (int i = 0; i < iovcnt; i++) {
-		memcpy(p, iov[i].iov_base, iov[i].iov_len);
-		p += iov[i].iov_len;
-	}
-	bytes = appends_bytes(o->buf + o->size, len);	/* OW15 */
-	o->appends = o->appends || bytes;
-	o->size += len;
-	if (w->open_appends < 2 && bytes)		/* OW13, OW15 */
-		w->open_appends += single ? 1 : 2;
-	w->held_bytes += len;
-	if (o->size - OW_HDR >= w->flush_bytes &&
-	    wait_window(w, now + w->timeout_ns) == 0 && w->open == o)
-		seal_open(w, o);
-	pthread_mutex_unlock(&w->lock);
-	return 0;
+	return from + w->linger_ns;
 }
 
 /* Whether o must be proven for a sync (lock held): not wholly cut. */
@@ -564,7 +386,7 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
 		struct ow_obj *wait = NULL, *o;
-		uint64_t now = nrs_now_mono_ns();
+		uint64_t now = nrs_now_mono_ns(), until;
 
 		if (w->broken) {
 			err = -EIO;
@@ -572,19 +394,18 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 		}
 		o = w->open;
 		if (o && o->seg <= end.seg && o->size > OW_HDR) {
-			uint64_t from = w->lone ? w->t_sealed_ns :
-					o->t_write_ns;		/* OW13 */
+			uint64_t due = linger_end(w, o);
 
 			if ((!o->appends && w->unproven == 0) ||	/* OW15 */
-			    now >= from + w->linger_ns || w->stop) {
-				err = wait_window(w, o->t_write_ns +
+			    now >= due || w->stop) {
+				err = ow_wait_window(w, o->t_write_ns +
 						  w->timeout_ns);
 				if (err)
 					break;
 				if (w->open == o)
-					seal_open(w, o);
-			} else {
-				(void)ow_nap(w, 1);
+					ow_seal_open(w, o);
+			} else {				/* OW19 */
+				ow_wait_until(w, &w->done, due);
 			}
 			continue;
 		}
@@ -597,11 +418,24 @@ static int ow_sync(struct nrs_wal *wal, struct nrs_wal_pos end)
 		}
 		if (!wait)
 			break;
-		if (now >= wait->t_write_ns + w->timeout_ns) {
+		until = wait->t_write_ns + w->timeout_ns;
+		if (now >= until) {
 			err = -ETIMEDOUT;
 			break;
 		}
-		if (ow_nap(w, 2)) {
+		o = w->open;
+		if (o && o->seg > end.seg && o->size > OW_HDR) {	/* OW20 */
+			uint64_t due = linger_end(w, o);
+
+			if (now >= due && w->unproven < w->inflight_max) {
+				ow_seal_open(w, o);
+				continue;
+			}
+			if (now < due && due < until)
+				until = due;
+		}
+		ow_wait_until(w, &w->done, until);		/* OW19 */
+		if (w->stop) {
 			err = -ESHUTDOWN;
 			break;
 		}
@@ -651,6 +485,7 @@ static int ow_cut(struct nrs_wal *wal, struct nrs_wal_pos pos, int why)
 			 " to object %016" PRIx64 " abandoned (%s); the next "
 			 "object records it", r.lo_seg, r.lo_off, r.hi_seg,
 			 strerror(-why));
+		pthread_cond_broadcast(&w->done);	/* OW19: not needed */
 	}
 	pthread_mutex_unlock(&w->lock);
 	return err ? -EIO : 0;
@@ -725,14 +560,16 @@ static void ow_close(struct nrs_wal *wal)
 
 	pthread_mutex_lock(&w->lock);
 	/* a clean close lets PUTs in flight finish (OW2), within a deadline */
-	while (w->unproven > 0 && !w->broken &&
+	while (w->unproven > 0 && !w->broken && !w->stop &&
 	       nrs_now_mono_ns() < deadline)
-		(void)ow_nap(w, 10);
+		ow_wait_until(w, &w->done, deadline);		/* OW19 */
 	if (w->unproven > 0)
 		nrs_warn("object WAL: closing with %u objects not proven",
 			 w->unproven);
 	w->stop = true;
-	pthread_cond_broadcast(&w->cond);
+	pthread_cond_broadcast(&w->work);
+	pthread_cond_broadcast(&w->done);
+	pthread_cond_broadcast(&w->nap);
 	pthread_mutex_unlock(&w->lock);
 	for (unsigned int i = 0; i < w->nworkers; i++)
 		pthread_join(w->workers[i], NULL);
@@ -743,7 +580,9 @@ static void ow_close(struct nrs_wal *wal)
 		free(o->buf);
 		free(o);
 	}
-	pthread_cond_destroy(&w->cond);
+	pthread_cond_destroy(&w->work);
+	pthread_cond_destroy(&w->done);
+	pthread_cond_destroy(&w->nap);
 	pthread_mutex_destroy(&w->lock);
 	pthread_mutex_destroy(&w->gc_lock);
 	free(w->workers);
@@ -796,6 +635,7 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 			struct nrs_wal **out)
 {
 	struct wal_object *w;
+	pthread_condattr_t ca;
 	char path[4096], gc[4096];
 	int err;
 
@@ -834,8 +674,13 @@ int nrs_wal_object_open(const struct nrs_wal_object_opts *o,
 	w->damage_ctx = o->damage_ctx;
 	w->progress = o->progress;
 	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
 	pthread_mutex_init(&w->gc_lock, NULL);
+	pthread_condattr_init(&ca);			/* OW19: deadlines */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->work, &ca);
+	pthread_cond_init(&w->done, &ca);
+	pthread_cond_init(&w->nap, &ca);
+	pthread_condattr_destroy(&ca);
 	w->state_path = strdup(path);
 	w->gc_path = strdup(gc);
 	w->dir = strdup(o->dir);

@@ -2,9 +2,10 @@
  * wal_object_priv.h - private to src/wal/: the object WAL's state and the
  * functions its files share.
  *
- *   wal_object.c       the provider: the append path (OW1, OW3-OW5, OW9),
+ *   wal_object.c       the provider: the sync (OW1, OW9, OW20), cut (OW4),
  *                      reads, stats, open and close, the operations
- *                      table; the format of a WAL object
+ *                      table; the format of a WAL object and the rules
+ *   wal_object_append.c  the append path (OW3-OW5, OW9, OW13, OW15)
  *   wal_object_put.c   the workers: PUT, proof (OW1) and retries (OW2)
  *   wal_object_gc.c    reclaim (OW7) after the GC grace (OWG1), never
  *                      while fenced (OWG2)
@@ -144,7 +145,10 @@ struct wal_object {
 	struct nrs_wal_progress *progress;	/* RP1; may be NULL */
 
 	pthread_mutex_t lock;
-	pthread_cond_t cond;		/* an object's state changed; work */
+	pthread_cond_t work;		/* OW19: an object to PUT or hedge */
+	pthread_cond_t done;		/* OW19: an object settled, a window
+					 * freed, the open one changed */
+	pthread_cond_t nap;		/* back-offs: woken by the stop only */
 	struct ow_obj *head, *tail;	/* every object held, seg order */
 	struct ow_obj *open;		/* the one being filled, or NULL */
 	struct ow_obj *unp, *unp_tail;	/* OW17: the unproven, seg order */
@@ -219,14 +223,27 @@ int ow_pend_add(struct wal_object *w, const struct ow_range *add);
 /* Drop the bytes of the oldest proven objects past cache_bytes (lock held). */
 void ow_evict(struct wal_object *w);
 
-/* Wait ms on cond unless stopping (lock held); true if stopping. */
+/* Wait ms on nap unless stopping (lock held); true if stopping. */
 bool ow_nap(struct wal_object *w, unsigned int ms);
+/* OW19: wait once on cv (one of w's, CLOCK_MONOTONIC) until woken or
+ * the monotonic deadline (UINT64_MAX: none) passes (lock held).  The
+ * caller checks what it waits for again. */
+void ow_wait_until(struct wal_object *w, pthread_cond_t *cv,
+		   uint64_t deadline);
 /* OW11: store run's marker and prove it, retrying until deadline (no
  * lock held).  0, -ETIMEDOUT, -EIO (other bytes under its key). */
 int ow_put_marker(struct wal_object *w, uint64_t run, uint64_t deadline);
 /* OW11: the marker's bytes for run. */
 #define OW_MARKER_LEN	32
 void ow_marker_encode(uint64_t run, unsigned char out[OW_MARKER_LEN]);
+/* The append path (wal_object_append.c): the provider's write(); wait
+ * until fewer than inflight_max objects are unproven (OW5: 0, -ETIMEDOUT
+ * past deadline, -EIO, -ESHUTDOWN); seal the open object o and hand it to
+ * the workers (OW9; lock held, dropped and taken again). */
+int ow_write(struct nrs_wal *wal, const struct iovec *iov, int iovcnt,
+	     struct nrs_wal_pos *pos);
+int ow_wait_window(struct wal_object *w, uint64_t deadline);
+void ow_seal_open(struct wal_object *w, struct ow_obj *o);
 /* A worker thread (wal_object_put.c); arg: the WAL. */
 void *ow_worker(void *arg);
 

@@ -70,21 +70,42 @@ static void pend_recorded(struct wal_object *w, const struct ow_hdr *h)
 	}
 }
 
-/* Sleep ms unless stopping (lock held); true if stopping. */
-bool ow_nap(struct wal_object *w, unsigned int ms)
+void ow_wait_until(struct wal_object *w, pthread_cond_t *cv,
+		   uint64_t deadline)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
+	if (w->stop)
+		return;
+	if (deadline == UINT64_MAX) {
+		pthread_cond_wait(cv, &w->lock);
+		return;
 	}
-	while (!w->stop)
-		if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT)
-			break;
+	ts.tv_sec = (time_t)(deadline / 1000000000u);
+	ts.tv_nsec = (long)(deadline % 1000000000u);
+	(void)pthread_cond_timedwait(cv, &w->lock, &ts);
+}
+
+/* Sleep ms unless stopping (lock held); true if stopping. */
+bool ow_nap(struct wal_object *w, unsigned int ms)
+{
+	uint64_t until = nrs_now_mono_ns() + ms * 1000000ull;
+
+	while (!w->stop && nrs_now_mono_ns() < until)
+		ow_wait_until(w, &w->nap, until);
+	return w->stop;
+}
+
+/* OW2, OW19: a worker's back-off, cut short once o is settled (by a
+ * hedge: its worker is free at once) or the WAL stops; true if stopping. */
+static bool backoff_wait(struct wal_object *w, struct ow_obj *o,
+			 unsigned int ms)
+{
+	uint64_t until = nrs_now_mono_ns() + ms * 1000000ull;
+
+	while (!w->stop && o->state == OW_PUTTING &&
+	       nrs_now_mono_ns() < until)
+		ow_wait_until(w, &w->done, until);
 	return w->stop;
 }
 
@@ -156,15 +177,15 @@ static void measured(struct wal_object *w, uint64_t ns)
 
 /* The object a free worker takes (lock held): the oldest no one PUTs, or
  * one whose PUT has run past the hedge delay and has no hedge yet.  With
- * none, *wait_ms is how long until a PUT in flight may need a hedge (0:
- * none in flight, wait for work). */
+ * none, *due is when a PUT in flight may need a hedge (UINT64_MAX: none
+ * in flight, wait for work). */
 static struct ow_obj *next_job(struct wal_object *w, bool *hedge,
-			       unsigned int *wait_ms)
+			       uint64_t *due_out)
 {
 	uint64_t now = nrs_now_mono_ns(), after = hedge_ns(w);
 	uint64_t soonest = UINT64_MAX;
 
-	*wait_ms = 0;
+	*due_out = UINT64_MAX;
 	for (struct ow_obj *o = w->unp; o; o = o->unp_next) {	/* OW17 */
 		uint64_t due;
 
@@ -184,8 +205,7 @@ static struct ow_obj *next_job(struct wal_object *w, bool *hedge,
 		if (due < soonest)
 			soonest = due;
 	}
-	if (soonest != UINT64_MAX)
-		*wait_ms = (unsigned int)((soonest - now) / 1000000) + 1;
+	*due_out = soonest;
 	return NULL;
 }
 
@@ -209,6 +229,7 @@ static void settle(struct wal_object *w, struct ow_obj *o, enum ow_state to)
 	} else {
 		w->broken = true;
 	}
+	pthread_cond_broadcast(&w->done);		/* OW19 */
 }
 
 /* OW1, OW2, OW10: a worker PUTs an object until it is proven. */
@@ -218,16 +239,14 @@ void *ow_worker(void *arg)
 
 	pthread_mutex_lock(&w->lock);
 	while (!w->stop) {
-		unsigned int attempt = 0, wait_ms, other = 0;
+		unsigned int attempt = 0, other = 0;
 		struct ow_obj *o;
 		bool hedge = false;
+		uint64_t due;
 
-		o = next_job(w, &hedge, &wait_ms);
+		o = next_job(w, &hedge, &due);
 		if (!o) {
-			if (wait_ms)
-				(void)ow_nap(w, wait_ms);
-			else
-				pthread_cond_wait(&w->cond, &w->lock);
+			ow_wait_until(w, &w->work, due);	/* OW19 */
 			continue;
 		}
 		if (hedge) {
@@ -236,8 +255,10 @@ void *ow_worker(void *arg)
 				nrs_count(&w->metrics->owal_hedges, 1);
 		} else {
 			o->taken = true;
-			/* the idle workers now watch it for lateness */
-			pthread_cond_broadcast(&w->cond);
+			/* OW19: an idle worker takes this one's place as the
+			 * watch for lateness (OW10), or the next job */
+			if (hedge_ns(w) != UINT64_MAX || o->unp_next)
+				pthread_cond_signal(&w->work);
 		}
 		o->users++;
 		while (o->state == OW_PUTTING) {
@@ -290,7 +311,7 @@ void *ow_worker(void *arg)
 					 "HEAD: %s); retrying with back-off",
 					 key, perr ? strerror(-perr) : "ok",
 					 herr ? strerror(-herr) : "other bytes");
-			if (ow_nap(w, backoff_ms(attempt++)))
+			if (backoff_wait(w, o, backoff_ms(attempt++)))
 				break;
 		}
 		o->users--;
@@ -298,8 +319,9 @@ void *ow_worker(void *arg)
 			o->hedged = false;
 		else
 			o->taken = false;
+		if (o->state == OW_PUTTING)		/* OW19: free to hedge */
+			pthread_cond_signal(&w->work);
 		ow_evict(w);
-		pthread_cond_broadcast(&w->cond);
 	}
 	pthread_mutex_unlock(&w->lock);
 	return NULL;

@@ -6,11 +6,15 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "fixture.h"
 #include "fixture_owal.h"
 #include "obj/objstore.h"
+#include "wal/wal.h"
+#include "wal/walrec.h"
 
 int nrs_fixture_owal_open(struct nrs_fixture_owal *f, const char *name)
 {
@@ -35,4 +39,28 @@ int nrs_fixture_owal_close(struct nrs_fixture_owal *f)
 	nrs_obj_close(f->store);
 	f->store = NULL;
 	return nrs_fixture_rmtree(f->root);
+}
+
+int nrs_fixture_owal_batch(struct nrs_wal *w, struct nrs_wal_pos *pos,
+			   struct nrs_wal_pos *end)
+{
+	const uint32_t plen = 1000;
+	struct nrs_walrec r = {
+		.kind = NRS_WALREC_DATA, .lsn = 1, .stream_id = 9, .len = plen,
+		.n_appends = 1, .epoch = 1,
+	};
+	size_t hl = nrs_walrec_hdr_len(plen), tl = nrs_walrec_total_len(plen);
+	unsigned char *buf = calloc(1, tl);
+	struct iovec iov = { buf, tl }, payload = { NULL, plen };
+	int err;
+
+	if (!buf)
+		return -ENOMEM;
+	payload.iov_base = buf + hl;
+	err = nrs_walrec_encode_hdr(&r, &payload, 1, buf, hl) == (ssize_t)hl ?
+	      nrs_wal_write(w, &iov, 1, pos) : -EINVAL;
+	*end = *pos;
+	end->off += tl;
+	free(buf);
+	return err;
 }

@@ -9,6 +9,8 @@
 #define NRS_TEST_FIXTURE_OWAL_H
 
 struct nrs_objstore;
+struct nrs_wal;
+struct nrs_wal_pos;
 
 struct nrs_fixture_owal {
 	char root[4096], objs[4200], state[4200];
@@ -22,5 +24,10 @@ int nrs_fixture_owal_open(struct nrs_fixture_owal *f, const char *name);
 /* Close the store, remove root and everything in it: 0 or the removal's
  * -errno. */
 int nrs_fixture_owal_close(struct nrs_fixture_owal *f);
+
+/* Write a batch of one append (one record of 1000 bytes, stream 9) to w:
+ * *pos where it went, *end just past it.  0 or nrs_wal_write's -errno. */
+int nrs_fixture_owal_batch(struct nrs_wal *w, struct nrs_wal_pos *pos,
+			   struct nrs_wal_pos *end);
 
 #endif

@@ -78,23 +78,7 @@ static struct nrs_wal *wopen(struct fx *f, uint64_t linger_ms)
 static void put_batch(struct nrs_wal *w, struct nrs_wal_pos *pos,
 		      struct nrs_wal_pos *end)
 {
-	const uint32_t plen = 1000;
-	struct nrs_walrec r = {
-		.kind = NRS_WALREC_DATA, .lsn = 1, .stream_id = 9, .len = plen,
-		.n_appends = 1, .epoch = 1,
-	};
-	size_t hl = nrs_walrec_hdr_len(plen), tl = nrs_walrec_total_len(plen);
-	unsigned char *buf = calloc(1, tl);
-	struct iovec iov = { buf, tl }, payload = { NULL, plen };
-
-	assert_non_null(buf);
-	payload.iov_base = buf + hl;
-	assert_int_equal(nrs_walrec_encode_hdr(&r, &payload, 1, buf, hl),
-			 (ssize_t)hl);
-	assert_int_equal(nrs_wal_write(w, &iov, 1, pos), 0);
-	*end = *pos;
-	end->off += tl;
-	free(buf);
+	assert_int_equal(nrs_fixture_owal_batch(w, pos, end), 0);
 }
 
 /* OW15: a batch that appends nothing: a META record of a change (meta
