@@ -78,7 +78,6 @@
 #include "util/fileio.h"
 #include "util/log.h"
 
-#define OBJ_HDR		64	/* objstore_dir.c: get() reads at 64 + off */
 #define ADOPT_TRIES	100	/* a race with del() emptying a directory */
 
 /* OD6: fsync the directories of key's path, deepest first, DIR last. */

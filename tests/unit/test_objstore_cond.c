@@ -1,6 +1,6 @@
 /*
  * test_objstore_cond.c - conditional puts (objstore.h OC1) and their probe
- * (OC2): the embedded store's compare-and-set (objstore_dir.c OD4, OD5),
+ * (OC2): the embedded store's compare-and-set (objstore_dir_put.c OD4, OD5),
  * also raced by several processes sharing its directory, and, with
  * NRS_S3_URL set (tests/unit/test_objstore_s3.sh), an S3 server: moto
  * (NRS_S3_CHECKS=v4) keeps If-None-Match and If-Match, s3rver ignores
