@@ -1,6 +1,6 @@
 /*
  * compaction.c - small adjacent objects of a stream merged into one new
- * generation, by the materializer's workers (materializer.c MW4), along
+ * generation, by the materializer's workers (mat_worker.c MW4), along
  * the path of any object (mat_object.c MZ2-MZ4).
  *
  *  CP1-CP2 Compaction (issue 5), when nothing waits to be materialized:

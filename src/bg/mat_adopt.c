@@ -4,7 +4,7 @@
  * where the WAL wrote it, in its segment file linked into the embedded
  * store (objstore_dir_adopt.c OD6), instead of being copied into an object
  * on the same disk.  The threads and the order of jobs are
- * materializer.c's (MW1-MW4): an adoption is a job like an object's, so a
+ * mat_worker.c's (MW1-MW4): an adoption is a job like an object's, so a
  * stream's generations are still published in offset order (MW3).
  *
  * This departs, for the embedded store on the WAL's file system only, from

@@ -3,7 +3,7 @@
  * generation (DESIGN.md section 6, I2, I5, I6), for the materializer
  * (materializer.c) and compaction (compaction.c): build, intent, upload,
  * proof, quarantine, publication.  Which threads run these steps, and in
- * what order (MW1-MW4), is materializer.c's.
+ * what order (MW1-MW4), is mat_worker.c's.
  *
  *  MZ2 Build.  The payload is read through the reader (every WAL chunk
  *     CRC-verified, I6), sealed (objfmt.c: header and block CRCs) and

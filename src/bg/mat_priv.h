@@ -4,8 +4,10 @@
  * they pass, what a new generation replaces, and the functions one file
  * calls in another.  The rules are at the top of each file:
  *
- *   materializer.c  threads, jobs, the choice of streams (MZ1, MZ6, MZ9,
- *                   MW1-MW4), start and stop
+ *   materializer.c  start and stop, pauses, the start-up cleanup (MZ6)
+ *   mat_plan.c      the choice of streams and of each object's range (MZ1)
+ *   mat_worker.c    the worker threads and the jobs they pass (MZ9,
+ *                   MW1-MW4)
  *   mat_object.c    one object: build, intent, upload, proof, quarantine,
  *                   publication (MZ2-MZ4)
  *   mat_adopt.c     write once: WAL records adopted in place as
@@ -126,10 +128,40 @@ struct worker {
 /* materializer.c */
 bool nrs_mat_stopping(struct nrs_mat *m);
 bool nrs_mat_nap(struct nrs_mat *m, uint64_t ms);
+/* A builder with nothing to do: wait up to ms for a stream to be released
+ * (by any uploader) or for the stop. */
+void nrs_mat_idle_wait(struct nrs_mat *m, uint64_t ms);
 uint64_t nrs_mat_backoff_ms(const struct nrs_mat *m, unsigned int attempt);
 void nrs_mat_release(struct nrs_mat *m, struct nrs_stream *st, int err);
+/* MZ6: delete the orphans found at start; 0 when all are gone. */
+int nrs_mat_clean_orphans(struct nrs_mat *m);
+
+/* mat_plan.c (MZ1) */
+/* What the next object of a stream is: none, copied, adopted (MZ10), or
+ * nothing yet (the record waits for its segment to be sealed). */
+enum nrs_plan { NRS_PLAN_NONE, NRS_PLAN_COPY, NRS_PLAN_ADOPT, NRS_PLAN_WAIT };
+/* Where the next object of st starts (past `materialized`, the start and
+ * from); under st->lock. */
+uint64_t nrs_mat_next_from(const struct nrs_stream *st, uint64_t from);
+/* Are the bytes of st above nrs_mat_next_from(st, from) worth an object
+ * now?  Under st->lock. */
+bool nrs_mat_worth(const struct nrs_mat *m, const struct nrs_stream *st,
+		   uint64_t from, uint64_t now);
+/* A due stream, marked busy, with a reference; NULL if none. */
+struct nrs_stream *nrs_mat_pick(struct nrs_mat *m);
+/* Is a stream other than id due?  Not under any stream's lock. */
+bool nrs_mat_other_due(struct nrs_mat *m, uint64_t id);
+/* The plan of st from `from` (MZ1, MZ10): [*a, *b), or the segment it
+ * waits for in *wait_seg; takes st->lock. */
+enum nrs_plan nrs_mat_plan_of(struct nrs_mat *m, struct nrs_stream *st,
+			      uint64_t from, uint64_t *a, uint64_t *b,
+			      uint64_t *wait_seg);
+
+/* mat_worker.c (MW1-MW4) */
 void nrs_mat_hand(struct worker *w, const struct job *j);
 int nrs_mat_drain(struct worker *w);
+/* A worker's threads; on failure nothing of it is left running. */
+int nrs_mat_worker_start(struct nrs_mat *m, struct worker *w);
 
 /* mat_object.c */
 int nrs_mat_build(struct nrs_mat *m, struct nrs_stream *st, uint64_t a,
@@ -140,7 +172,6 @@ void nrs_mat_apply(const struct nrs_services *svc, struct nrs_stream *st,
 		   const struct nrs_obj_row *o, const struct olds *olds);
 
 /* mat_adopt.c */
-enum nrs_plan { NRS_PLAN_NONE, NRS_PLAN_COPY, NRS_PLAN_ADOPT, NRS_PLAN_WAIT };
 bool nrs_mat_adopt_on(struct nrs_mat *m, const struct nrs_stream *st);
 enum nrs_plan nrs_mat_adopt_kind(const struct nrs_index_ent *e, bool on,
 				 uint64_t below);

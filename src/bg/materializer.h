@@ -2,8 +2,9 @@
  * materializer.h - background threads that move committed bytes from the
  * WAL into segment objects, publish them as new generations, and reclaim
  * WAL segments nothing needs any more (DESIGN.md section 1 events 4 and 5,
- * section 6).  The rules are at the top of materializer.c, mat_object.c
- * and compaction.c, and of walgc.c for the reclaim (its API in walgc.h).
+ * section 6).  The rules are at the top of materializer.c, mat_plan.c,
+ * mat_worker.c, mat_object.c and compaction.c, and of walgc.c for the
+ * reclaim (its API in walgc.h).
  */
 #ifndef NRS_MATERIALIZER_H
 #define NRS_MATERIALIZER_H

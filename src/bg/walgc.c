@@ -2,7 +2,7 @@
  * walgc.c - the WAL's garbage collection: delete the WAL segments no
  * committed range needs any more, and seal an idle current segment whose
  * records are all dead so that it can go too (DESIGN.md section 1 event
- * 5).  The materializer's builder threads run it (materializer.c MW1: after
+ * 5).  The materializer's builder threads run it (mat_worker.c MW1: after
  * each object handed, and when idle), since what it frees is what MZ4
  * moved into objects; everything it touches comes through the services
  * seam (services.h).  Object GC is the lifecycle's (lifecycle.c G1-G5).

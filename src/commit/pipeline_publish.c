@@ -117,7 +117,7 @@ static void apply_reads(struct batch *b)
 		pthread_mutex_lock(&st->lock);
 		err = nrs_index_append(&st->index, &e);
 		st->wal_bytes += br->total;
-		if (st->unmat_since_ns == 0)	/* materializer.c MZ1 */
+		if (st->unmat_since_ns == 0)	/* mat_plan.c MZ1 */
 			st->unmat_since_ns = (int64_t)now;
 		pthread_mutex_unlock(&st->lock);
 		if (err)

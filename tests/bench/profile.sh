@@ -137,7 +137,7 @@ for c in $CASES; do
 				if (v + 0 > m[k]) m[k] = v + 0 }
 			END { for (k in m) s += m[k]; print s + 0 }' "$work/annotate.$c"
 		}
-		mat=$(incl 'materializer.c:(builder_main|uploader_main) ')
+		mat=$(incl 'mat_worker.c:(builder_main|uploader_main) ')
 		pub=$(incl 'meta.c:nrs_meta_publish ')
 		awk -v c="$c" -v t="$total" -v m="$mat" -v o="$ops" -v s="$(field "$line" ops_s)" \
 			'BEGIN { printf "%-7s %d appends (%s/s under valgrind): %.0f daemon instructions per append, %.0f without the materializer threads (%.0f)\n",

@@ -135,7 +135,7 @@ test_expect_success 'a second remount serves the same' '
 	nrs_umount
 '
 
-# materializer.c MZ9: with materialization on, the stream is due but its
+# mat_worker.c MZ9: with materialization on, the stream is due but its
 # next byte has no copy.  The materializer must neither spin on it nor
 # hold up other streams; a trim past the lost range lets it go on.
 fast=materialize_bytes=65536,materialize_age_ms=200,object_size=262144

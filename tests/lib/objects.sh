@@ -100,7 +100,7 @@ test_expect_success 'a corrupted object: EIO on its range, never wrong bytes' '
 '
 
 # One materializer thread builds the next object of a stream while the one
-# before is uploaded (materializer.c MW1-MW3).  A publish that fails must
+# before is uploaded (mat_worker.c MW1-MW3).  A publish that fails must
 # hold back the object built after it: published first, it would move
 # `materialized` past a range no object holds, and the next mount, which
 # walks the WAL only above `materialized`, would lose that range.
