@@ -5,7 +5,7 @@
  * them (mat_object.c, mat_adopt.c), with the slot of one between them.
  *
  *  MZ9 A stream that is due but whose next byte no WAL record holds (a
- *     range recovery found with no copy, recovery.c RC5b) is logged and
+ *     range recovery found with no copy, recovery_index.c RC5b) is logged and
  *     retried after a pause, like a failed build: materializing it stops
  *     there, since `materialized` never moves past bytes no object holds
  *     (MW3), until a trim (user.nereus.trim, retention) raises its start

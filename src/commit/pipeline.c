@@ -125,7 +125,7 @@
  *     together (core.c runs one pipeline per WAL, so that a batch that
  *     waits for the bucket never holds a local-wal batch behind it):
  *     every LSN is unique across those WALs, as recovery's LSN order and
- *     commit chains (recovery.c RC3, RC5a) need.
+ *     commit chains (recovery.c RC3, recovery_index.c RC5a) need.
  *  PL8 META requests (NRS_REQ_META, a metadata change of meta.h's change
  *     log) have no stream: each is a META record of its own (walrec.c
  *     WV4) in the batch it was taken in, at its place in submission order

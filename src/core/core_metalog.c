@@ -5,7 +5,7 @@
  * metarec.c) of the object WAL, in the order the store numbered the
  * changes, so that the bucket holds the namespace with the same proof as
  * the appends, and a recovery from the bucket alone replays it
- * (stream/recovery.c RM1) on the last checkpoint.
+ * (stream/recovery_meta.c RM1) on the last checkpoint.
  *
  * Why changesets and not logical operation records: sqlite_log.c's top.
  * Every change is logged, local-wal directories' too (one ordered log is
@@ -27,7 +27,7 @@
  *  NS2 A META record that failed would leave a gap in the log, which a
  *      recovery refuses (sqlite_log.c ML2).  So it is submitted again, the
  *      same change under the same number (a later LSN: a recovery orders
- *      META records by their number, recovery.c RM1, and skips a second
+ *      META records by their number, recovery_meta.c RM1, and skips a second
  *      copy), up to META_TRIES times; every waiter waits while one is
  *      being tried again.  If the last try fails too, every waiter whose
  *      record completed after it also waits for a proven checkpoint begun

@@ -148,7 +148,7 @@
  *       change commits before its record is written, sqlite_log.c ML1:
  *       one above means the database lost changes the bucket holds), and
  *       every META record's payload passes its CRCs (a recovery from the
- *       bucket that needs a damaged one stops, recovery.c RM1).
+ *       bucket that needs a damaged one stops, recovery_meta.c RM1).
  *   F32 No WAL object of the object WAL is stored below the floor its
  *       state file records (wal_object_gc.c OW7 moves the floor, then
  *       deletes what is under it): one still there is a DELETE that

@@ -13,7 +13,7 @@
  *      WAL record header decodes (walrec.c: magic, header CRC, WV3) and
  *      names the row's stream, base start and length end - start; every
  *      payload chunk passes its CRC32C (DESIGN.md I6: what the reader's
- *      RA1 checks).  Before that, F20: the row is possible (recovery.c
+ *      RA1 checks).  Before that, F20: the row is possible (recovery_index.c
  *      RD3, which bounds the record's length).
  *  F25 (adopted) A retired adopted row's record was punched out (lifecycle.c
  *      G6), which is not looked at (a file system without holes keeps the

@@ -35,7 +35,7 @@
  *      and verified again as SN2 says, now at SCHEMA_VERSION.  A failed
  *      upgrade writes nothing.  So what is installed is always of our
  *      schema, before anything reads it: the META records a recovery
- *      replays next (stream/recovery.c RM1) apply to the upgraded tables,
+ *      replays next (stream/recovery_meta.c RM1) apply to the upgraded tables,
  *      and a change recorded against an older table applies to the newer
  *      one or is refused, never skipped (sqlite_log.c ML3).
  */

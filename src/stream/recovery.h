@@ -1,7 +1,8 @@
 /*
- * recovery.h - start-up recovery (nrs_recover, recovery.c RC1-RC7), and the
- * rules of it (RC5, RD1-RD3) that the offline checker (fsck.c) applies too,
- * so that nereusfs-fsck judges a data directory exactly as the next mount
+ * recovery.h - start-up recovery (nrs_recover, recovery.c RC1-RC7, with
+ * recovery_meta.c and recovery_index.c), and the rules of it (RC5,
+ * RD1-RD3) that the offline checker (fsck.c) applies too, so that
+ * nereusfs-fsck judges a data directory exactly as the next mount
  * will read it: those are pure functions, no I/O, no locks.
  *
  * RC5 in short: a stream's committed object generations, taken in the order
@@ -50,9 +51,9 @@ struct nrs_recover_env {
 int nrs_recover(const struct nrs_recover_env *e, uint64_t *next_lsn);
 
 /*
- * RD1-RD3: what a value read from the disk may be (recovery.c says what
- * happens to one that is out of range; fsck.c F7, F8, F20, F28, F29 report
- * them).  The bounds: NRS_STREAM_ID_MAX and NRS_HEAD_MAX (meta.h),
+ * RD1-RD3: what a value read from the disk may be (recovery.c and
+ * recovery_index.c say what happens to one that is out of range; fsck.c
+ * F7, F8, F20, F28, F29 report them).  The bounds: NRS_STREAM_ID_MAX and NRS_HEAD_MAX (meta.h),
  * NRS_WALREC_LSN_MAX (walrec.h).
  */
 

@@ -38,7 +38,7 @@
  * walrec.c WV4, its payload metarec.c's -- the change's number and its
  * SQLite changeset), which the commit pipeline writes into the object WAL
  * (pipeline.c PL8, core_metalog.c NS1) and a recovery replays on the last
- * checkpoint (recovery.c RM1).  Providers need no change for either: they
+ * checkpoint (recovery_meta.c RM1).  Providers need no change for either: they
  * store and return opaque records.
  *
  * WHAT THE PIPELINE MAY ASSUME of every provider:

@@ -22,7 +22,7 @@
  *      length and SHA-256 are those of its HEAD, its header verifies and
  *      names its own key, and its length is header + rec_len: else it is
  *      damage, logged, never used or deleted, and its records are not
- *      returned (their ranges read EIO, recovery.c RC5b).  The abandoned
+ *      returned (their ranges read EIO, recovery_index.c RC5b).  The abandoned
  *      ranges of every accepted header are gathered first; then the
  *      records of every accepted object no range names are returned in
  *      log order, each with its chunk CRCs checked (data_ok).  A store

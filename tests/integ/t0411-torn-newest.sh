@@ -2,7 +2,7 @@
 test_description='a torn tail that hits the newest acknowledged record: only its range reads EIO'
 . "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
-# Issue 12, item 1 (recovery.c RC5b).  4 writers append to one stream and
+# Issue 12, item 1 (recovery_index.c RC5b).  4 writers append to one stream and
 # stop; the daemon is killed; 7 bytes are cut off the end of the last WAL
 # record, which the head names.  The commit chain is broken at its newest
 # link, and before RC5b the whole stream (objects included) read EIO, and so

@@ -1,5 +1,5 @@
 #!/bin/sh
-test_description='write once: large records become generations in place in the embedded store (mat_adopt.c MZ10-MZ12, recovery.c RD5, core_obj.c CO2)'
+test_description='write once: large records become generations in place in the embedded store (mat_adopt.c MZ10-MZ12, recovery_index.c RD5, core_obj.c CO2)'
 . "${NRS_TESTLIB:-$(dirname "$0")/../lib/lib.sh}"
 
 # Small segments, so that they rotate (and are adopted) while the writers

@@ -13,7 +13,7 @@
 # and xattrs -- also those changed under the object-wal directory while
 # the appends ran, after the last checkpoint: no checkpoint is taken after
 # them, so they come back from the object WAL's META records alone
-# (core_metalog.c NS1, recovery.c RM1), and so does an epoch two fences
+# (core_metalog.c NS1, recovery_meta.c RM1), and so does an epoch two fences
 # raised (NS4: the fence records, pipeline.c PL9, recovery.c RC9; a lower
 # one is refused after the recovery) -- and the
 # local-wal stream readable up to what was materialized, with the rest

@@ -1,5 +1,5 @@
 /*
- * test_recovery_meta.c - recovery.c RM1 through its seam (recovery.h,
+ * test_recovery_meta.c - recovery_meta.c RM1 through its seam (recovery.h,
  * struct nrs_recover_env): the META records of a fake object WAL
  * (fixture_wal.h: scan lists the records, read returns their bytes) hold
  * changes a real SQLite store handed its sink (meta.h, THE CHANGE LOG),
