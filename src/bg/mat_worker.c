@@ -48,21 +48,15 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "bg/mat_priv.h"
 #include "bg/materializer.h"
 #include "bg/services.h"
 #include "bg/walgc.h"
-#include "obj/objfmt.h"
 #include "stream/table.h"
-#include "util/backoff.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "util/metrics.h"
 #include "util/sat.h"
-#include "util/waitms.h"
-#include "wal/wal.h"
 
 #define TICK_MS			100
 #define RUN_MAX			4	/* objects of one stream in a row while

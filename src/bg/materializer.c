@@ -48,7 +48,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +64,6 @@
 #include "util/metrics.h"
 #include "util/sat.h"
 #include "util/waitms.h"
-#include "wal/wal.h"
 
 #define RETRY_MIN_MS		100
 #define DEFAULT_MIN_BYTES	(4ull << 20)

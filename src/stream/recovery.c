@@ -97,7 +97,6 @@
 #include <string.h>
 
 #include "meta/meta.h"
-#include "obj/objfmt.h"
 #include "stream/recovery.h"
 #include "stream/recovery_priv.h"
 #include "stream/table.h"
@@ -105,7 +104,6 @@
 #include "util/failpoint.h"
 #include "util/grow.h"
 #include "util/log.h"
-#include "wal/metarec.h"
 #include "wal/wal.h"
 
 static int scan_cb(void *ctx, const struct nrs_wal_rec_info *ri)
