@@ -189,25 +189,29 @@ int nrs_dirstore_head(struct nrs_objstore *s, const char *key,
 	return 0;
 }
 
-static ssize_t dir_get(struct nrs_objstore *s, const char *key, uint64_t off,
-		       void *buf, size_t len)
+ssize_t nrs_dirstore_read_close(struct dir_store *d, const char *key, int fd,
+				uint64_t size, uint64_t off, void *buf,
+				size_t len)
 {
-	struct dir_store *d = dir_of(s);
-	uint64_t size = 0;
-	ssize_t n;
-	int fd = nrs_dirstore_open_read(d, key, &size);
+	ssize_t n = off >= size ? 0 : nrs_pread_full(fd, buf, len, OBJ_HDR + off);
 
-	if (fd < 0)
-		return fd;
-	if (off >= size)
-		n = 0;
-	else
-		n = nrs_pread_full(fd, buf, len, OBJ_HDR + off);
 	close(fd);
 	if (n < 0)
 		nrs_warn("dir store %s: get %s at %" PRIu64 ": %s", d->dir, key,
 			 off, strerror((int)-n));
 	return n;
+}
+
+static ssize_t dir_get(struct nrs_objstore *s, const char *key, uint64_t off,
+		       void *buf, size_t len)
+{
+	struct dir_store *d = dir_of(s);
+	uint64_t size = 0;
+	int fd = nrs_dirstore_open_read(d, key, &size);
+
+	if (fd < 0)
+		return fd;
+	return nrs_dirstore_read_close(d, key, fd, size, off, buf, len);
 }
 
 static void dir_close(struct nrs_objstore *s)

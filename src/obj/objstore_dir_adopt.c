@@ -239,7 +239,6 @@ ssize_t nrs_objstore_dir_get_slice(struct nrs_objstore *s, const char *key,
 {
 	struct dir_store *d = nrs_dirstore_of(s);
 	uint64_t size = 0;
-	ssize_t n;
 	int fd;
 
 	if (!d)
@@ -247,11 +246,7 @@ ssize_t nrs_objstore_dir_get_slice(struct nrs_objstore *s, const char *key,
 	fd = nrs_dirstore_open_read(d, key, &size);
 	if (fd < 0)
 		return fd;
-	if (off >= size) {
-		close(fd);
-		return 0;
-	}
-	if (until != NRS_OBJ_SLICE_ALL) {	/* OD10 */
+	if (off < size && until != NRS_OBJ_SLICE_ALL) {	/* OD10 */
 		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 		if (until > size)
 			until = size;
@@ -260,12 +255,7 @@ ssize_t nrs_objstore_dir_get_slice(struct nrs_objstore *s, const char *key,
 					    (off_t)(until - off),
 					    POSIX_FADV_WILLNEED);
 	}
-	n = nrs_pread_full(fd, buf, len, OBJ_HDR + off);
-	close(fd);
-	if (n < 0)
-		nrs_warn("dir store %s: get %s at %" PRIu64 ": %s", d->dir, key,
-			 off, strerror((int)-n));
-	return n;
+	return nrs_dirstore_read_close(d, key, fd, size, off, buf, len);
 }
 
 /* OD8: a name nrs_objfmt_adopt_key makes (16 lower-case hex digits). */

@@ -50,6 +50,13 @@ int nrs_dirstore_place(struct dir_store *d, int srcfd, const char *name,
  */
 int nrs_dirstore_open_read(struct dir_store *d, const char *key,
 			   uint64_t *len);
+/* Read len bytes at object offset off (0 at or past its size, the
+ * object's byte count) from fd, as nrs_dirstore_open_read gave it, close
+ * it, and log a failure: get()'s end, for the plain and the adopted
+ * slice read.  The bytes read, or a negative errno. */
+ssize_t nrs_dirstore_read_close(struct dir_store *d, const char *key, int fd,
+				uint64_t size, uint64_t off, void *buf,
+				size_t len);
 
 /* The object file header (objstore_dir.c) of an object of len bytes whose
  * SHA-256 is sha256 (NULL: none given). */
